@@ -1,0 +1,13 @@
+//! The subcommands, each taking its own plain options (converted from clap in `cli.rs`) and
+//! returning `anyhow` errors to `main`.
+
+mod plan;
+mod size;
+
+pub use plan::{PlanCommand, plan};
+pub use size::{SizeCommand, size};
+
+/// A command-line argument the user must change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

@@ -1,0 +1,70 @@
+//! `pdsweep plan`: load the sweep, expand it, record it in the sweep database, print it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use pdsweep::plan::{Plan, PlanFormat, PlanOptions, render};
+use pdsweep::spec::Sweep;
+use pdsweep::store::SweepDb;
+
+use super::UsageError;
+
+/// Options of `pdsweep plan`.
+#[derive(Debug, Clone)]
+pub struct PlanCommand {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Output format.
+    pub format: PlanFormat,
+    /// Results folder.
+    pub results: PathBuf,
+    /// Do not write the database.
+    pub dry_run: bool,
+    /// Throughput override.
+    pub flops_per_s: Option<f64>,
+}
+
+/// Runs `pdsweep plan`.
+pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
+    if let Some(f) = cmd.flops_per_s
+        && !(f.is_finite() && f > 0.0)
+    {
+        return Err(UsageError(format!("--flops-per-s `{f}` must be a positive number")).into());
+    }
+    let sweep = Sweep::load(&cmd.sweep)?;
+    let plan = Plan::build(
+        &sweep,
+        &PlanOptions {
+            flops_per_s: cmd.flops_per_s,
+        },
+    )?;
+    let mut out = render(&plan, cmd.format);
+    if !cmd.dry_run {
+        let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+        let mut db = SweepDb::open(&db_path)?;
+        let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
+        let note = format!(
+            "recorded in {}: {} new runs, {} already there ({} in the database){}\n",
+            db_path.display(),
+            write.runs_added,
+            write.runs_kept,
+            write.runs_in_db,
+            if write.new_plan {
+                ""
+            } else {
+                "; this sweep file was planned before"
+            }
+        );
+        if cmd.format == PlanFormat::Table {
+            out += &note;
+        } else {
+            eprint!("{note}");
+        }
+    }
+    std::io::stdout()
+        .write_all(out.as_bytes())
+        .context("cannot write the plan to standard output")?;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+//! `pdsweep size`: exact parameter counts of an explicit shape or of a derived one.
+
+use pdsweep::plan::{ModelShape, ShapeRule};
+use pdsweep::spec::units::{format_count, parse_count};
+
+use super::UsageError;
+
+/// Options of `pdsweep size`.
+#[derive(Debug, Clone)]
+pub struct SizeCommand {
+    /// Target size to derive a shape from.
+    pub target: Option<String>,
+    /// Explicit width.
+    pub d_model: Option<u64>,
+    /// Explicit depth.
+    pub n_layers: Option<u64>,
+    /// Explicit query heads.
+    pub n_heads: Option<u64>,
+    /// Explicit key/value heads.
+    pub n_kv_heads: Option<u64>,
+    /// Explicit SwiGLU width.
+    pub d_ff: Option<u64>,
+    /// Vocabulary.
+    pub vocab: u64,
+    /// Tie embedding and head.
+    pub tie_embeddings: bool,
+    /// Derivation: aspect ratio.
+    pub aspect_ratio: f64,
+    /// Derivation: head width.
+    pub head_dim: Option<u64>,
+    /// Derivation: query heads per kv head.
+    pub kv_groups: u64,
+    /// JSON output.
+    pub json: bool,
+}
+
+/// Runs `pdsweep size`.
+pub fn size(cmd: SizeCommand) -> anyhow::Result<()> {
+    let (shape, target) = match &cmd.target {
+        Some(text) => {
+            let target = parse_count(text).map_err(|e| UsageError(format!("SIZE: {e}")))?;
+            if !(cmd.aspect_ratio.is_finite() && cmd.aspect_ratio > 0.0) {
+                return Err(UsageError(format!(
+                    "--aspect-ratio `{}` must be positive",
+                    cmd.aspect_ratio
+                ))
+                .into());
+            }
+            let rule = ShapeRule {
+                aspect_ratio: cmd.aspect_ratio,
+                head_dim: cmd.head_dim,
+                kv_groups: cmd.kv_groups,
+                ffn_multiple: 32,
+                tie_embeddings: cmd.tie_embeddings,
+                vocab: cmd.vocab,
+            };
+            (rule.derive(target).map_err(UsageError)?, Some(target))
+        }
+        None => {
+            let n_heads = cmd.n_heads.unwrap_or(0);
+            let shape = ModelShape {
+                d_model: cmd.d_model.unwrap_or(0),
+                n_layers: cmd.n_layers.unwrap_or(0),
+                n_heads,
+                n_kv_heads: cmd.n_kv_heads.unwrap_or(n_heads),
+                d_ff: cmd.d_ff.unwrap_or(0),
+                vocab: cmd.vocab,
+                tie_embeddings: cmd.tie_embeddings,
+            };
+            shape.validate().map_err(UsageError)?;
+            (shape, None)
+        }
+    };
+    let p = shape.params();
+    if cmd.json {
+        let value = serde_json::json!({
+            "target_params": target, "shape": shape, "params_total": p.total,
+            "params_non_embedding": p.non_embedding, "embedding": p.embedding, "head": p.head,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        if let Some(t) = target {
+            println!(
+                "target       {} non-embedding parameters",
+                format_count(t as f64)
+            );
+        }
+        println!(
+            "shape        d_model {}, n_layers {}, n_heads {}, n_kv_heads {}, d_ff {}, vocab {}, {}",
+            shape.d_model,
+            shape.n_layers,
+            shape.n_heads,
+            shape.n_kv_heads,
+            shape.d_ff,
+            shape.vocab,
+            if shape.tie_embeddings {
+                "tied"
+            } else {
+                "untied"
+            }
+        );
+        println!(
+            "total        {} ({})",
+            p.total,
+            format_count(p.total as f64)
+        );
+        println!(
+            "non-embed.   {} ({})",
+            p.non_embedding,
+            format_count(p.non_embedding as f64)
+        );
+        println!("embedding    {}", p.embedding);
+        println!("head         {}", p.head);
+    }
+    Ok(())
+}

@@ -1,0 +1,36 @@
+//! The `pdsweep` binary: parse the command line, dispatch, print one error, pick the exit code.
+
+mod cli;
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => commands::plan(args.into_command()),
+        Command::Size(args) => commands::size(args.into_command()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code(&err))
+        }
+    }
+}
+
+/// 2 for input the user must fix (sweep file, arguments), 1 for everything else.
+fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
+        || err.downcast_ref::<commands::UsageError>().is_some()
+    {
+        2
+    } else {
+        1
+    }
+}

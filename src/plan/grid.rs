@@ -1,0 +1,776 @@
+//! Expands a sweep into the run graph: resolves every model to a shape, crosses teachers,
+//! students, token budgets, seeds and distillation axes, shares one teacher and one logit store
+//! among the students that can use them, and applies the pairing constraints.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
+
+use super::cost;
+use super::run::{
+    DataConfig, DistillConfig, LogitsConfig, ModelSpec, Run, RunConfig, RunId, RunKind,
+    TrainConfig, Truncation,
+};
+use super::shape::{ModelShape, ShapeRule};
+use crate::spec::units::format_count;
+use crate::spec::{
+    Alpha, DistillMode, GroupSection, LossKind, ModelEntry, SpecError, Sweep, Temperature,
+    TokenBudget, TopK, TopP,
+};
+
+/// A model of a group with the budgets and seeds it trains with.
+struct GroupModel {
+    spec: ModelSpec,
+    n: u64,
+    budgets: Vec<TokenBudget>,
+    seeds: Vec<u64>,
+    key: String,
+    span: Range<usize>,
+}
+
+/// One distillation setting: a point of the `[distill]` axes.
+#[derive(Clone, Copy)]
+struct DistillPoint {
+    mode: DistillMode,
+    loss: LossKind,
+    alpha: Alpha,
+    temperature: Temperature,
+    top_p: TopP,
+    top_k: TopK,
+}
+
+/// A trained teacher the students may pair with.
+struct TeacherRun {
+    index: usize,
+    model: usize,
+    budget: usize,
+    seed: u64,
+}
+
+/// The expanded graph plus the cost of the naive alternative.
+pub struct Expansion {
+    /// Runs in graph order.
+    pub runs: Vec<Run>,
+    /// FLOPs if every student trained its own teacher and ran it online.
+    pub naive_flops: f64,
+}
+
+/// Expands `sweep` into runs.
+pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
+    let ctx = Context::new(sweep)?;
+    let teachers = ctx.group_models(&sweep.file.teachers, "teachers", true)?;
+    let students = ctx.group_models(&sweep.file.students, "students", false)?;
+    check_labels(sweep, &teachers, &students)?;
+    let mut builder = Builder {
+        ctx: &ctx,
+        runs: Vec::new(),
+        naive_flops: 0.0,
+    };
+    let teacher_runs = builder.teachers(&teachers)?;
+    builder.students(&teachers, &teacher_runs, &students)?;
+    builder.finish()
+}
+
+/// Settings shared by every run of the sweep.
+struct Context<'a> {
+    sweep: &'a Sweep,
+    rule: ShapeRule,
+    data: DataConfig,
+    train: TrainConfig,
+    tokens_per_step: u64,
+    distill: Vec<DistillPoint>,
+    multi_seed: bool,
+}
+
+impl<'a> Context<'a> {
+    fn new(sweep: &'a Sweep) -> Result<Self, SpecError> {
+        let f = &sweep.file;
+        let m = &f.model;
+        let context = m.context.get_ref().0;
+        let batch = f.train.batch_tokens.get_ref().0;
+        let batch_seqs = ((batch as f64 / context as f64).round() as u64).max(1);
+        let corpus = f
+            .corpus
+            .as_ref()
+            .map(|c| c.get_ref().clone())
+            .unwrap_or_default();
+        let rule = ShapeRule {
+            aspect_ratio: m.aspect_ratio.0,
+            head_dim: m.head_dim.map(|h| h.0),
+            kv_groups: m.kv_groups.0,
+            ffn_multiple: m.ffn_multiple.0,
+            tie_embeddings: m.tie_embeddings,
+            vocab: sweep.vocab,
+        };
+        let data = DataConfig {
+            corpus: corpus.kind,
+            path: corpus.path.clone(),
+            text_column: corpus.text_column.clone(),
+            tokenizer: corpus.tokenizer.or(match corpus.kind {
+                crate::spec::CorpusKind::Synthetic => None,
+                _ => Some(crate::spec::TokenizerKind::Byte),
+            }),
+            vocab: sweep.vocab,
+            val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
+            corpus_seed: corpus.seed.unwrap_or(0),
+            context,
+            batch_seqs,
+            seed: 0,
+        };
+        let t = &f.train;
+        let train = TrainConfig {
+            lr: t.lr,
+            weight_decay: t.weight_decay.0,
+            betas: [t.betas[0].0, t.betas[1].0],
+            grad_clip: t.grad_clip,
+            steps: 0,
+            evals: t.evals.0,
+            checkpoint_every: t.checkpoint_every.0,
+            log_every: t.log_every.0,
+        };
+        let d = &f.distill;
+        let mut distill = Vec::new();
+        for &mode in d.mode.values() {
+            for &loss in d.loss.values() {
+                for &alpha in d.alpha.values() {
+                    for &temperature in d.temperature.values() {
+                        for &top_p in d.top_p.values() {
+                            for &top_k in d.top_k.values() {
+                                distill.push(DistillPoint {
+                                    mode,
+                                    loss,
+                                    alpha,
+                                    temperature,
+                                    top_p,
+                                    top_k,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut all_seeds: BTreeSet<u64> = f.seed.values().iter().copied().collect();
+        for group in [&f.teachers, &f.students] {
+            let g = group.get_ref();
+            all_seeds.extend(g.seed.iter().flat_map(|s| s.values().iter().copied()));
+            for e in &g.models {
+                all_seeds.extend(
+                    e.get_ref()
+                        .seed
+                        .iter()
+                        .flat_map(|s| s.values().iter().copied()),
+                );
+            }
+        }
+        Ok(Context {
+            sweep,
+            rule,
+            data,
+            train,
+            tokens_per_step: batch_seqs * context,
+            distill,
+            multi_seed: all_seeds.len() > 1,
+        })
+    }
+
+    /// Resolves the models of a group: `sizes` first, then `models` entries.
+    fn group_models(
+        &self,
+        group: &toml::Spanned<GroupSection>,
+        key: &str,
+        teachers: bool,
+    ) -> Result<Vec<GroupModel>, SpecError> {
+        let g = group.get_ref();
+        let sweep_seeds = self.sweep.file.seed.values();
+        let group_seeds: Vec<u64> = match &g.seed {
+            Some(s) => s.values().to_vec(),
+            None if teachers => sweep_seeds[..1].to_vec(),
+            None => sweep_seeds.to_vec(),
+        };
+        let mut out: Vec<GroupModel> = Vec::new();
+        for (i, size) in g.sizes.iter().enumerate() {
+            let entry_key = format!("{key}.sizes[{i}]");
+            let shape = self.derive(size.get_ref().0, size.span(), &entry_key)?;
+            let target = size.get_ref().0;
+            if let Some(prev) = out.iter().find(|m| m.spec.target == Some(target)) {
+                return Err(self
+                    .sweep
+                    .error_at(
+                        size.span(),
+                        &entry_key,
+                        format!("size `{}` is listed twice", format_count(target as f64)),
+                    )
+                    .with_hint(format!("remove the duplicate from `{}`", prev.key)));
+            }
+            out.push(self.group_model(
+                format_count(target as f64),
+                Some(target),
+                shape,
+                g,
+                None,
+                &group_seeds,
+                entry_key,
+                size.span(),
+            ));
+        }
+        for (i, entry) in g.models.iter().enumerate() {
+            let entry_key = format!("{key}.models[{i}]");
+            let e = entry.get_ref();
+            let (label, target, shape) = self.entry_shape(e, entry.span(), &entry_key)?;
+            out.push(self.group_model(
+                label,
+                target,
+                shape,
+                g,
+                Some(e),
+                &group_seeds,
+                entry_key,
+                entry.span(),
+            ));
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn group_model(
+        &self,
+        label: String,
+        target: Option<u64>,
+        shape: ModelShape,
+        g: &GroupSection,
+        entry: Option<&ModelEntry>,
+        group_seeds: &[u64],
+        key: String,
+        span: Range<usize>,
+    ) -> GroupModel {
+        let budgets = entry
+            .and_then(|e| e.tokens.as_ref())
+            .unwrap_or(&g.tokens)
+            .values()
+            .to_vec();
+        let seeds = entry
+            .and_then(|e| e.seed.as_ref())
+            .map_or_else(|| group_seeds.to_vec(), |s| s.values().to_vec());
+        GroupModel {
+            n: shape.params().non_embedding,
+            spec: ModelSpec {
+                label,
+                target,
+                shape,
+            },
+            budgets,
+            seeds,
+            key,
+            span,
+        }
+    }
+
+    fn derive(&self, target: u64, span: Range<usize>, key: &str) -> Result<ModelShape, SpecError> {
+        self.rule.derive(target).map_err(|msg| {
+            self.sweep
+                .error_at(span, key, msg)
+                .with_hint("choose another size, or give an explicit shape in a `models` entry")
+        })
+    }
+
+    fn entry_shape(
+        &self,
+        e: &ModelEntry,
+        span: Range<usize>,
+        key: &str,
+    ) -> Result<(String, Option<u64>, ModelShape), SpecError> {
+        if let Some(size) = e.size {
+            let shape = self.derive(size.0, span, key)?;
+            let label = e
+                .name
+                .as_ref()
+                .map_or_else(|| format_count(size.0 as f64), |n| n.to_string());
+            return Ok((label, Some(size.0), shape));
+        }
+        let get = |v: Option<crate::spec::Count>| v.map_or(0, |c| c.0);
+        let n_heads = get(e.n_heads);
+        let shape = ModelShape {
+            d_model: get(e.d_model),
+            n_layers: get(e.n_layers),
+            n_heads,
+            n_kv_heads: e.n_kv_heads.map_or(n_heads, |c| c.0),
+            d_ff: get(e.d_ff),
+            vocab: e.vocab.map_or(self.sweep.vocab, |c| c.0),
+            tie_embeddings: e.tie_embeddings.unwrap_or(self.rule.tie_embeddings),
+        };
+        shape
+            .validate()
+            .map_err(|msg| self.sweep.error_at(span.clone(), key, msg))?;
+        let label = e.name.as_ref().map_or_else(
+            || format!("d{}x{}", shape.d_model, shape.n_layers),
+            |n| n.to_string(),
+        );
+        Ok((label, None, shape))
+    }
+
+    /// Resolves a budget for a model of `n` parameters to whole optimiser steps.
+    fn tokens(&self, budget: TokenBudget, n: u64, m: &GroupModel) -> Result<(u64, u64), SpecError> {
+        let requested = budget.resolve(n).map_err(|msg| {
+            self.sweep
+                .error_at(m.span.clone(), &format!("{}.tokens", m.key), msg)
+        })?;
+        let steps = requested.div_ceil(self.tokens_per_step);
+        Ok((steps, steps * self.tokens_per_step))
+    }
+
+    fn data(&self, seed: u64) -> DataConfig {
+        DataConfig {
+            seed,
+            ..self.data.clone()
+        }
+    }
+
+    fn train(&self, steps: u64) -> TrainConfig {
+        TrainConfig {
+            steps,
+            ..self.train.clone()
+        }
+    }
+
+    fn seed_suffix(&self, seed: u64) -> String {
+        if self.multi_seed {
+            format!("-s{seed}")
+        } else {
+            String::new()
+        }
+    }
+}
+
+/// Refuses two models of the sweep with the same label within a group.
+fn check_labels(
+    sweep: &Sweep,
+    teachers: &[GroupModel],
+    students: &[GroupModel],
+) -> Result<(), SpecError> {
+    for group in [teachers, students] {
+        let mut seen: HashMap<&str, &GroupModel> = HashMap::new();
+        for m in group {
+            if let Some(prev) = seen.insert(&m.spec.label, m) {
+                return Err(sweep
+                    .error_at(
+                        m.span.clone(),
+                        &m.key,
+                        format!(
+                            "model label `{}` is also used by `{}`",
+                            m.spec.label, prev.key
+                        ),
+                    )
+                    .with_hint("give the entry a distinct `name`"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Accumulates runs.
+struct Builder<'c, 'a> {
+    ctx: &'c Context<'a>,
+    runs: Vec<Run>,
+    naive_flops: f64,
+}
+
+/// A student whose logit store is not known yet.
+struct PendingStudent {
+    config: RunConfig,
+    name: String,
+    teacher: usize,
+    store_key: Option<(usize, u64, u64, u64)>,
+}
+
+impl Builder<'_, '_> {
+    fn push(
+        &mut self,
+        config: RunConfig,
+        name: String,
+        depends_on: Vec<RunId>,
+        flops: f64,
+    ) -> usize {
+        let params = config.model.shape.params();
+        let disk_bytes = match config.kind {
+            RunKind::Logits => {
+                let kept = config
+                    .logits
+                    .as_ref()
+                    .map_or(params.total, |l| l.truncation.top_k.kept(config.data.vocab));
+                cost::logit_bytes_per_token(config.data.vocab, kept).saturating_mul(config.tokens)
+            }
+            _ => cost::checkpoint_bytes(params.total),
+        };
+        self.runs.push(Run {
+            id: config.id(),
+            name,
+            config,
+            params,
+            flops,
+            depends_on,
+            disk_bytes,
+        });
+        self.runs.len() - 1
+    }
+
+    fn trained(
+        &self,
+        kind: RunKind,
+        m: &GroupModel,
+        steps: u64,
+        tokens: u64,
+        seed: u64,
+    ) -> RunConfig {
+        RunConfig {
+            kind,
+            model: m.spec.clone(),
+            tokens,
+            data: self.ctx.data(seed),
+            train: Some(self.ctx.train(steps)),
+            distill: None,
+            logits: None,
+            backend: self.ctx.sweep.file.backend,
+        }
+    }
+
+    fn teachers(&mut self, teachers: &[GroupModel]) -> Result<Vec<TeacherRun>, SpecError> {
+        let mut out = Vec::new();
+        let many_budgets = distinct_budgets(teachers) > 1;
+        for (mi, m) in teachers.iter().enumerate() {
+            for (bi, &budget) in m.budgets.iter().enumerate() {
+                let (steps, tokens) = self.ctx.tokens(budget, m.n, m)?;
+                for &seed in &m.seeds {
+                    let config = self.trained(RunKind::Teacher, m, steps, tokens, seed);
+                    let budget_part = if many_budgets {
+                        format!("-{budget}")
+                    } else {
+                        String::new()
+                    };
+                    let name = format!(
+                        "teacher-{}{}{}",
+                        m.spec.label,
+                        budget_part,
+                        self.ctx.seed_suffix(seed)
+                    );
+                    let flops = cost::training_flops(m.n, tokens);
+                    let index = self.push(config, name, Vec::new(), flops);
+                    out.push(TeacherRun {
+                        index,
+                        model: mi,
+                        budget: bi,
+                        seed,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn students(
+        &mut self,
+        teachers: &[GroupModel],
+        teacher_runs: &[TeacherRun],
+        students: &[GroupModel],
+    ) -> Result<(), SpecError> {
+        let sweep = self.ctx.sweep;
+        let baseline = sweep
+            .file
+            .students
+            .get_ref()
+            .baseline
+            .as_ref()
+            .is_none_or(|b| *b.get_ref());
+        let constraints = sweep
+            .file
+            .constraints
+            .as_ref()
+            .map(|c| c.get_ref().clone())
+            .unwrap_or_default();
+        let allowed = |teacher_n: u64, student_n: u64| {
+            let ratio = teacher_n as f64 / student_n as f64;
+            (!constraints.require_teacher_larger || teacher_n > student_n)
+                && constraints.min_teacher_ratio.is_none_or(|r| ratio >= r.0)
+                && constraints.max_teacher_ratio.is_none_or(|r| ratio <= r.0)
+        };
+        let many_teacher_budgets = distinct_budgets(teachers) > 1;
+        let many_budgets = distinct_budgets(students) > 1;
+        let labels = axis_labels(&sweep.file.distill);
+        let mut pending: Vec<PendingStudent> = Vec::new();
+        let mut used_teachers = vec![false; teachers.len()];
+        for m in students {
+            for &budget in &m.budgets {
+                let (steps, tokens) = self.ctx.tokens(budget, m.n, m)?;
+                let budget_part = if many_budgets {
+                    format!("-{budget}")
+                } else {
+                    String::new()
+                };
+                for &seed in &m.seeds {
+                    let seed_part = self.ctx.seed_suffix(seed);
+                    if baseline {
+                        let config = self.trained(RunKind::Baseline, m, steps, tokens, seed);
+                        let name = format!("baseline-{}{budget_part}{seed_part}", m.spec.label);
+                        let flops = cost::training_flops(m.n, tokens);
+                        self.naive_flops += flops;
+                        self.push(config, name, Vec::new(), flops);
+                    }
+                    for (ti, t) in teachers.iter().enumerate() {
+                        if !allowed(t.n, m.n) {
+                            continue;
+                        }
+                        used_teachers[ti] = true;
+                        for bi in 0..t.budgets.len() {
+                            let Some(tr) = pick_teacher(teacher_runs, ti, bi, seed) else {
+                                continue;
+                            };
+                            let teacher = &self.runs[tr.index];
+                            let t_budget = if many_teacher_budgets {
+                                format!("-{}", t.budgets[bi])
+                            } else {
+                                String::new()
+                            };
+                            for point in &self.ctx.distill {
+                                let config = RunConfig {
+                                    distill: Some(DistillConfig {
+                                        mode: point.mode,
+                                        loss: point.loss,
+                                        alpha: point.alpha,
+                                        temperature: point.temperature,
+                                        truncation: Truncation {
+                                            top_p: point.top_p,
+                                            top_k: point.top_k,
+                                        },
+                                        teacher: teacher.id.clone(),
+                                        teacher_model: t.spec.clone(),
+                                    }),
+                                    ..self.trained(RunKind::Student, m, steps, tokens, seed)
+                                };
+                                let name = format!(
+                                    "student-{}{budget_part}-from-{}{t_budget}{}{seed_part}",
+                                    m.spec.label,
+                                    t.spec.label,
+                                    labels.describe(point)
+                                );
+                                let teacher_train = teacher.flops;
+                                let online = cost::forward_flops(t.n, tokens);
+                                self.naive_flops +=
+                                    teacher_train + online + cost::training_flops(m.n, tokens);
+                                let store_key = (point.mode == DistillMode::Offline).then(|| {
+                                    (
+                                        tr.index,
+                                        seed,
+                                        point.top_p.0.to_bits(),
+                                        top_k_key(point.top_k),
+                                    )
+                                });
+                                pending.push(PendingStudent {
+                                    config,
+                                    name,
+                                    teacher: tr.index,
+                                    store_key,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.check_pairs(teachers, students, &used_teachers, pending.is_empty())?;
+        self.link_students(pending);
+        Ok(())
+    }
+
+    fn check_pairs(
+        &self,
+        teachers: &[GroupModel],
+        students: &[GroupModel],
+        used: &[bool],
+        no_students: bool,
+    ) -> Result<(), SpecError> {
+        let sweep = self.ctx.sweep;
+        let span = sweep.file.constraints.as_ref().map_or(0..0, |c| c.span());
+        let smallest_student = students.iter().map(|s| s.n).min().unwrap_or(0);
+        if no_students {
+            let largest_teacher = teachers.iter().map(|t| t.n).max().unwrap_or(0);
+            return Err(sweep
+                .error_at(
+                    span,
+                    "constraints",
+                    format!(
+                        "the constraints leave zero teacher–student pairs (largest teacher has {} non-embedding parameters, smallest student {})",
+                        format_count(largest_teacher as f64),
+                        format_count(smallest_student as f64)
+                    ),
+                )
+                .with_hint("add larger teachers or smaller students, or relax `[constraints]`"));
+        }
+        if let Some((t, _)) = teachers.iter().zip(used).find(|(_, u)| !**u) {
+            return Err(sweep
+                .error_at(
+                    t.span.clone(),
+                    &t.key,
+                    format!(
+                        "teacher `{}` ({} non-embedding parameters) is smaller than `[constraints]` allow for every student (smallest student: {}); it would be trained for nothing",
+                        t.spec.label,
+                        format_count(t.n as f64),
+                        format_count(smallest_student as f64)
+                    ),
+                )
+                .with_hint("remove this teacher, or relax `[constraints]`"));
+        }
+        Ok(())
+    }
+
+    /// Creates one logit store per (teacher, data order, truncation) sized for its longest
+    /// student, then adds the students with their dependencies.
+    fn link_students(&mut self, pending: Vec<PendingStudent>) {
+        let mut stores: BTreeMap<(usize, u64, u64, u64), (u64, Truncation)> = BTreeMap::new();
+        for p in &pending {
+            if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
+                let entry = stores.entry(key).or_insert((0, d.truncation));
+                entry.0 = entry.0.max(p.config.tokens);
+            }
+        }
+        let mut store_ids = HashMap::new();
+        for (key, (tokens, truncation)) in stores {
+            let (teacher_index, seed, _, _) = key;
+            let teacher = &self.runs[teacher_index];
+            let config = RunConfig {
+                kind: RunKind::Logits,
+                model: teacher.config.model.clone(),
+                tokens,
+                data: self.ctx.data(seed),
+                train: None,
+                distill: None,
+                logits: Some(LogitsConfig {
+                    teacher: teacher.id.clone(),
+                    truncation,
+                }),
+                backend: self.ctx.sweep.file.backend,
+            };
+            let name = format!(
+                "logits-{}-p{}-k{}{}",
+                teacher.name.trim_start_matches("teacher-"),
+                truncation.top_p.0,
+                truncation.top_k,
+                self.ctx.seed_suffix(seed)
+            );
+            let flops = cost::forward_flops(teacher.params.non_embedding, tokens);
+            let deps = vec![teacher.id.clone()];
+            let index = self.push(config, name, deps, flops);
+            store_ids.insert(key, self.runs[index].id.clone());
+        }
+        for p in pending {
+            let teacher = &self.runs[p.teacher];
+            let n_s = p.config.model.shape.params().non_embedding;
+            let mut flops = cost::training_flops(n_s, p.config.tokens);
+            let dependency = match p.store_key {
+                Some(key) => store_ids[&key].clone(),
+                None => {
+                    flops += cost::forward_flops(teacher.params.non_embedding, p.config.tokens);
+                    teacher.id.clone()
+                }
+            };
+            self.push(p.config, p.name, vec![dependency], flops);
+        }
+    }
+
+    fn finish(mut self) -> Result<Expansion, SpecError> {
+        let mut seen = HashMap::new();
+        self.runs
+            .retain(|r| seen.insert(r.id.clone(), ()).is_none());
+        self.runs.sort_by_key(|r| r.kind());
+        let mut names: HashMap<&str, &Run> = HashMap::new();
+        for run in &self.runs {
+            if let Some(other) = names.insert(&run.name, run) {
+                return Err(SpecError::whole_file(
+                    &self.ctx.sweep.path,
+                    format!(
+                        "runs `{}` and `{}` would share the name `{}`",
+                        other.id, run.id, run.name
+                    ),
+                )
+                .with_hint("give the models distinct `name`s"));
+            }
+        }
+        Ok(Expansion {
+            runs: self.runs,
+            naive_flops: self.naive_flops,
+        })
+    }
+}
+
+fn top_k_key(k: TopK) -> u64 {
+    match k {
+        TopK::Keep(k) => k,
+        TopK::All => u64::MAX,
+    }
+}
+
+/// The teacher run for a student of `seed`: the same seed if that teacher has it, else its first.
+fn pick_teacher(
+    runs: &[TeacherRun],
+    model: usize,
+    budget: usize,
+    seed: u64,
+) -> Option<&TeacherRun> {
+    let mut candidates = runs
+        .iter()
+        .filter(|t| t.model == model && t.budget == budget);
+    let first = candidates.clone().next();
+    candidates.find(|t| t.seed == seed).or(first)
+}
+
+fn distinct_budgets(models: &[GroupModel]) -> usize {
+    let labels: BTreeSet<String> = models
+        .iter()
+        .flat_map(|m| m.budgets.iter().map(|b| b.to_string()))
+        .collect();
+    labels.len()
+}
+
+/// Which `[distill]` axes have more than one value, so run names show only what varies.
+struct AxisLabels {
+    mode: bool,
+    loss: bool,
+    alpha: bool,
+    temperature: bool,
+    top_p: bool,
+    top_k: bool,
+}
+
+fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
+    AxisLabels {
+        mode: d.mode.values().len() > 1,
+        loss: d.loss.values().len() > 1,
+        alpha: d.alpha.values().len() > 1,
+        temperature: d.temperature.values().len() > 1,
+        top_p: d.top_p.values().len() > 1,
+        top_k: d.top_k.values().len() > 1,
+    }
+}
+
+impl AxisLabels {
+    fn describe(&self, p: &DistillPoint) -> String {
+        let mut s = String::new();
+        if self.mode {
+            s += &format!("-{}", p.mode);
+        }
+        if self.loss {
+            s += &format!("-{}", p.loss);
+        }
+        if self.alpha {
+            s += &format!("-a{}", p.alpha.0.label());
+        }
+        if self.temperature {
+            s += &format!("-t{}", p.temperature.0);
+        }
+        if self.top_p {
+            s += &format!("-p{}", p.top_p.0);
+        }
+        if self.top_k {
+            s += &format!("-k{}", p.top_k);
+        }
+        s
+    }
+}

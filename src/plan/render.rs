@@ -1,0 +1,262 @@
+//! The plan as text: a readable table with totals, one JSON object, or CSV (one row per run).
+
+use std::collections::HashMap;
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+use serde_json::{Value, json};
+
+use super::Plan;
+use super::run::{Run, RunKind};
+use crate::spec::units::{format_bytes, format_count, format_duration};
+
+/// How `plan` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanFormat {
+    /// A table and a summary for people.
+    Table,
+    /// One JSON object with `runs` and `totals`.
+    Json,
+    /// One CSV row per run.
+    Csv,
+}
+
+/// Renders `plan` in `format`.
+pub fn render(plan: &Plan, format: PlanFormat) -> String {
+    match format {
+        PlanFormat::Table => table(plan),
+        PlanFormat::Json => {
+            serde_json::to_string_pretty(&json_value(plan)).unwrap_or_default() + "\n"
+        }
+        PlanFormat::Csv => csv(plan),
+    }
+}
+
+fn names_by_id(plan: &Plan) -> HashMap<&str, &str> {
+    plan.runs
+        .iter()
+        .map(|r| (r.id.0.as_str(), r.name.as_str()))
+        .collect()
+}
+
+fn run_json(run: &Run, names: &HashMap<&str, &str>) -> Value {
+    let c = &run.config;
+    let s = &c.model.shape;
+    let teacher = c
+        .distill
+        .as_ref()
+        .map(|d| &d.teacher)
+        .or(c.logits.as_ref().map(|l| &l.teacher));
+    json!({
+        "id": run.id.0,
+        "kind": run.kind().as_str(),
+        "name": run.name,
+        "model": c.model.label,
+        "target_params": c.model.target,
+        "params_total": run.params.total,
+        "params_non_embedding": run.params.non_embedding,
+        "shape": s,
+        "tokens": c.tokens,
+        "steps": c.train.as_ref().map(|t| t.steps),
+        "seed": c.data.seed,
+        "flops": run.flops,
+        "disk_bytes": run.disk_bytes,
+        "depends_on": run.depends_on.iter().map(|d| d.0.clone()).collect::<Vec<_>>(),
+        "teacher": teacher.map(|t| names.get(t.0.as_str()).copied().unwrap_or(t.0.as_str())),
+        "distill": c.distill.as_ref().map(|d| json!({
+            "mode": d.mode, "loss": d.loss, "alpha": d.alpha, "temperature": d.temperature.0,
+            "top_p": d.truncation.top_p.0, "top_k": d.truncation.top_k,
+        })),
+        "truncation": c.logits.as_ref().map(|l| json!({"top_p": l.truncation.top_p.0, "top_k": l.truncation.top_k})),
+    })
+}
+
+/// The plan as one JSON value: `{"sweep", "runs", "totals"}`.
+pub fn json_value(plan: &Plan) -> Value {
+    let names = names_by_id(plan);
+    let t = &plan.totals;
+    json!({
+        "sweep": {"name": plan.sweep_name, "hash": plan.sweep_hash},
+        "runs": plan.runs.iter().map(|r| run_json(r, &names)).collect::<Vec<_>>(),
+        "totals": {
+            "runs": t.runs,
+            "by_kind": t.by_kind.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+            "flops": t.flops,
+            "flops_by_kind": t.flops_by_kind.iter().map(|(k, f)| (k.as_str().to_string(), json!(f))).collect::<serde_json::Map<_, _>>(),
+            "naive_flops": t.naive_flops,
+            "saved_flops": t.saved_flops,
+            "logit_store_bytes": t.logit_store_bytes,
+            "checkpoint_bytes": t.checkpoint_bytes,
+            "flops_per_s": t.throughput.flops_per_s,
+            "throughput_source": t.throughput.source,
+            "estimated_seconds": t.estimated_seconds,
+        },
+    })
+}
+
+const CSV_HEADER: [&str; 24] = [
+    "id",
+    "kind",
+    "name",
+    "model",
+    "params_total",
+    "params_non_embedding",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "d_ff",
+    "vocab",
+    "tokens",
+    "steps",
+    "seed",
+    "flops",
+    "disk_bytes",
+    "teacher",
+    "mode",
+    "loss",
+    "temperature",
+    "top_p",
+    "top_k",
+    "depends_on",
+];
+
+fn csv(plan: &Plan) -> String {
+    let names = names_by_id(plan);
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record(CSV_HEADER);
+    for run in &plan.runs {
+        let c = &run.config;
+        let s = &c.model.shape;
+        let d = c.distill.as_ref();
+        let trunc = d
+            .map(|d| d.truncation)
+            .or(c.logits.as_ref().map(|l| l.truncation));
+        let teacher = d
+            .map(|d| &d.teacher)
+            .or(c.logits.as_ref().map(|l| &l.teacher));
+        let record = [
+            run.id.0.clone(),
+            run.kind().to_string(),
+            run.name.clone(),
+            c.model.label.clone(),
+            run.params.total.to_string(),
+            run.params.non_embedding.to_string(),
+            s.d_model.to_string(),
+            s.n_layers.to_string(),
+            s.n_heads.to_string(),
+            s.n_kv_heads.to_string(),
+            s.d_ff.to_string(),
+            s.vocab.to_string(),
+            c.tokens.to_string(),
+            c.train
+                .as_ref()
+                .map_or(String::new(), |t| t.steps.to_string()),
+            c.data.seed.to_string(),
+            format!("{:e}", run.flops),
+            run.disk_bytes.to_string(),
+            teacher.map_or(String::new(), |t| {
+                names.get(t.0.as_str()).copied().unwrap_or(&t.0).to_string()
+            }),
+            d.map_or(String::new(), |d| d.mode.to_string()),
+            d.map_or(String::new(), |d| d.loss.to_string()),
+            d.map_or(String::new(), |d| d.temperature.0.to_string()),
+            trunc.map_or(String::new(), |t| t.top_p.0.to_string()),
+            trunc.map_or(String::new(), |t| t.top_k.to_string()),
+            run.depends_on
+                .iter()
+                .map(|d| d.0.as_str())
+                .collect::<Vec<_>>()
+                .join(";"),
+        ];
+        let _ = writer.write_record(&record);
+    }
+    writer
+        .into_inner()
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_default()
+}
+
+fn table(plan: &Plan) -> String {
+    let names = names_by_id(plan);
+    let mut table = Table::new();
+    table.load_style(UTF8_BORDERS_ONLY);
+    table.set_header([
+        "id",
+        "kind",
+        "name",
+        "params",
+        "N (non-emb)",
+        "shape",
+        "tokens",
+        "FLOPs",
+        "after",
+    ]);
+    for run in &plan.runs {
+        let after: Vec<&str> = run
+            .depends_on
+            .iter()
+            .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0))
+            .collect();
+        table.add_row([
+            run.id.0[..8].to_string(),
+            run.kind().to_string(),
+            run.name.clone(),
+            format_count(run.params.total as f64),
+            run.params.non_embedding.to_string(),
+            run.config.model.shape.summary(),
+            format_count(run.tokens() as f64),
+            format!("{:.2e}", run.flops),
+            after.join(", "),
+        ]);
+    }
+    for column in [3, 4, 6, 7] {
+        if let Some(c) = table.column_mut(column) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    format!("{table}\n{}", summary(plan))
+}
+
+fn summary(plan: &Plan) -> String {
+    let t = &plan.totals;
+    let kinds: Vec<String> = RunKind::ALL
+        .iter()
+        .filter_map(|k| t.by_kind.get(k).map(|n| format!("{n} {k}")))
+        .collect();
+    let saved_share = if t.naive_flops > 0.0 {
+        100.0 * t.saved_flops / t.naive_flops
+    } else {
+        0.0
+    };
+    let mut out = format!(
+        "sweep `{}`: {} runs ({})\n",
+        plan.sweep_name,
+        t.runs,
+        kinds.join(", ")
+    );
+    out += &format!("  compute      {:.3e} FLOPs", t.flops);
+    let parts: Vec<String> = t
+        .flops_by_kind
+        .iter()
+        .map(|(k, f)| format!("{k} {f:.2e}"))
+        .collect();
+    out += &format!(" ({})\n", parts.join(", "));
+    out += &format!(
+        "  saved        {:.3e} FLOPs ({saved_share:.1}%) versus training a teacher per student with online logits ({:.3e})\n",
+        t.saved_flops, t.naive_flops
+    );
+    out += &format!(
+        "  disk         {} of logit stores (upper bound) + {} of checkpoints\n",
+        format_bytes(t.logit_store_bytes as f64),
+        format_bytes(t.checkpoint_bytes as f64)
+    );
+    out += &format!(
+        "  time         {} one run at a time at {:.1e} FLOP/s ({})\n",
+        format_duration(t.estimated_seconds),
+        t.throughput.flops_per_s,
+        t.throughput.source
+    );
+    out
+}

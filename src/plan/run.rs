@@ -1,0 +1,220 @@
+//! One node of the run graph: its kind, its resolved configuration (everything needed to execute
+//! it, stored before it starts), its id (a hash of that configuration) and its dependencies.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::shape::{ModelShape, ParamCount};
+use crate::spec::{
+    Alpha, Backend, CorpusKind, DistillMode, LossKind, Schedule, Temperature, TokenizerKind, TopK,
+    TopP, hex,
+};
+
+/// What a run does (DESIGN.md §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// Pre-trains a teacher on the plain next-token loss.
+    Teacher,
+    /// Runs a finished teacher over a student token stream and stores truncated logits.
+    Logits,
+    /// Pre-trains a student with the distillation loss.
+    Student,
+    /// The same student size and budget with no teacher.
+    Baseline,
+}
+
+impl RunKind {
+    /// Every kind, in graph order.
+    pub const ALL: [RunKind; 4] = [
+        RunKind::Teacher,
+        RunKind::Logits,
+        RunKind::Student,
+        RunKind::Baseline,
+    ];
+
+    /// The lower-case word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Teacher => "teacher",
+            RunKind::Logits => "logits",
+            RunKind::Student => "student",
+            RunKind::Baseline => "baseline",
+        }
+    }
+}
+
+impl fmt::Display for RunKind {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A run id: the first 16 hex digits of SHA-256 over the run's resolved configuration as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RunId(pub String);
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A model as the run graph knows it: a label, the shape and the size it was derived from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelSpec {
+    /// Short label used in run names (`2M`, or the entry's `name`).
+    pub label: String,
+    /// The target non-embedding size for derived shapes; `None` for explicit shapes.
+    pub target: Option<u64>,
+    /// The shape.
+    pub shape: ModelShape,
+}
+
+/// Where tokens come from and in which order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataConfig {
+    /// Corpus kind.
+    pub corpus: CorpusKind,
+    /// Corpus path as written in the sweep file (relative to it), if any.
+    pub path: Option<String>,
+    /// jsonl field or parquet column.
+    pub text_column: Option<String>,
+    /// Tokenizer (`None` for the synthetic corpus).
+    pub tokenizer: Option<TokenizerKind>,
+    /// Vocabulary size.
+    pub vocab: u64,
+    /// Held-out tokens.
+    pub val_tokens: u64,
+    /// Seed of the synthetic generator.
+    pub corpus_seed: u64,
+    /// Sequence length.
+    pub context: u64,
+    /// Sequences per optimiser step (or per logit batch).
+    pub batch_seqs: u64,
+    /// Seed of the data order (and of initialisation for trained runs).
+    pub seed: u64,
+}
+
+/// Optimiser settings of a trained run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Learning-rate schedule.
+    pub lr: Schedule,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// AdamW betas.
+    pub betas: [f64; 2],
+    /// Gradient-norm clip (0 = off).
+    pub grad_clip: f64,
+    /// Optimiser steps.
+    pub steps: u64,
+    /// Held-out evaluations over the run.
+    pub evals: u64,
+    /// Checkpoint interval in steps.
+    pub checkpoint_every: u64,
+    /// Training-loss logging interval in steps.
+    pub log_every: u64,
+}
+
+/// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// Nucleus mass.
+    pub top_p: TopP,
+    /// Most tokens kept.
+    pub top_k: TopK,
+}
+
+/// The distillation settings of a student run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DistillConfig {
+    /// Offline (stored logits) or online.
+    pub mode: DistillMode,
+    /// ℓ.
+    pub loss: LossKind,
+    /// α schedule.
+    pub alpha: Alpha,
+    /// τ.
+    pub temperature: Temperature,
+    /// Truncation of the teacher distribution.
+    pub truncation: Truncation,
+    /// The teacher run's id.
+    pub teacher: RunId,
+    /// The teacher's model.
+    pub teacher_model: ModelSpec,
+}
+
+/// Everything needed to execute a run. Its JSON is hashed into the run's id, so two plans that
+/// resolve a run identically give it the same id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// What the run does.
+    pub kind: RunKind,
+    /// The model trained, or for `logits` the teacher that is run.
+    pub model: ModelSpec,
+    /// Tokens trained on (or scored, for `logits`): whole steps of `batch_seqs · context`.
+    pub tokens: u64,
+    /// Data source and order.
+    pub data: DataConfig,
+    /// Optimiser (trained runs only).
+    pub train: Option<TrainConfig>,
+    /// Distillation (students only).
+    pub distill: Option<DistillConfig>,
+    /// For `logits`: the teacher run and the truncation stored.
+    pub logits: Option<LogitsConfig>,
+    /// The backend the sweep asks for (not part of the id: results do not depend on it beyond
+    /// floating-point noise, so moving a sweep to a GPU keeps its finished runs).
+    #[serde(skip)]
+    pub backend: Backend,
+}
+
+/// What a `logits` run stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogitsConfig {
+    /// The teacher run.
+    pub teacher: RunId,
+    /// The truncation applied.
+    pub truncation: Truncation,
+}
+
+impl RunConfig {
+    /// The id of this configuration.
+    pub fn id(&self) -> RunId {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        RunId(hex(&Sha256::digest(&json))[..16].to_string())
+    }
+}
+
+/// A node of the run graph with its derived numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// Hash of `config`.
+    pub id: RunId,
+    /// Human-readable, unique within a plan.
+    pub name: String,
+    /// The resolved configuration.
+    pub config: RunConfig,
+    /// Parameter counts of the model trained (or run).
+    pub params: ParamCount,
+    /// FLOPs this run will spend (6·N·D training, 2·N·D per forward pass).
+    pub flops: f64,
+    /// Runs that must finish first.
+    pub depends_on: Vec<RunId>,
+    /// Predicted bytes on disk when done (logit store or checkpoint).
+    pub disk_bytes: u64,
+}
+
+impl Run {
+    /// The run's kind.
+    pub fn kind(&self) -> RunKind {
+        self.config.kind
+    }
+
+    /// Tokens trained or scored.
+    pub fn tokens(&self) -> u64 {
+        self.config.tokens
+    }
+}

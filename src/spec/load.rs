@@ -1,0 +1,174 @@
+//! Reading a sweep file: parse with key paths and spans, then run the checks that need the
+//! whole file. The result, [`Sweep`], keeps the source so later stages can point at a line.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::error::{Location, SpecError};
+use super::schema::SweepFile;
+use super::validate;
+
+/// A parsed and checked sweep file.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its text, for locating errors found later.
+    pub source: String,
+    /// SHA-256 of its bytes (hex).
+    pub hash: String,
+    /// The parsed content.
+    pub file: SweepFile,
+    /// The vocabulary every model of the sweep shares.
+    pub vocab: u64,
+}
+
+impl Sweep {
+    /// Reads and checks the sweep file at `path`.
+    pub fn load(path: &Path) -> Result<Sweep, SpecError> {
+        let source = std::fs::read_to_string(path).map_err(|e| SpecError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        Sweep::parse(path, source)
+    }
+
+    /// Parses and checks `source` as if read from `path`.
+    pub fn parse(path: &Path, source: String) -> Result<Sweep, SpecError> {
+        let file = deserialize(path, &source)?;
+        let hash = hex(&Sha256::digest(source.as_bytes()));
+        let mut sweep = Sweep {
+            path: path.to_path_buf(),
+            source,
+            hash,
+            file,
+            vocab: 0,
+        };
+        sweep.vocab = validate::check(&sweep)?;
+        Ok(sweep)
+    }
+
+    /// An error at `span` (a byte range of the source) about `key`. An empty span means the
+    /// value was a default, not written in the file, so the error names the key alone.
+    pub fn error_at(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> SpecError {
+        if span.is_empty() {
+            SpecError::whole_file(&self.path, format!("key `{key}`: {}", message.into()))
+        } else {
+            SpecError::at(self.location(span.start, key), message)
+        }
+    }
+
+    /// The location of byte `offset`.
+    pub fn location(&self, offset: usize, key: &str) -> Location {
+        Location::from_offset(&self.path, &self.source, offset, key)
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn deserialize(path: &Path, source: &str) -> Result<SweepFile, SpecError> {
+    let document =
+        toml::Deserializer::parse(source).map_err(|e| toml_error(path, source, &e, None))?;
+    serde_path_to_error::deserialize(document).map_err(|e| {
+        let key = e.path().to_string();
+        toml_error(path, source, e.inner(), Some(key))
+    })
+}
+
+fn toml_error(path: &Path, source: &str, err: &toml::de::Error, key: Option<String>) -> SpecError {
+    let message = err.message().trim().to_string();
+    let key = key
+        .filter(|k| k != ".")
+        .unwrap_or_else(|| "(document)".into());
+    let key = refine_key(key, &message);
+    let hint = hint_for(&message);
+    let error = match err.span() {
+        Some(span) => SpecError::at(
+            Location::from_offset(path, source, span.start, key),
+            message,
+        ),
+        None => SpecError::whole_file(path, format!("key `{key}`: {message}")),
+    };
+    match hint {
+        Some(h) => error.with_hint(h),
+        None => error,
+    }
+}
+
+/// serde reports an unknown or missing field at its table; append the field to the key path.
+fn refine_key(key: String, message: &str) -> String {
+    let field = ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|p| message.strip_prefix(p))
+        .and_then(|rest| rest.split('`').next());
+    match field {
+        Some(f) if key == "(document)" => f.to_string(),
+        Some(f) if !key.ends_with(f) => format!("{key}.{f}"),
+        _ => key,
+    }
+}
+
+fn hint_for(message: &str) -> Option<String> {
+    if message.starts_with("unknown field") {
+        Some("check the spelling; README.md lists every key of a sweep file".into())
+    } else if message.starts_with("missing field `teachers`")
+        || message.starts_with("missing field `students`")
+    {
+        Some(
+            "a sweep needs a `[teachers]` and a `[students]` table with `sizes` or `[[...models]]`"
+                .into(),
+        )
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Sweep, SpecError> {
+        Sweep::parse(Path::new("t.toml"), text.to_string())
+    }
+
+    const MINIMAL: &str =
+        "name = \"t\"\n[teachers]\nsizes = [\"2M\"]\n[students]\nsizes = [\"1M\"]\n";
+
+    #[test]
+    fn minimal_sweep_parses() {
+        let sweep = parse(MINIMAL).unwrap();
+        assert_eq!(sweep.vocab, 256);
+        assert_eq!(sweep.hash.len(), 64);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let text = MINIMAL.replace("[students]\n", "[students]\nsizez = 3\n");
+        let err = parse(&text).unwrap_err();
+        let loc = err.location().expect("located");
+        assert_eq!(loc.line, 5);
+        assert_eq!(loc.key, "students.sizez");
+        assert!(err.to_string().contains("unknown field `sizez`"), "{err}");
+    }
+
+    #[test]
+    fn bad_value_names_its_element() {
+        let text = MINIMAL.replace("[\"2M\"]", "[\"2M\", \"-4M\"]");
+        let err = parse(&text).unwrap_err();
+        let loc = err.location().expect("located");
+        assert_eq!(loc.line, 3);
+        assert_eq!(loc.key, "teachers.sizes[1]");
+        assert!(err.to_string().contains("-4M"), "{err}");
+    }
+
+    #[test]
+    fn syntax_error_is_located() {
+        let err = parse("name = \"t\"\n[teachers\n").unwrap_err();
+        assert_eq!(err.location().map(|l| l.line), Some(2));
+    }
+}

@@ -1,0 +1,23 @@
+//! The sweep file: its schema, parsing with located errors, size strings and validation.
+
+mod axis;
+mod error;
+mod load;
+mod schema;
+pub mod units;
+mod validate;
+mod values;
+
+pub use axis::{Axis, OneOrMany};
+pub use error::{Invalid, Location, SpecError};
+pub use load::{Sweep, hex};
+pub use schema::{
+    ConstraintsSection, CorpusSection, DistillSection, EstimateSection, GroupSection,
+    LimitsSection, ModelEntry, ModelSection, SweepFile, TrainSection,
+};
+pub use units::{ByteSize, Count, TokenBudget};
+pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
+pub use values::{
+    Alpha, Backend, CorpusKind, DistillMode, Family, Fraction, LossKind, Name, Ratio, Schedule,
+    ScheduleKind, ScheduleTable, Temperature, TokenizerKind, TopK, TopP,
+};

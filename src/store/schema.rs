@@ -1,0 +1,65 @@
+//! The sweep database's schema as an ordered list of migrations (tracked in SQLite's
+//! `user_version`). Append new migrations; never edit a released one.
+
+use rusqlite_migration::{M, Migrations};
+
+/// Version 1: plans, runs, their dependencies, plan membership, and key–value metadata.
+const V1: &str = r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE plans (
+    id              INTEGER PRIMARY KEY,
+    sweep_hash      TEXT NOT NULL UNIQUE,
+    sweep_name      TEXT NOT NULL,
+    sweep_path      TEXT NOT NULL,
+    sweep_toml      TEXT NOT NULL,
+    pdsweep_version TEXT NOT NULL,
+    created_at      TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE runs (
+    id                   TEXT PRIMARY KEY,
+    kind                 TEXT NOT NULL CHECK (kind IN ('teacher', 'logits', 'student', 'baseline')),
+    name                 TEXT NOT NULL,
+    config_json          TEXT NOT NULL,
+    params_total         INTEGER NOT NULL,
+    params_non_embedding INTEGER NOT NULL,
+    tokens               INTEGER NOT NULL,
+    flops                REAL NOT NULL,
+    disk_bytes           INTEGER NOT NULL,
+    state                TEXT NOT NULL DEFAULT 'planned'
+                         CHECK (state IN ('planned', 'running', 'done', 'failed')),
+    error                TEXT,
+    first_plan           INTEGER NOT NULL REFERENCES plans(id),
+    created_at           TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX runs_kind_state ON runs (kind, state);
+
+CREATE TABLE run_deps (
+    run_id     TEXT NOT NULL REFERENCES runs(id),
+    depends_on TEXT NOT NULL REFERENCES runs(id),
+    PRIMARY KEY (run_id, depends_on)
+) WITHOUT ROWID;
+
+CREATE TABLE plan_runs (
+    plan_id INTEGER NOT NULL REFERENCES plans(id),
+    run_id  TEXT NOT NULL REFERENCES runs(id),
+    PRIMARY KEY (plan_id, run_id)
+) WITHOUT ROWID;
+"#;
+
+/// Every migration, oldest first.
+pub fn migrations() -> Migrations<'static> {
+    Migrations::new(vec![M::up(V1).foreign_key_check()])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn migrations_are_valid() {
+        assert!(super::migrations().validate().is_ok());
+    }
+}
