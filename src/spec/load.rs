@@ -68,14 +68,23 @@ impl Sweep {
 
 /// Lower-case hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 15) as usize] as char);
+    }
+    out
 }
 
 fn deserialize(path: &Path, source: &str) -> Result<SweepFile, SpecError> {
     let document =
         toml::Deserializer::parse(source).map_err(|e| toml_error(path, source, &e, None))?;
     serde_path_to_error::deserialize(document).map_err(|e| {
-        let key = e.path().to_string();
+        let key = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
         toml_error(path, source, e.inner(), Some(key))
     })
 }

@@ -137,16 +137,12 @@ impl SweepDb {
                 .prepare("INSERT OR IGNORE INTO plan_runs (plan_id, run_id) VALUES (?1, ?2)")
                 .map_err(fail)?;
             for run in &plan.runs {
-                let config =
-                    serde_json::to_string(&run.config).map_err(|e| StoreError::Encode {
-                        reason: e.to_string(),
-                    })?;
                 runs_added += insert_run
                     .execute(params![
                         run.id.0,
                         run.kind().as_str(),
                         run.name,
-                        config,
+                        run.config_json,
                         to_i64(run.params.total),
                         to_i64(run.params.non_embedding),
                         to_i64(run.tokens()),

@@ -1,0 +1,65 @@
+//! Helpers shared by the integration tests: running the real binary and reading a database.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root (where `sweeps/` lives).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs the `pdsweep` binary with `args` in `dir`.
+pub fn pdsweep(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pdsweep"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the pdsweep binary runs")
+}
+
+/// Standard output as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every row of every table of the database, as text, in a stable order.
+pub fn dump(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).expect("open db");
+    let mut tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    tables.sort();
+    let mut out = String::new();
+    for table in tables {
+        let mut stmt = conn
+            .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1, 2"))
+            .unwrap();
+        let columns = stmt.column_count();
+        let rows = stmt
+            .query_map([], |r| {
+                let mut line = String::new();
+                for i in 0..columns {
+                    let v: rusqlite::types::Value = r.get(i)?;
+                    line += &format!("{v:?}|");
+                }
+                Ok(line)
+            })
+            .unwrap();
+        out += &format!("## {table}\n");
+        for row in rows {
+            out += &row.unwrap();
+            out.push('\n');
+        }
+    }
+    out
+}
