@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::{PlanCommand, SizeCommand};
+use crate::commands::{PlanCommand, RunCommand, SizeCommand};
 use pdsweep::plan::PlanFormat;
 
 /// Plan, run and analyse pre-training distillation sweeps: which teacher is best for a student?
@@ -22,6 +22,9 @@ pub enum Command {
     /// Expand a sweep file into its run graph, with exact sizes, FLOPs, disk and time, and
     /// record it in results/NAME/sweep.db.
     Plan(PlanArgs),
+    /// Plan the sweep, then train every run whose dependencies are done, recording metrics
+    /// and results in results/NAME/sweep.db (finished runs are skipped).
+    Run(RunArgs),
     /// Print the exact parameter counts of a model: an explicit shape, or the shape pdsweep
     /// derives from a target size.
     Size(SizeArgs),
@@ -55,6 +58,30 @@ pub struct PlanArgs {
     /// Training throughput in FLOP/s used for the time estimate.
     #[arg(long, value_name = "FLOPS")]
     pub flops_per_s: Option<f64>,
+}
+
+/// `pdsweep run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The sweep file, e.g. sweeps/quickstart.toml.
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Try runs that failed before again.
+    #[arg(long)]
+    pub retry_failed: bool,
+}
+
+impl RunArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> RunCommand {
+        RunCommand {
+            sweep: self.sweep,
+            results: self.results,
+            retry_failed: self.retry_failed,
+        }
+    }
 }
 
 /// `pdsweep size`.

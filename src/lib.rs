@@ -1,9 +1,14 @@
 //! pdsweep: plan, run and analyse pre-training distillation sweeps.
 //!
 //! A sweep file ([`spec`]) expands into a graph of runs ([`plan`]) stored in one SQLite database
-//! per sweep ([`store`]).
+//! per sweep ([`store`]); [`run`] executes them: corpora and tokens ([`data`]), the transformer
+//! ([`model`]) and the training loop ([`train`]).
 #![warn(missing_docs)]
 
+pub mod data;
+pub mod model;
 pub mod plan;
+pub mod run;
 pub mod spec;
 pub mod store;
+pub mod train;

@@ -13,6 +13,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => commands::plan(args.into_command()),
+        Command::Run(args) => commands::run(args.into_command()),
         Command::Size(args) => commands::size(args.into_command()),
     };
     match result {
@@ -24,9 +25,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// 2 for input the user must fix (sweep file, arguments), 1 for everything else.
+/// 2 for input the user must fix (sweep file, arguments), 3 when a sweep ran but some runs
+/// failed, 1 for everything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
-    if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
+    if err.downcast_ref::<commands::RunsFailed>().is_some() {
+        3
+    } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()
     {
         2

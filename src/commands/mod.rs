@@ -2,9 +2,12 @@
 //! returning `anyhow` errors to `main`.
 
 mod plan;
+mod progress;
+mod run;
 mod size;
 
 pub use plan::{PlanCommand, plan};
+pub use run::{RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
 
 /// A command-line argument the user must change.

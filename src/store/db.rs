@@ -96,6 +96,14 @@ impl SweepDb {
         &self.path
     }
 
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(crate) fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     /// Records `plan` (from the sweep file `sweep_path` with text `sweep_toml`). Runs already
     /// present keep their state and results; a sweep file already recorded changes nothing.
     pub fn write_plan(

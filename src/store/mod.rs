@@ -2,7 +2,9 @@
 
 mod db;
 mod error;
+mod runs;
 mod schema;
 
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
+pub use runs::{Metric, RunResult, STALE_AFTER_S};

@@ -51,9 +51,50 @@ CREATE TABLE plan_runs (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 2: what runs record — per-step metrics, final results, corpus facts, and run
+/// bookkeeping (start, finish, heartbeat, attempts).
+const V2: &str = r#"
+CREATE TABLE metrics (
+    run_id       TEXT NOT NULL REFERENCES runs(id),
+    kind         TEXT NOT NULL CHECK (kind IN ('train', 'val')),
+    step         INTEGER NOT NULL,
+    tokens       INTEGER NOT NULL,
+    loss         REAL NOT NULL,
+    bpb          REAL,
+    lr           REAL,
+    tokens_per_s REAL,
+    wall_s       REAL NOT NULL,
+    PRIMARY KEY (run_id, kind, step)
+) WITHOUT ROWID;
+
+CREATE TABLE results (
+    run_id                 TEXT PRIMARY KEY REFERENCES runs(id),
+    val_loss               REAL NOT NULL,
+    val_bpb                REAL NOT NULL,
+    train_loss             REAL,
+    steps                  INTEGER NOT NULL,
+    tokens                 INTEGER NOT NULL,
+    wall_s                 REAL NOT NULL,
+    tokens_per_s           REAL NOT NULL,
+    flops                  REAL NOT NULL,
+    peak_rss_bytes         INTEGER,
+    backend                TEXT NOT NULL,
+    corpus_json            TEXT NOT NULL,
+    finished_at            TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+ALTER TABLE runs ADD COLUMN started_at TEXT;
+ALTER TABLE runs ADD COLUMN finished_at TEXT;
+ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;
+ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
-    Migrations::new(vec![M::up(V1).foreign_key_check()])
+    Migrations::new(vec![
+        M::up(V1).foreign_key_check(),
+        M::up(V2).foreign_key_check(),
+    ])
 }
 
 #[cfg(test)]

@@ -1,0 +1,142 @@
+//! The terminal view of `pdsweep run`: one progress bar per active run plus an overall bar,
+//! and a line per evaluation, finished run and failure. It only consumes runner events.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+
+use pdsweep::run::RunEvent;
+use pdsweep::train::TrainEvent;
+
+/// Progress bars driven by [`RunEvent`]s.
+pub struct ProgressView {
+    multi: MultiProgress,
+    overall: Option<ProgressBar>,
+    bars: HashMap<String, (String, ProgressBar)>,
+}
+
+impl ProgressView {
+    /// A view drawing to standard error (hidden when it is not a terminal).
+    pub fn new() -> Self {
+        ProgressView {
+            multi: MultiProgress::new(),
+            overall: None,
+            bars: HashMap::new(),
+        }
+    }
+
+    fn line(&self, text: String) {
+        self.multi.suspend(|| eprintln!("{text}"));
+    }
+
+    /// Updates the view for `event`.
+    pub fn handle(&mut self, event: RunEvent) {
+        match event {
+            RunEvent::Pending { runs } => {
+                let bar = self.multi.add(ProgressBar::new(runs as u64));
+                bar.set_style(style(
+                    "{prefix:>10} [{bar:30}] {pos}/{len} runs  {elapsed_precise}",
+                ));
+                bar.set_prefix("sweep");
+                self.overall = Some(bar);
+            }
+            RunEvent::Preparing { id, name } => {
+                let bar = self.multi.add(ProgressBar::new_spinner());
+                bar.set_style(style("{prefix:>10} {spinner} {msg}"));
+                bar.set_prefix(short(&id));
+                bar.set_message(format!("{name}: preparing data"));
+                bar.enable_steady_tick(Duration::from_millis(200));
+                self.bars.insert(id, (name, bar));
+            }
+            RunEvent::Started { .. } => {}
+            RunEvent::Train { id, event } => self.train(&id, event),
+            RunEvent::Finished {
+                id,
+                name,
+                val_loss,
+                wall_s,
+            } => {
+                if let Some((_, bar)) = self.bars.remove(&id) {
+                    bar.finish_and_clear();
+                }
+                if let Some(o) = &self.overall {
+                    o.inc(1);
+                }
+                self.line(format!(
+                    "done    {name}: held-out loss {val_loss:.4} nats/token in {wall_s:.1}s"
+                ));
+            }
+            RunEvent::Failed { id, name, error } => {
+                if let Some((_, bar)) = self.bars.remove(&id) {
+                    bar.abandon();
+                }
+                if let Some(o) = &self.overall {
+                    o.inc(1);
+                }
+                self.line(format!("FAILED  {name}: {error}"));
+            }
+        }
+    }
+
+    fn train(&mut self, id: &str, event: TrainEvent) {
+        let Some((name, bar)) = self.bars.get(id) else {
+            return;
+        };
+        match event {
+            TrainEvent::Started { steps, start_step } => {
+                bar.disable_steady_tick();
+                bar.set_style(style(
+                    "{prefix:>10} [{bar:30}] {pos}/{len} steps {msg} eta {eta}",
+                ));
+                bar.set_length(steps);
+                bar.set_position(start_step);
+                bar.reset_eta();
+                let resumed = if start_step > 0 {
+                    format!(" (resumed at step {start_step})")
+                } else {
+                    String::new()
+                };
+                bar.set_message(format!("{name}{resumed}"));
+            }
+            TrainEvent::Step {
+                step,
+                loss,
+                tokens_per_s,
+                ..
+            } => {
+                bar.set_position(step);
+                bar.set_message(format!(
+                    "{name} loss {loss:.3} {:.1}k tok/s",
+                    tokens_per_s / 1e3
+                ));
+            }
+            TrainEvent::Eval {
+                step, loss, bpb, ..
+            } => {
+                let text = format!(
+                    "eval    {name} step {step}: held-out {loss:.4} nats/token, {bpb:.4} bits/byte"
+                );
+                self.line(text);
+            }
+            TrainEvent::Checkpoint { .. } => {}
+        }
+    }
+
+    /// Clears the bars.
+    pub fn finish(&self) {
+        if let Some(o) = &self.overall {
+            o.finish_and_clear();
+        }
+    }
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
+fn short(id: &str) -> String {
+    id.chars().take(8).collect()
+}

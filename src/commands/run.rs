@@ -1,0 +1,78 @@
+//! `pdsweep run`: plan (or reuse the plan), then execute every runnable run, recording
+//! metrics and results in the sweep database.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+
+use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::run::{RunOptions, execute};
+use pdsweep::spec::Sweep;
+use pdsweep::store::SweepDb;
+
+use super::progress::ProgressView;
+
+/// Options of `pdsweep run`.
+#[derive(Debug, Clone)]
+pub struct RunCommand {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Results folder.
+    pub results: PathBuf,
+    /// Retry failed runs.
+    pub retry_failed: bool,
+}
+
+/// A sweep finished with failed runs (exit code 3).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{failed} run(s) failed; see `FAILED` lines above (rerun with --retry-failed to try them again)"
+)]
+pub struct RunsFailed {
+    /// How many.
+    pub failed: usize,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Runs `pdsweep run`.
+pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&cmd.sweep)?;
+    let plan = Plan::build(&sweep, &PlanOptions::default())?;
+    let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    let mut db = SweepDb::open(&db_path)?;
+    let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
+    let sweep_dir = cmd.sweep.parent().map(PathBuf::from).unwrap_or_default();
+    let results_dir = db_path
+        .parent()
+        .map(PathBuf::from)
+        .context("the database path has no folder")?;
+    let options = RunOptions {
+        sweep_dir,
+        results_dir,
+        retry_failed: cmd.retry_failed,
+        backend: sweep.file.backend,
+        stop: &STOP,
+    };
+    eprintln!(
+        "sweep `{}`: {} runs planned, recorded in {}",
+        plan.sweep_name,
+        plan.runs.len(),
+        db_path.display()
+    );
+    let mut view = ProgressView::new();
+    let summary = execute(&mut db, write.plan_id, &options, &mut |e| view.handle(e))?;
+    view.finish();
+    eprintln!(
+        "finished {} run(s), {} failed, {} waiting (runs of other kinds are executed by later versions)",
+        summary.finished, summary.failed, summary.remaining
+    );
+    if summary.failed > 0 {
+        return Err(RunsFailed {
+            failed: summary.failed,
+        }
+        .into());
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! Tokenizers: byte-level (vocabulary 256, one token per byte) and byte-level BPE trained on
+//! the corpus with the `tokenizers` crate. A trained BPE tokenizer is saved as JSON next to the
+//! token cache so every run of a sweep uses the same one.
+
+use std::path::Path;
+
+use tokenizers::Tokenizer as HfTokenizer;
+use tokenizers::models::TrainerWrapper;
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+
+use super::error::DataError;
+
+/// Text → token ids.
+#[derive(Clone)]
+pub enum Tokenizer {
+    /// One token per UTF-8 byte.
+    Byte,
+    /// Byte-level BPE.
+    Bpe(Box<HfTokenizer>),
+}
+
+impl std::fmt::Debug for Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Tokenizer::Byte => f.write_str("Tokenizer::Byte"),
+            Tokenizer::Bpe(_) => f.write_str("Tokenizer::Bpe"),
+        }
+    }
+}
+
+fn tokenizer_error(e: impl std::fmt::Display) -> DataError {
+    DataError::Tokenizer(e.to_string())
+}
+
+impl Tokenizer {
+    /// Trains a byte-level BPE tokenizer of `vocab` tokens on `texts`.
+    pub fn train_bpe<'a>(
+        texts: impl Iterator<Item = &'a str> + Send,
+        vocab: u64,
+    ) -> Result<Tokenizer, DataError> {
+        let mut tokenizer = HfTokenizer::new(BPE::default());
+        tokenizer.with_pre_tokenizer(Some(ByteLevel::default().add_prefix_space(false)));
+        tokenizer.with_decoder(Some(ByteLevel::default()));
+        let mut trainer: TrainerWrapper = BpeTrainerBuilder::new()
+            .vocab_size(vocab as usize)
+            .min_frequency(2)
+            .show_progress(false)
+            .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
+            .build()
+            .into();
+        tokenizer
+            .train(&mut trainer, texts)
+            .map_err(tokenizer_error)?;
+        Ok(Tokenizer::Bpe(Box::new(tokenizer)))
+    }
+
+    /// Loads a BPE tokenizer saved by [`Tokenizer::save`].
+    pub fn load(path: &Path) -> Result<Tokenizer, DataError> {
+        HfTokenizer::from_file(path)
+            .map(|t| Tokenizer::Bpe(Box::new(t)))
+            .map_err(|e| DataError::CorruptCache {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })
+    }
+
+    /// Saves a BPE tokenizer as JSON (nothing to save for the byte tokenizer).
+    pub fn save(&self, path: &Path) -> Result<(), DataError> {
+        match self {
+            Tokenizer::Byte => Ok(()),
+            Tokenizer::Bpe(t) => t.save(path, false).map_err(|e| DataError::Write {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Vocabulary size.
+    pub fn vocab(&self) -> u64 {
+        match self {
+            Tokenizer::Byte => 256,
+            Tokenizer::Bpe(t) => t.get_vocab_size(true) as u64,
+        }
+    }
+
+    /// Appends the tokens of `text` to `out`.
+    pub fn encode_into(&self, text: &str, out: &mut Vec<u32>) -> Result<(), DataError> {
+        match self {
+            Tokenizer::Byte => out.extend(text.bytes().map(u32::from)),
+            Tokenizer::Bpe(t) => out.extend_from_slice(
+                t.encode_fast(text, false)
+                    .map_err(tokenizer_error)?
+                    .get_ids(),
+            ),
+        }
+        Ok(())
+    }
+
+    /// The UTF-8 byte length of the text that `tokens` decode to.
+    pub fn decoded_bytes(&self, tokens: &[u32]) -> Result<u64, DataError> {
+        match self {
+            Tokenizer::Byte => Ok(tokens.len() as u64),
+            Tokenizer::Bpe(t) => Ok(t.decode(tokens, false).map_err(tokenizer_error)?.len() as u64),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_tokens_are_bytes() {
+        let mut out = Vec::new();
+        Tokenizer::Byte.encode_into("hé", &mut out).unwrap();
+        assert_eq!(out, vec![104, 195, 169]);
+        assert_eq!(Tokenizer::Byte.decoded_bytes(&out).unwrap(), 3);
+    }
+
+    #[test]
+    fn bpe_learns_merges_and_round_trips() {
+        let text = "the cat sat on the mat. the cat ate the rat. ".repeat(200);
+        let bpe = Tokenizer::train_bpe(std::iter::once(text.as_str()), 300).unwrap();
+        assert!(bpe.vocab() > 256 && bpe.vocab() <= 300, "{}", bpe.vocab());
+        let mut ids = Vec::new();
+        bpe.encode_into("the cat sat on the mat.", &mut ids)
+            .unwrap();
+        assert!(
+            ids.len() < "the cat sat on the mat.".len(),
+            "merges shorten the text: {ids:?}"
+        );
+        assert_eq!(bpe.decoded_bytes(&ids).unwrap(), 23);
+        assert!(ids.iter().all(|&i| (i as u64) < bpe.vocab()));
+    }
+}

@@ -1,0 +1,240 @@
+//! The LLaMA-style decoder of DESIGN.md §3: token embedding; per block RMSNorm → causal
+//! attention with rotary position embeddings (grouped-query optional) → residual, RMSNorm →
+//! SwiGLU MLP → residual; final RMSNorm; a tied or untied output head. No biases, so the
+//! parameter count is exactly the plan's (`crate::plan::ModelShape::params`).
+
+use burn::module::Module;
+use burn::nn::{
+    Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig, RmsNorm, RmsNormConfig,
+};
+use burn::tensor::activation::silu;
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Device, Int, Tensor};
+
+use crate::plan::ModelShape;
+
+/// Standard deviation of the normal initialisation of every weight (GPT-2 / LLaMA practice);
+/// the projections that write into the residual stream are further scaled by 1/√(2·n_layers).
+const INIT_STD: f64 = 0.02;
+/// RoPE base frequency.
+const ROPE_THETA: f64 = 10_000.0;
+
+/// Everything needed to build a [`Transformer`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransformerConfig {
+    /// The shape (from the plan).
+    pub shape: ModelShape,
+    /// Longest sequence the rotary tables cover.
+    pub context: usize,
+}
+
+/// The decoder.
+#[derive(Module, Debug)]
+pub struct Transformer {
+    embed: Embedding,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    head: Option<Linear>,
+    /// cos of the rotary angles, `[context, head_dim]` (a constant, not a parameter).
+    rope_cos: Tensor<2>,
+    /// sin of the rotary angles, `[context, head_dim]`.
+    rope_sin: Tensor<2>,
+}
+
+#[derive(Module, Debug)]
+struct Block {
+    attn_norm: RmsNorm,
+    attn: Attention,
+    mlp_norm: RmsNorm,
+    mlp: Mlp,
+}
+
+#[derive(Module, Debug)]
+struct Attention {
+    wq: Linear,
+    wk: Linear,
+    wv: Linear,
+    wo: Linear,
+    n_heads: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+}
+
+#[derive(Module, Debug)]
+struct Mlp {
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+fn linear(d_in: usize, d_out: usize, std: f64, device: &Device) -> Linear {
+    LinearConfig::new(d_in, d_out)
+        .with_bias(false)
+        .with_initializer(Initializer::Normal { mean: 0.0, std })
+        .init(device)
+}
+
+fn rms_norm(d: usize, device: &Device) -> RmsNorm {
+    RmsNormConfig::new(d).with_epsilon(1e-5).init(device)
+}
+
+impl TransformerConfig {
+    /// Builds the model on `device` with fresh weights (seed the device first for
+    /// reproducible weights).
+    pub fn init(&self, device: &Device) -> Transformer {
+        let s = &self.shape;
+        let (d, ff, vocab) = (s.d_model as usize, s.d_ff as usize, s.vocab as usize);
+        let (n_heads, n_kv_heads) = (s.n_heads as usize, s.n_kv_heads as usize);
+        let head_dim = d / n_heads;
+        let residual_std = INIT_STD / (2.0 * s.n_layers as f64).sqrt();
+        let blocks = (0..s.n_layers)
+            .map(|_| Block {
+                attn_norm: rms_norm(d, device),
+                attn: Attention {
+                    wq: linear(d, n_heads * head_dim, INIT_STD, device),
+                    wk: linear(d, n_kv_heads * head_dim, INIT_STD, device),
+                    wv: linear(d, n_kv_heads * head_dim, INIT_STD, device),
+                    wo: linear(n_heads * head_dim, d, residual_std, device),
+                    n_heads,
+                    n_kv_heads,
+                    head_dim,
+                },
+                mlp_norm: rms_norm(d, device),
+                mlp: Mlp {
+                    gate: linear(d, ff, INIT_STD, device),
+                    up: linear(d, ff, INIT_STD, device),
+                    down: linear(ff, d, residual_std, device),
+                },
+            })
+            .collect();
+        let embed = EmbeddingConfig::new(vocab, d)
+            .with_initializer(Initializer::Normal {
+                mean: 0.0,
+                std: INIT_STD,
+            })
+            .init(device);
+        let head = (!s.tie_embeddings).then(|| linear(d, vocab, INIT_STD, device));
+        let (rope_cos, rope_sin) = rope_tables(self.context, head_dim, device);
+        Transformer {
+            embed,
+            blocks,
+            norm: rms_norm(d, device),
+            head,
+            rope_cos,
+            rope_sin,
+        }
+    }
+}
+
+/// cos and sin of the rotary angles for positions `0..context`, laid out for the
+/// "rotate half" convention: column j and j + head_dim/2 share frequency θ^(−2j/head_dim).
+fn rope_tables(context: usize, head_dim: usize, device: &Device) -> (Tensor<2>, Tensor<2>) {
+    let half = head_dim / 2;
+    let mut cos = Vec::with_capacity(context * head_dim);
+    let mut sin = Vec::with_capacity(context * head_dim);
+    for pos in 0..context {
+        for j in 0..head_dim {
+            let freq = ROPE_THETA.powf(-2.0 * (j % half) as f64 / head_dim as f64);
+            let angle = pos as f64 * freq;
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    let data = |v: Vec<f32>| burn::tensor::TensorData::new(v, [context, head_dim]);
+    (
+        Tensor::from_data(data(cos), device),
+        Tensor::from_data(data(sin), device),
+    )
+}
+
+impl Transformer {
+    /// Next-token logits.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
+    /// - returns: `[batch, seq, vocab]`
+    pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [batch, seq] = tokens.dims();
+        let mut x = self.embed.forward(tokens);
+        let cos = self.rope_cos.clone().narrow(0, 0, seq).unsqueeze::<4>();
+        let sin = self.rope_sin.clone().narrow(0, 0, seq).unsqueeze::<4>();
+        for block in &self.blocks {
+            x = block.forward(x, &cos, &sin);
+        }
+        let x = self.norm.forward(x);
+        match &self.head {
+            Some(head) => head.forward(x),
+            None => {
+                let [_, _, d] = x.dims();
+                let weight = self.embed.weight.val();
+                let vocab = weight.dims()[0];
+                x.reshape([batch * seq, d])
+                    .matmul(weight.transpose())
+                    .reshape([batch, seq, vocab])
+            }
+        }
+    }
+
+    /// Number of trainable parameters (equals the plan's total count).
+    pub fn param_count(&self) -> usize {
+        self.num_params()
+    }
+}
+
+impl Block {
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
+        let x = x.clone() + self.attn.forward(self.attn_norm.forward(x), cos, sin);
+        x.clone() + self.mlp.forward(self.mlp_norm.forward(x))
+    }
+}
+
+impl Attention {
+    /// # Shapes
+    /// - `x`: `[batch, seq, d_model]`; `cos`, `sin`: `[1, 1, seq, head_dim]`
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
+        let [batch, seq, d] = x.dims();
+        let heads =
+            |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]).swap_dims(1, 2);
+        let q = rotate(heads(self.wq.forward(x.clone()), self.n_heads), cos, sin);
+        let k = rotate(heads(self.wk.forward(x.clone()), self.n_kv_heads), cos, sin);
+        let v = heads(self.wv.forward(x), self.n_kv_heads);
+        let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
+        let options = AttentionModuleOptions {
+            scale: None,
+            softcap: None,
+            is_causal: true,
+        };
+        let out = attention(q, k, v, None, None, options);
+        self.wo
+            .forward(out.swap_dims(1, 2).reshape([batch, seq, d]))
+    }
+
+    /// Repeats each key/value head for the query heads of its group.
+    fn repeat_kv(&self, t: Tensor<4>) -> Tensor<4> {
+        let groups = self.n_heads / self.n_kv_heads;
+        if groups == 1 {
+            return t;
+        }
+        let [batch, kv, seq, hd] = t.dims();
+        t.unsqueeze_dim::<5>(2)
+            .expand([batch, kv, groups, seq, hd])
+            .reshape([batch, kv * groups, seq, hd])
+    }
+}
+
+/// Applies rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
+fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    let half = x.dims()[3] / 2;
+    let x1 = x.clone().narrow(3, 0, half);
+    let x2 = x.clone().narrow(3, half, half);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos.clone() + rotated * sin.clone()
+}
+
+impl Mlp {
+    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.down
+            .forward(silu(self.gate.forward(x.clone())) * self.up.forward(x))
+    }
+}

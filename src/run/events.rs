@@ -1,0 +1,58 @@
+//! What the runner reports while it works; the terminal view and tests consume these.
+
+use crate::train::TrainEvent;
+
+/// A step of a sweep's execution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEvent {
+    /// The runner found this many runs left to execute (of the kinds it executes).
+    Pending {
+        /// Runs to execute now or once their dependencies finish.
+        runs: usize,
+    },
+    /// Data for a run is being prepared (tokenising, generating).
+    Preparing {
+        /// Run id.
+        id: String,
+        /// Run name.
+        name: String,
+    },
+    /// A run started (or resumed).
+    Started {
+        /// Run id.
+        id: String,
+        /// Run name.
+        name: String,
+        /// Total steps.
+        steps: u64,
+        /// First step (non-zero when resuming).
+        start_step: u64,
+    },
+    /// Progress inside a run.
+    Train {
+        /// Run id.
+        id: String,
+        /// The training event.
+        event: TrainEvent,
+    },
+    /// A run finished.
+    Finished {
+        /// Run id.
+        id: String,
+        /// Run name.
+        name: String,
+        /// Final held-out loss.
+        val_loss: f64,
+        /// Wall time.
+        wall_s: f64,
+    },
+    /// A run failed; the others go on.
+    Failed {
+        /// Run id.
+        id: String,
+        /// Run name.
+        name: String,
+        /// Why.
+        error: String,
+    },
+}

@@ -1,0 +1,8 @@
+//! Executing a planned sweep: picking runnable runs, training them, and recording everything in
+//! the sweep database. The runner never prints; it reports [`RunEvent`]s to a callback.
+
+mod events;
+mod runner;
+
+pub use events::RunEvent;
+pub use runner::{RunError, RunOptions, Summary, execute};

@@ -1,0 +1,219 @@
+//! Run bookkeeping in the sweep database: which runs can start, claiming one (so two
+//! processes never execute the same run), heartbeats, metrics, and the final result or failure.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::db::{StoredRun, SweepDb};
+use super::error::StoreError;
+
+/// A `running` run whose heartbeat is older than this many seconds belongs to a process that
+/// died; another process may take it over.
+pub const STALE_AFTER_S: f64 = 120.0;
+
+/// One metric row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric<'a> {
+    /// `train` or `val`.
+    pub kind: &'a str,
+    /// Steps completed.
+    pub step: u64,
+    /// Tokens consumed.
+    pub tokens: u64,
+    /// Loss in nats/token.
+    pub loss: f64,
+    /// Bits per byte (held-out rows).
+    pub bpb: Option<f64>,
+    /// Learning rate (training rows).
+    pub lr: Option<f64>,
+    /// Throughput (training rows).
+    pub tokens_per_s: Option<f64>,
+    /// Wall time so far.
+    pub wall_s: f64,
+}
+
+/// The final numbers of a finished run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// Held-out loss (nats/token).
+    pub val_loss: f64,
+    /// Held-out bits per byte.
+    pub val_bpb: f64,
+    /// Last training loss.
+    pub train_loss: Option<f64>,
+    /// Steps.
+    pub steps: u64,
+    /// Tokens.
+    pub tokens: u64,
+    /// Wall time.
+    pub wall_s: f64,
+    /// Mean throughput.
+    pub tokens_per_s: f64,
+    /// FLOPs spent.
+    pub flops: f64,
+    /// Peak resident memory of the process, where known.
+    pub peak_rss_bytes: Option<u64>,
+    /// Backend name.
+    pub backend: String,
+    /// Facts about the corpus (JSON).
+    pub corpus_json: String,
+}
+
+const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl SweepDb {
+    /// Runs of plan `plan_id` of the given kinds that are not finished and whose dependencies
+    /// are all `done`, in graph order.
+    pub fn runnable(
+        &self,
+        plan_id: i64,
+        kinds: &[&str],
+        retry_failed: bool,
+    ) -> Result<Vec<StoredRun>, StoreError> {
+        let runs = self.plan_runs(plan_id)?;
+        let done: std::collections::HashSet<&str> = runs
+            .iter()
+            .filter(|r| r.state == "done")
+            .map(|r| r.id.as_str())
+            .collect();
+        Ok(runs
+            .iter()
+            .filter(|r| kinds.contains(&r.kind.as_str()))
+            .filter(|r| {
+                r.state == "planned"
+                    || r.state == "running"
+                    || (retry_failed && r.state == "failed")
+            })
+            .filter(|r| r.depends_on.iter().all(|d| done.contains(d.as_str())))
+            .cloned()
+            .collect())
+    }
+
+    /// Claims run `id` for this process: succeeds only if it is `planned`, `failed` (when
+    /// `retry_failed`), or `running` with a stale heartbeat. Atomic in SQLite.
+    pub fn claim(&self, id: &str, retry_failed: bool) -> Result<bool, StoreError> {
+        let sql = format!(
+            "UPDATE runs SET state = 'running', error = NULL, started_at = {NOW}, heartbeat_at = {NOW},
+                 attempts = attempts + 1
+             WHERE id = ?1 AND (state = 'planned' OR (?2 AND state = 'failed')
+                 OR (state = 'running' AND (heartbeat_at IS NULL
+                     OR julianday('now') - julianday(heartbeat_at) > ?3 / 86400.0)))"
+        );
+        let changed = self
+            .conn()
+            .execute(&sql, params![id, retry_failed, STALE_AFTER_S])
+            .map_err(|e| StoreError::sql(self.path(), "claim a run", e))?;
+        Ok(changed == 1)
+    }
+
+    /// Records that run `id` is alive.
+    pub fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                &format!("UPDATE runs SET heartbeat_at = {NOW} WHERE id = ?1"),
+                [id],
+            )
+            .map_err(|e| StoreError::sql(self.path(), "record a heartbeat", e))?;
+        Ok(())
+    }
+
+    /// Records a metric row (replacing the row of the same run, kind and step, so a resumed run
+    /// never duplicates one).
+    pub fn record_metric(&self, id: &str, m: &Metric) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT OR REPLACE INTO metrics (run_id, kind, step, tokens, loss, bpb, lr, tokens_per_s, wall_s)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id, m.kind, to_i64(m.step), to_i64(m.tokens), m.loss, m.bpb, m.lr, m.tokens_per_s, m.wall_s],
+            )
+            .map_err(|e| StoreError::sql(self.path(), "record a metric", e))?;
+        Ok(())
+    }
+
+    /// Stores the result of run `id` and marks it `done`, in one transaction.
+    pub fn finish(&mut self, id: &str, r: &RunResult) -> Result<(), StoreError> {
+        let path = self.path().to_path_buf();
+        let fail = |e| StoreError::sql(&path, "record a result", e);
+        let tx = self.conn_mut().transaction().map_err(fail)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO results (run_id, val_loss, val_bpb, train_loss, steps, tokens, wall_s,
+                 tokens_per_s, flops, peak_rss_bytes, backend, corpus_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                id,
+                r.val_loss,
+                r.val_bpb,
+                r.train_loss,
+                to_i64(r.steps),
+                to_i64(r.tokens),
+                r.wall_s,
+                r.tokens_per_s,
+                r.flops,
+                r.peak_rss_bytes.map(to_i64),
+                r.backend,
+                r.corpus_json
+            ],
+        )
+        .map_err(fail)?;
+        tx.execute(
+            &format!(
+                "UPDATE runs SET state = 'done', error = NULL, finished_at = {NOW} WHERE id = ?1"
+            ),
+            [id],
+        )
+        .map_err(fail)?;
+        tx.commit().map_err(fail)
+    }
+
+    /// Marks run `id` `failed` with `error`; its metrics so far are kept.
+    pub fn fail(&self, id: &str, error: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute(&format!("UPDATE runs SET state = 'failed', error = ?2, finished_at = {NOW} WHERE id = ?1"), params![id, error])
+            .map_err(|e| StoreError::sql(self.path(), "record a failure", e))?;
+        Ok(())
+    }
+
+    /// Returns run `id` to `planned` (an interrupted run, resumed from its checkpoint later).
+    pub fn release(&self, id: &str) -> Result<(), StoreError> {
+        self.conn()
+            .execute("UPDATE runs SET state = 'planned', heartbeat_at = NULL WHERE id = ?1 AND state = 'running'", [id])
+            .map_err(|e| StoreError::sql(self.path(), "release a run", e))?;
+        Ok(())
+    }
+
+    /// The stored result of run `id`, if finished: (val_loss, val_bpb, tokens_per_s).
+    pub fn result(&self, id: &str) -> Result<Option<(f64, f64, f64)>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT val_loss, val_bpb, tokens_per_s FROM results WHERE run_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| StoreError::sql(self.path(), "read a result", e))
+    }
+
+    /// Held-out metric rows of run `id` as (step, tokens, loss).
+    pub fn val_curve(&self, id: &str) -> Result<Vec<(u64, u64, f64)>, StoreError> {
+        let fail = |e| StoreError::sql(self.path(), "read metrics", e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT step, tokens, loss FROM metrics WHERE run_id = ?1 AND kind = 'val' ORDER BY step")
+            .map_err(fail)?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)? as u64,
+                    r.get::<_, i64>(1)? as u64,
+                    r.get(2)?,
+                ))
+            })
+            .map_err(fail)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(fail)?;
+        Ok(rows)
+    }
+}

@@ -1,0 +1,14 @@
+//! Training: the loop, learning-rate and α schedules, objectives, checkpoints, and the choice
+//! of compute device.
+
+pub mod checkpoint;
+mod device;
+mod objective;
+pub mod schedule;
+mod trainer;
+
+pub use device::{MissingBackend, device_for};
+pub use objective::{NextToken, Objective, cross_entropy};
+pub use trainer::{
+    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, evaluate, init_model, train,
+};

@@ -1,0 +1,390 @@
+//! The training loop: AdamW with decoupled weight decay, global gradient-norm clipping, a
+//! scheduled learning rate, periodic held-out evaluation, checkpoints, and divergence detection.
+//! It reports progress as [`TrainEvent`]s and never prints; the loss comes from an
+//! [`Objective`], so distillation plugs in without changing the loop.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::checkpoint::{self, CheckpointError, CheckpointState};
+use super::objective::{Objective, cross_entropy};
+use super::schedule;
+use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
+use crate::model::{Transformer, TransformerConfig};
+use crate::plan::RunConfig;
+
+/// Rows per held-out evaluation batch.
+const EVAL_BATCH: usize = 16;
+
+/// Progress of a training run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrainEvent {
+    /// Training begins (or resumes at `start_step`).
+    Started {
+        /// Total optimiser steps.
+        steps: u64,
+        /// First step to run (0, or where a checkpoint left off).
+        start_step: u64,
+    },
+    /// The mean training loss over the last logging interval.
+    Step {
+        /// Steps completed.
+        step: u64,
+        /// Training tokens consumed.
+        tokens: u64,
+        /// Mean loss (nats/token) over the interval.
+        loss: f64,
+        /// Learning rate of the last step.
+        lr: f64,
+        /// Throughput over the interval.
+        tokens_per_s: f64,
+        /// Training wall time so far.
+        wall_s: f64,
+    },
+    /// A held-out evaluation.
+    Eval {
+        /// Steps completed.
+        step: u64,
+        /// Training tokens consumed.
+        tokens: u64,
+        /// Held-out cross-entropy (nats/token).
+        loss: f64,
+        /// Held-out bits per byte.
+        bpb: f64,
+        /// Training wall time so far.
+        wall_s: f64,
+    },
+    /// A checkpoint was written.
+    Checkpoint {
+        /// Steps completed.
+        step: u64,
+    },
+}
+
+/// A finished training run.
+pub struct TrainOutcome {
+    /// The trained model (plain, no autodiff).
+    pub model: Transformer,
+    /// Final held-out loss (nats/token).
+    pub val_loss: f64,
+    /// Final held-out bits per byte.
+    pub val_bpb: f64,
+    /// Mean training loss over the last logging interval.
+    pub train_loss: f64,
+    /// Steps run in total.
+    pub steps: u64,
+    /// Tokens trained on.
+    pub tokens: u64,
+    /// Training wall time (all sessions).
+    pub wall_s: f64,
+    /// Mean training throughput.
+    pub tokens_per_s: f64,
+}
+
+/// Why training stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// The loss became NaN or infinite.
+    #[error(
+        "training diverged at step {step}: loss is {loss}\n\nhint: lower `[train] lr`, or raise `warmup`"
+    )]
+    Diverged {
+        /// The step.
+        step: u64,
+        /// The loss value.
+        loss: f64,
+    },
+    /// A checkpoint could not be written or read.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    /// The run has no training data.
+    #[error("{0}")]
+    NoData(String),
+    /// A stop was requested; the run checkpointed at `step`.
+    #[error("interrupted at step {step} (checkpoint written)")]
+    Interrupted {
+        /// Steps completed.
+        step: u64,
+    },
+}
+
+/// One training run's inputs.
+pub struct TrainJob<'a> {
+    /// The run id (checkpoints are tied to it).
+    pub run_id: &'a str,
+    /// The resolved configuration (must have `train`).
+    pub config: &'a RunConfig,
+    /// Its data.
+    pub data: &'a Prepared,
+    /// The plain device (training uses its autodiff twin).
+    pub device: &'a Device,
+    /// The checkpoint file.
+    pub checkpoint: &'a Path,
+    /// Set to stop after the current step (with a checkpoint).
+    pub stop: &'a AtomicBool,
+}
+
+/// Builds a fresh model for `config` on `device`, seeded by the run's seed.
+pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
+    device.seed(config.data.seed);
+    TransformerConfig {
+        shape: config.model.shape,
+        context: config.data.context as usize,
+    }
+    .init(device)
+}
+
+/// Trains `job` with `objective`, reporting through `on_event`.
+pub fn train(
+    job: &TrainJob,
+    objective: &mut dyn Objective,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<TrainOutcome, TrainError> {
+    let cfg = job.config;
+    let train = cfg
+        .train
+        .as_ref()
+        .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
+    let ad = job.device.clone().autodiff();
+    let mut model = init_model(cfg, &ad);
+    let mut optim = AdamWConfig::new()
+        .with_beta_1(train.betas[0] as f32)
+        .with_beta_2(train.betas[1] as f32)
+        .with_epsilon(1e-8)
+        .with_weight_decay(train.weight_decay as f32)
+        .init();
+    let mut state = CheckpointState {
+        run_id: job.run_id.into(),
+        step: 0,
+        tokens: 0,
+        wall_s: 0.0,
+    };
+    if let Some(saved) = checkpoint::load(job.checkpoint, job.run_id)? {
+        model = saved.model(model)?;
+        optim = saved.optimizer(optim)?;
+        state = saved.state;
+    }
+    let (context, rows) = (cfg.data.context as usize, cfg.data.batch_seqs as usize);
+    let batcher = Batcher::new(
+        &job.data.train,
+        context,
+        rows,
+        cfg.data.seed,
+        job.data.shuffle,
+    )
+    .ok_or_else(|| {
+        TrainError::NoData(format!(
+            "the training split has fewer than {} tokens",
+            context + 1
+        ))
+    })?;
+    let steps = train.steps;
+    let tokens_per_step = (context * rows) as u64;
+    let eval_every = steps.div_ceil(train.evals.max(1)).max(1);
+    on_event(TrainEvent::Started {
+        steps,
+        start_step: state.step,
+    });
+    let session = Instant::now();
+    let wall_before = state.wall_s;
+    let wall = |s: &Instant| wall_before + s.elapsed().as_secs_f64();
+    let (mut interval_loss, mut interval_steps, mut interval_start) = (0.0, 0u64, Instant::now());
+    let mut last = (f64::NAN, f64::NAN, f64::NAN);
+    for step in state.step..steps {
+        if job.stop.load(Ordering::Relaxed) {
+            state = CheckpointState {
+                step,
+                tokens: step * tokens_per_step,
+                wall_s: wall(&session),
+                ..state
+            };
+            checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
+            return Err(TrainError::Interrupted { step });
+        }
+        let lr = schedule::value_at(&train.lr, step, steps);
+        let loss = train_step(
+            &mut model,
+            &mut optim,
+            objective,
+            &batcher.batch(step),
+            (step, steps),
+            lr,
+            train.grad_clip,
+            &ad,
+        )?;
+        interval_loss += loss;
+        interval_steps += 1;
+        let done = step + 1;
+        if done % train.log_every == 0 || done == steps {
+            let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
+            let mean = interval_loss / interval_steps as f64;
+            last.0 = mean;
+            on_event(TrainEvent::Step {
+                step: done,
+                tokens: done * tokens_per_step,
+                loss: mean,
+                lr,
+                tokens_per_s: (interval_steps * tokens_per_step) as f64 / secs,
+                wall_s: wall(&session),
+            });
+            (interval_loss, interval_steps, interval_start) = (0.0, 0, Instant::now());
+        }
+        if done % eval_every == 0 || done == steps {
+            let (loss, bpb) = evaluate(
+                &model.valid(),
+                &job.data.val,
+                context,
+                job.device,
+                job.data.info.val_bytes_per_token,
+            );
+            last.1 = loss;
+            last.2 = bpb;
+            on_event(TrainEvent::Eval {
+                step: done,
+                tokens: done * tokens_per_step,
+                loss,
+                bpb,
+                wall_s: wall(&session),
+            });
+        }
+        if done % train.checkpoint_every == 0 || done == steps {
+            state = CheckpointState {
+                step: done,
+                tokens: done * tokens_per_step,
+                wall_s: wall(&session),
+                ..state
+            };
+            checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
+            on_event(TrainEvent::Checkpoint { step: done });
+        }
+    }
+    let wall_s = wall(&session);
+    let model = model.valid();
+    let (val_loss, val_bpb) = if last.1.is_nan() {
+        evaluate(
+            &model,
+            &job.data.val,
+            context,
+            job.device,
+            job.data.info.val_bytes_per_token,
+        )
+    } else {
+        (last.1, last.2)
+    };
+    Ok(TrainOutcome {
+        model,
+        val_loss,
+        val_bpb,
+        train_loss: last.0,
+        steps,
+        tokens: steps * tokens_per_step,
+        wall_s,
+        tokens_per_s: (steps * tokens_per_step) as f64 / wall_s.max(1e-9),
+    })
+}
+
+/// One optimiser step; returns the loss before the update.
+#[allow(clippy::too_many_arguments)]
+fn train_step(
+    model: &mut Transformer,
+    optim: &mut ModuleOptimizer,
+    objective: &mut dyn Objective,
+    batch: &Batch,
+    (step, steps): (u64, u64),
+    lr: f64,
+    grad_clip: f64,
+    device: &Device,
+) -> Result<f64, TrainError> {
+    let (inputs, targets) = batch_tensors(batch, device);
+    let logits = model.forward(inputs);
+    let loss = objective.loss(step, steps, batch, logits, targets);
+    let value = loss.clone().into_scalar::<f32>() as f64;
+    if !value.is_finite() {
+        return Err(TrainError::Diverged { step, loss: value });
+    }
+    let mut grads = GradientsParams::from_grads(loss.backward(), &*model);
+    if grad_clip > 0.0 {
+        clip_global_norm(&*model, &mut grads, grad_clip);
+    }
+    *model = optim.step(lr, model.clone(), grads);
+    Ok(value)
+}
+
+/// The batch as `[batch, seq]` input and target tensors on `device`.
+pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
+    let shape = [batch.batch, batch.context];
+    let make =
+        |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), shape), device);
+    (make(&batch.inputs), make(&batch.targets))
+}
+
+/// Scales all gradients so that their global L2 norm is at most `max_norm`.
+fn clip_global_norm(model: &Transformer, grads: &mut GradientsParams, max_norm: f64) {
+    let mut norm = SquaredNorm { grads, total: None };
+    model.visit(&mut norm);
+    let Some(total) = norm.total else { return };
+    let value = (total.into_scalar::<f32>() as f64).sqrt();
+    if value.is_finite() && value > max_norm {
+        model.visit(&mut Scale {
+            grads,
+            factor: max_norm / (value + 1e-6),
+        });
+    }
+}
+
+struct SquaredNorm<'a> {
+    grads: &'a GradientsParams,
+    total: Option<Tensor<1>>,
+}
+
+impl ModuleVisitor for SquaredNorm<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(g) = self.grads.get::<D>(param.id) {
+            let sq = g.square().sum();
+            self.total = Some(match self.total.take() {
+                Some(t) => t + sq,
+                None => sq,
+            });
+        }
+    }
+}
+
+struct Scale<'a> {
+    grads: &'a mut GradientsParams,
+    factor: f64,
+}
+
+impl ModuleVisitor for Scale<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(g) = self.grads.remove::<D>(param.id) {
+            self.grads.register(param.id, g.mul_scalar(self.factor));
+        }
+    }
+}
+
+/// Held-out cross-entropy (nats/token) and bits per byte of `model` on every window of `val`.
+pub fn evaluate(
+    model: &Transformer,
+    val: &Stream,
+    context: usize,
+    device: &Device,
+    bytes_per_token: f64,
+) -> (f64, f64) {
+    let (mut nll, mut count) = (0.0f64, 0usize);
+    for batch in eval_batches(val, context, EVAL_BATCH) {
+        let (inputs, targets) = batch_tensors(&batch, device);
+        let losses = cross_entropy(model.forward(inputs), targets);
+        nll += losses.sum().into_scalar::<f32>() as f64;
+        count += batch.batch * batch.context;
+    }
+    let loss = nll / count.max(1) as f64;
+    (
+        loss,
+        loss / std::f64::consts::LN_2 / bytes_per_token.max(1e-9),
+    )
+}

@@ -1,0 +1,110 @@
+//! `pdsweep run` through the real binary on a tiny synthetic sweep: teachers and baselines
+//! train, results and metrics land in the database, bigger models do better, finished runs are
+//! skipped on the next run, and a missing corpus fails its runs with a clear message.
+
+mod common;
+
+use common::{pdsweep, stderr};
+use pdsweep::store::SweepDb;
+
+const SWEEP: &str = r#"
+name = "tiny"
+[corpus]
+val_tokens = "16K"
+[model]
+context = 64
+[teachers]
+sizes = ["20K", "120K"]
+tokens = ["300K"]
+[students]
+sizes = ["20K"]
+tokens = ["100K"]
+[train]
+batch_tokens = "2K"
+evals = 2
+"#;
+
+#[test]
+fn run_trains_teachers_and_baselines_and_records_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.toml"), SWEEP).unwrap();
+    let out = pdsweep(tmp.path(), &["run", "tiny.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db = SweepDb::open(&tmp.path().join("results/tiny/sweep.db")).unwrap();
+    let runs = db.runs().unwrap();
+    let loss = |name: &str| {
+        let run = runs
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no run {name}"));
+        assert_eq!(run.state, "done", "{name}");
+        assert_eq!(
+            db.val_curve(&run.id).unwrap().len(),
+            2,
+            "{name} has two evaluations"
+        );
+        db.result(&run.id).unwrap().unwrap().0
+    };
+    let (small, large, baseline) = (
+        loss("teacher-20K"),
+        loss("teacher-120K"),
+        loss("baseline-20K"),
+    );
+    assert!(
+        large < small,
+        "the larger teacher is better: {large} vs {small}"
+    );
+    assert!(
+        small < baseline,
+        "more tokens help the same size: {small} vs {baseline}"
+    );
+    assert!(large < 5.0, "far below the uniform 5.55 nats: {large}");
+    for run in runs
+        .iter()
+        .filter(|r| r.kind == "student" || r.kind == "logits")
+    {
+        assert_eq!(
+            run.state, "planned",
+            "{} is left for the distillation engine",
+            run.name
+        );
+    }
+    assert!(
+        tmp.path()
+            .join("results/tiny/checkpoints")
+            .read_dir()
+            .unwrap()
+            .count()
+            >= 3
+    );
+
+    let again = pdsweep(tmp.path(), &["run", "tiny.toml"]);
+    assert!(again.status.success());
+    assert!(
+        stderr(&again).contains("finished 0 run(s)"),
+        "{}",
+        stderr(&again)
+    );
+}
+
+#[test]
+fn a_missing_corpus_fails_its_runs_with_the_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = SWEEP.replace(
+        "val_tokens = \"16K\"",
+        "kind = \"text\"\npath = \"nowhere/texts\"\nval_tokens = \"16K\"",
+    );
+    std::fs::write(tmp.path().join("tiny.toml"), text).unwrap();
+    let out = pdsweep(tmp.path(), &["run", "tiny.toml"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("nowhere/texts"), "{err}");
+    let db = SweepDb::open(&tmp.path().join("results/tiny/sweep.db")).unwrap();
+    assert!(
+        db.runs()
+            .unwrap()
+            .iter()
+            .filter(|r| r.kind == "teacher")
+            .all(|r| r.state == "failed")
+    );
+}
