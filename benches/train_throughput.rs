@@ -85,6 +85,7 @@ fn device(name: &str) -> Option<Device> {
 }
 
 fn main() {
+    pdsweep::alloc::tune_for_training();
     let a = parse_args();
     let shape = ModelShape {
         d_model: a.d_model,

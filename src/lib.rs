@@ -5,6 +5,7 @@
 //! ([`model`]) and the training loop ([`train`]).
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod data;
 pub mod model;
 pub mod plan;

@@ -10,6 +10,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    pdsweep::alloc::tune_for_training();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => commands::plan(args.into_command()),
