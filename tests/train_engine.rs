@@ -181,3 +181,36 @@ fn a_diverging_run_fails_with_its_step() {
         Ok(o) => panic!("expected divergence, got loss {}", o.val_loss),
     }
 }
+
+#[test]
+fn the_same_seed_builds_the_same_model() {
+    let config = synthetic_run("");
+    let device = Device::flex();
+    let a: Vec<f32> = init_model(&config, &device)
+        .forward(tokens(1, 8, &device))
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+    let b: Vec<f32> = init_model(&config, &device)
+        .forward(tokens(1, 8, &device))
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_backend_not_built_in_is_a_clear_error() {
+    use pdsweep::spec::Backend;
+    assert!(pdsweep::train::device_for(Backend::Cpu, 0).is_ok());
+    if !cfg!(feature = "cuda") {
+        let err = pdsweep::train::device_for(Backend::Cuda, 0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`cuda` is not built into this pdsweep")
+                && err.contains("--features cuda"),
+            "{err}"
+        );
+    }
+}

@@ -14,6 +14,8 @@ pub struct ProgressView {
     multi: MultiProgress,
     overall: Option<ProgressBar>,
     bars: HashMap<String, (String, ProgressBar)>,
+    /// The corpus last described, so it is described once.
+    corpus: Option<String>,
 }
 
 impl ProgressView {
@@ -23,6 +25,7 @@ impl ProgressView {
             multi: MultiProgress::new(),
             overall: None,
             bars: HashMap::new(),
+            corpus: None,
         }
     }
 
@@ -48,6 +51,21 @@ impl ProgressView {
                 bar.set_message(format!("{name}: preparing data"));
                 bar.enable_steady_tick(Duration::from_millis(200));
                 self.bars.insert(id, (name, bar));
+            }
+            RunEvent::DataReady { info, .. } => {
+                if self.corpus.as_deref() != Some(info.description.as_str()) {
+                    let bound = match info.entropy_rate_nats {
+                        Some(h) => {
+                            format!("; true entropy rate {h:.3} nats/token (no model can beat it)")
+                        }
+                        None => String::new(),
+                    };
+                    self.line(format!(
+                        "data    {}: {} training and {} held-out tokens, unigram entropy {:.3} nats/token{bound}",
+                        info.description, info.train_tokens, info.val_tokens, info.unigram_entropy_nats
+                    ));
+                    self.corpus = Some(info.description);
+                }
             }
             RunEvent::Started { .. } => {}
             RunEvent::Train { id, event } => self.train(&id, event),

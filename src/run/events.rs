@@ -1,5 +1,6 @@
 //! What the runner reports while it works; the terminal view and tests consume these.
 
+use crate::data::CorpusInfo;
 use crate::train::TrainEvent;
 
 /// A step of a sweep's execution.
@@ -16,6 +17,15 @@ pub enum RunEvent {
         id: String,
         /// Run name.
         name: String,
+    },
+    /// A run's data is ready.
+    DataReady {
+        /// Run id.
+        id: String,
+        /// Run name.
+        name: String,
+        /// Facts about the corpus (entropy rate for the synthetic corpus).
+        info: CorpusInfo,
     },
     /// A run started (or resumed).
     Started {

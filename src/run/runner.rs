@@ -145,6 +145,11 @@ fn execute_one(
         Ok(p) => p,
         Err(e) => return fail(db, run, &e.to_string(), on_event),
     };
+    on_event(RunEvent::DataReady {
+        id: run.id.clone(),
+        name: run.name.clone(),
+        info: prepared.info.clone(),
+    });
     let checkpoint = checkpoint_path(&opts.results_dir, &run.id);
     let job = TrainJob {
         run_id: &run.id,
