@@ -1,6 +1,7 @@
 //! The training engine on the CPU with tiny real models: exact parameter counts, checkpoints
 //! that load back into an identical model, and training that actually learns.
 
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -111,29 +112,40 @@ fn data(config: &RunConfig) -> Prepared {
     prepare(&config.data, dir.path(), dir.path(), config.tokens).unwrap()
 }
 
+/// Trains `config` on `data` with a checkpoint in `dir`, collecting the held-out losses.
+fn run_training(
+    config: &RunConfig,
+    data: &Prepared,
+    dir: &Path,
+    evals: &mut Vec<f64>,
+) -> Result<pdsweep::train::TrainOutcome, pdsweep::train::TrainError> {
+    let stop = AtomicBool::new(false);
+    let device = Device::flex();
+    let path = dir.join("t.ckpt");
+    let job = TrainJob {
+        run_id: "t",
+        config,
+        data,
+        device: &device,
+        checkpoint: &path,
+        stop: &stop,
+    };
+    train(&job, &mut NextToken, &mut |e| {
+        if let pdsweep::train::TrainEvent::Eval { loss, .. } = e {
+            evals.push(loss)
+        }
+    })
+}
+
 #[test]
 fn training_on_the_synthetic_corpus_learns_but_never_beats_its_entropy() {
     let config = synthetic_run("");
     let data = data(&config);
     let dir = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
     let device = Device::flex();
     let path = dir.path().join("t.ckpt");
-    let job = TrainJob {
-        run_id: "t",
-        config: &config,
-        data: &data,
-        device: &device,
-        checkpoint: &path,
-        stop: &stop,
-    };
     let mut evals = Vec::new();
-    let outcome = train(&job, &mut NextToken, &mut |e| {
-        if let pdsweep::train::TrainEvent::Eval { loss, .. } = e {
-            evals.push(loss)
-        }
-    })
-    .unwrap();
+    let outcome = run_training(&config, &data, dir.path(), &mut evals).unwrap();
     let untrained =
         pdsweep::train::evaluate(&init_model(&config, &device), &data.val, 64, &device, 1.0).0;
     let entropy = data.info.entropy_rate_nats.unwrap();
@@ -162,18 +174,7 @@ fn a_diverging_run_fails_with_its_step() {
     let config = synthetic_run("lr = 1e6\ngrad_clip = 0.0\n");
     let data = data(&config);
     let dir = tempfile::tempdir().unwrap();
-    let stop = AtomicBool::new(false);
-    let device = Device::flex();
-    let path = dir.path().join("t.ckpt");
-    let job = TrainJob {
-        run_id: "t",
-        config: &config,
-        data: &data,
-        device: &device,
-        checkpoint: &path,
-        stop: &stop,
-    };
-    match train(&job, &mut NextToken, &mut |_| {}) {
+    match run_training(&config, &data, dir.path(), &mut Vec::new()) {
         Err(pdsweep::train::TrainError::Diverged { step, .. }) => {
             assert!(step < config.train.unwrap().steps)
         }
