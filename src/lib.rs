@@ -7,6 +7,7 @@
 
 pub mod alloc;
 pub mod data;
+pub mod distill;
 pub mod model;
 pub mod plan;
 pub mod run;

@@ -1,0 +1,264 @@
+//! The distillation losses of DESIGN.md §5 on sparse teacher targets, and the mixed objective
+//! (1 − α)·L_lm + α·L_kd.
+//!
+//! Sparse semantics: the teacher distribution is renormalised over its kept support at
+//! temperature τ, q_i = softmax(ln p_i / τ) over the kept i; the student's log-probabilities
+//! are log-softmax over the FULL vocabulary at τ, then gathered at the kept ids (never
+//! renormalised over them). Per position, with s_i = ln softmax(z_s/τ)_i:
+//! - `kl`: Σ_i q_i (ln q_i − s_i), forward KL(teacher ‖ student), scaled by τ²;
+//! - `ce_soft`: −Σ_i q_i s_i, cross-entropy against the teacher (Peng et al.'s "NLL"), by τ²;
+//! - `reverse_kl`: Σ_i e^{s_i} (s_i − ln q_i), KL(student ‖ teacher) restricted to the kept
+//!   support (outside it the teacher has no mass and the divergence is undefined), by τ²;
+//! - `mse`: Σ_i (e^{s_i} − q_i)², squared error between probabilities on the kept support
+//!   (no τ² factor).
+//!
+//! The τ² factor (Hinton et al.) keeps gradient magnitudes comparable across temperatures. Each
+//! loss is averaged over positions.
+
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{Int, Tensor};
+
+use crate::spec::LossKind;
+
+/// Teacher targets of a batch, padded to a common width.
+///
+/// # Shapes
+/// - `ids`: `[positions, width]` kept token ids (padding repeats a kept id)
+/// - `log_probs`: `[positions, width]` ln p at τ = 1 (padding: any finite value)
+/// - `mask`: `[positions, width]` 1 for kept entries, 0 for padding
+#[derive(Debug, Clone)]
+pub struct SparseTargets {
+    /// Kept ids.
+    pub ids: Tensor<2, Int>,
+    /// Their log-probabilities.
+    pub log_probs: Tensor<2>,
+    /// 1 where an entry is real.
+    pub mask: Tensor<2>,
+}
+
+/// A large negative log-probability given to padding so it gets no teacher mass.
+const PAD_LOG_PROB: f64 = -1e4;
+
+/// The distillation loss `kind` at temperature `tau` (mean over positions).
+///
+/// # Shapes
+/// - `student_logits`: `[positions, vocab]`
+/// - returns: `[1]`
+pub fn distill_loss(
+    kind: LossKind,
+    student_logits: Tensor<2>,
+    targets: &SparseTargets,
+    tau: f64,
+) -> Tensor<1> {
+    let [positions, _] = student_logits.dims();
+    let mask = targets.mask.clone();
+    let pad = mask.clone().neg().add_scalar(1.0).mul_scalar(PAD_LOG_PROB);
+    let scaled = targets.log_probs.clone().div_scalar(tau) * mask.clone() + pad;
+    let log_q = log_softmax(scaled.clone(), 1);
+    let q = softmax(scaled, 1) * mask.clone();
+    let s = log_softmax(student_logits.div_scalar(tau), 1).gather(1, targets.ids.clone());
+    let per_position = match kind {
+        LossKind::Kl => (q * (log_q * mask.clone() - s.clone() * mask))
+            .sum_dim(1)
+            .mul_scalar(tau * tau),
+        LossKind::CeSoft => (q * s).sum_dim(1).neg().mul_scalar(tau * tau),
+        LossKind::ReverseKl => {
+            let p = s.clone().exp() * mask.clone();
+            (p * (s - log_q) * mask).sum_dim(1).mul_scalar(tau * tau)
+        }
+        LossKind::Mse => ((s.exp() - q) * mask).square().sum_dim(1),
+    };
+    per_position.reshape([positions]).mean()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Device, TensorData};
+
+    const V: usize = 5;
+
+    /// Dense reference in f64, written from the definitions above.
+    fn reference(kind: LossKind, z_s: &[[f64; V]], kept: &[Vec<(usize, f64)>], tau: f64) -> f64 {
+        let mut total = 0.0;
+        for (z, kept) in z_s.iter().zip(kept) {
+            let zmax = z.iter().copied().fold(f64::MIN, f64::max);
+            let norm = zmax / tau
+                + z.iter()
+                    .map(|v| (v / tau - zmax / tau).exp())
+                    .sum::<f64>()
+                    .ln();
+            let s = |i: usize| z[i] / tau - norm; // full-vocabulary log-softmax
+            let t: Vec<f64> = kept.iter().map(|(_, lp)| lp / tau).collect();
+            let tmax = t.iter().copied().fold(f64::MIN, f64::max);
+            let tnorm = tmax + t.iter().map(|v| (v - tmax).exp()).sum::<f64>().ln();
+            let mut loss = 0.0;
+            for (j, (i, _)) in kept.iter().enumerate() {
+                let log_q = t[j] - tnorm;
+                let q = log_q.exp();
+                loss += match kind {
+                    LossKind::Kl => q * (log_q - s(*i)),
+                    LossKind::CeSoft => -q * s(*i),
+                    LossKind::ReverseKl => s(*i).exp() * (s(*i) - log_q),
+                    LossKind::Mse => (s(*i).exp() - q).powi(2),
+                };
+            }
+            total += if kind == LossKind::Mse {
+                loss
+            } else {
+                loss * tau * tau
+            };
+        }
+        total / z_s.len() as f64
+    }
+
+    fn targets(kept: &[Vec<(usize, f64)>], device: &Device) -> SparseTargets {
+        let width = kept.iter().map(Vec::len).max().unwrap();
+        let (mut ids, mut lps, mut mask) = (vec![], vec![], vec![]);
+        for row in kept {
+            for j in 0..width {
+                let (i, lp) = row.get(j).copied().unwrap_or((row[0].0, 0.0));
+                ids.push(i as i64);
+                lps.push(lp as f32);
+                mask.push(if j < row.len() { 1.0f32 } else { 0.0 });
+            }
+        }
+        let n = kept.len();
+        SparseTargets {
+            ids: Tensor::from_data(TensorData::new(ids, [n, width]), device),
+            log_probs: Tensor::from_data(TensorData::new(lps, [n, width]), device),
+            mask: Tensor::from_data(TensorData::new(mask, [n, width]), device),
+        }
+    }
+
+    fn log_softmax_f64(z: &[f64; V]) -> Vec<f64> {
+        let m = z.iter().copied().fold(f64::MIN, f64::max);
+        let n = m + z.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+        z.iter().map(|v| v - n).collect()
+    }
+
+    /// A teacher with logits `zt`, truncated to `ids` (log-probs under the full vocabulary).
+    fn teacher(zt: &[f64; V], ids: &[usize]) -> Vec<(usize, f64)> {
+        let lp = log_softmax_f64(zt);
+        ids.iter().map(|&i| (i, lp[i])).collect()
+    }
+
+    fn cases() -> (Vec<[f64; V]>, Vec<Vec<(usize, f64)>>) {
+        let zs = vec![[0.3, -1.2, 2.0, 0.1, -0.5], [1.5, 0.2, -0.7, 0.9, 0.0]];
+        let zt1 = [1.0, -0.5, 2.5, 0.0, -2.0];
+        let zt2 = [2.0, 0.5, -1.0, 1.2, 0.3];
+        (zs, vec![teacher(&zt1, &[2, 0, 3]), teacher(&zt2, &[0, 3])])
+    }
+
+    fn value(
+        kind: LossKind,
+        zs: &[[f64; V]],
+        kept: &[Vec<(usize, f64)>],
+        tau: f64,
+        device: &Device,
+    ) -> f64 {
+        let flat: Vec<f32> = zs.iter().flatten().map(|&v| v as f32).collect();
+        let logits = Tensor::<2>::from_data(TensorData::new(flat, [zs.len(), V]), device);
+        distill_loss(kind, logits, &targets(kept, device), tau).into_scalar::<f32>() as f64
+    }
+
+    const KINDS: [LossKind; 4] = [
+        LossKind::Kl,
+        LossKind::CeSoft,
+        LossKind::ReverseKl,
+        LossKind::Mse,
+    ];
+
+    #[test]
+    fn losses_match_the_dense_reference_with_and_without_truncation() {
+        let device = Device::flex();
+        let (zs, truncated) = cases();
+        let full = vec![
+            teacher(&[1.0, -0.5, 2.5, 0.0, -2.0], &[0, 1, 2, 3, 4]),
+            teacher(&[2.0, 0.5, -1.0, 1.2, 0.3], &[0, 1, 2, 3, 4]),
+        ];
+        for kept in [&truncated, &full] {
+            for kind in KINDS {
+                for tau in [1.0, 2.0, 0.5] {
+                    let (got, want) = (
+                        value(kind, &zs, kept, tau, &device),
+                        reference(kind, &zs, kept, tau),
+                    );
+                    assert!(
+                        (got - want).abs() < 1e-5 * want.abs().max(1.0),
+                        "{kind:?} τ={tau}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn full_support_kl_is_zero_for_identical_distributions() {
+        let device = Device::flex();
+        let z = [0.3, -1.2, 2.0, 0.1, -0.5];
+        let kept = vec![teacher(&z, &[0, 1, 2, 3, 4])];
+        assert!(value(LossKind::Kl, &[z], &kept, 1.0, &device).abs() < 1e-6);
+        assert!(value(LossKind::Mse, &[z], &kept, 1.0, &device).abs() < 1e-10);
+    }
+
+    #[test]
+    fn renormalising_the_student_over_the_kept_ids_would_be_caught() {
+        // The known bug: a student renormalised over the teacher's ids. With truncation the
+        // reference (full-vocabulary student) and the buggy value differ, so the test above
+        // fails if the implementation changes semantics.
+        let (zs, kept) = cases();
+        let buggy: f64 = zs
+            .iter()
+            .zip(&kept)
+            .map(|(z, kept)| {
+                let sub: Vec<f64> = kept.iter().map(|(i, _)| z[*i]).collect();
+                let m = sub.iter().copied().fold(f64::MIN, f64::max);
+                let n = m + sub.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+                let tn = kept.iter().map(|(_, lp)| lp.exp()).sum::<f64>().ln();
+                kept.iter()
+                    .zip(&sub)
+                    .map(|((_, lp), s)| (lp - tn).exp() * ((lp - tn) - (s - n)))
+                    .sum::<f64>()
+            })
+            .sum::<f64>()
+            / 2.0;
+        let right = reference(LossKind::Kl, &zs, &kept, 1.0);
+        assert!((buggy - right).abs() > 0.05, "{buggy} vs {right}");
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        let device = Device::flex().autodiff();
+        let (zs, kept) = cases();
+        for kind in KINDS {
+            let flat: Vec<f32> = zs.iter().flatten().map(|&v| v as f32).collect();
+            let logits =
+                Tensor::<2>::from_data(TensorData::new(flat, [2, V]), &device).require_grad();
+            let loss = distill_loss(kind, logits.clone(), &targets(&kept, &device), 2.0);
+            let grads = loss.backward();
+            let grad: Vec<f32> = logits
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .try_to_vec()
+                .unwrap();
+            for row in 0..2 {
+                for col in 0..V {
+                    let h = 1e-5;
+                    let (mut up, mut down) = (zs.clone(), zs.clone());
+                    up[row][col] += h;
+                    down[row][col] -= h;
+                    let numeric = (reference(kind, &up, &kept, 2.0)
+                        - reference(kind, &down, &kept, 2.0))
+                        / (2.0 * h);
+                    let analytic = grad[row * V + col] as f64;
+                    assert!(
+                        (numeric - analytic).abs() < 1e-4,
+                        "{kind:?} [{row},{col}]: {analytic} vs {numeric}"
+                    );
+                }
+            }
+        }
+    }
+}
