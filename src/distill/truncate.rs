@@ -51,6 +51,22 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     kept
 }
 
+/// How many of the first entries of `kept` (most probable first, log-probabilities under the
+/// full vocabulary) a student with `top_p` and `top_k` uses: entries until their cumulative
+/// probability reaches `top_p`, at most `top_k`. Applied to a store written with a larger k and
+/// no nucleus cut, this gives the same support as [`truncate`] on the teacher's logits.
+pub fn refine(kept: &Kept, top_p: f64, top_k: TopK) -> usize {
+    let k = (top_k.kept(kept.ids.len() as u64) as usize).max(1);
+    let mut mass = 0.0f64;
+    for (n, lp) in kept.log_probs.iter().take(k).enumerate() {
+        mass += (*lp as f64).exp();
+        if mass >= top_p - 1e-12 {
+            return n + 1;
+        }
+    }
+    k.min(kept.ids.len()).max(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,6 +90,25 @@ mod tests {
         assert_eq!(truncate(&z, 0.6, TopK::Keep(1)).ids, vec![0]);
         assert_eq!(truncate(&z, 1.0, TopK::Keep(3)).ids, vec![0, 2, 1]);
         assert_eq!(truncate(&z, 0.01, TopK::Keep(3)).ids, vec![0]);
+    }
+
+    #[test]
+    fn refining_a_wider_truncation_gives_the_narrow_one() {
+        let z: Vec<f32> = (0..50).map(|i| ((i * 17) % 23) as f32 / 4.0).collect();
+        let wide = truncate(&z, 1.0, TopK::Keep(40));
+        for (p, k) in [
+            (0.5, TopK::Keep(40)),
+            (0.9, TopK::Keep(8)),
+            (1.0, TopK::Keep(5)),
+            (0.95, TopK::All),
+        ] {
+            let narrow = truncate(&z, p, k);
+            assert_eq!(
+                &wide.ids[..refine(&wide, p, k)],
+                &narrow.ids[..],
+                "p={p} k={k}"
+            );
+        }
     }
 
     #[test]

@@ -26,10 +26,12 @@ pub fn index_bits(vocab: u64) -> u32 {
 /// Bits of one stored teacher value (a quantised log-probability).
 pub const VALUE_BITS: u32 = 8;
 
-/// Predicted logit-store bytes per token when at most `kept` entries of a `vocab`-sized
-/// distribution are stored: a count field of ⌈log2(kept+1)⌉ bits, then `kept` pairs of a
-/// ⌈log2 V⌉-bit index and an 8-bit value, rounded up to whole bytes. With top-p truncation
-/// fewer than `kept` entries are usually stored, so this is an upper bound.
+/// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
+/// `vocab`-sized distribution per position (stores keep exactly the top k; see
+/// `distill::store`): a count field of ⌈log2(kept+1)⌉ bits, then `kept` pairs of a
+/// ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole bytes. Blocks round to bytes once
+/// per step, not per token, so the real payload is at most this; shard headers and block
+/// tables add well under 1 %.
 pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
     let count_bits = 64 - kept.leading_zeros() as u64;
     let bits = count_bits + kept * (index_bits(vocab) + VALUE_BITS) as u64;
@@ -75,7 +77,7 @@ pub struct Totals {
     pub naive_flops: f64,
     /// `naive_flops − flops`.
     pub saved_flops: f64,
-    /// Predicted bytes of all logit stores (upper bound when top-p truncates).
+    /// Predicted bytes of all logit stores.
     pub logit_store_bytes: u64,
     /// Predicted bytes of all checkpoints.
     pub checkpoint_bytes: u64,

@@ -384,7 +384,7 @@ struct PendingStudent {
     config: RunConfig,
     name: String,
     teacher: usize,
-    store_key: Option<(usize, u64, u64, u64)>,
+    store_key: Option<(usize, u64)>,
 }
 
 impl Builder<'_, '_> {
@@ -542,14 +542,8 @@ impl Builder<'_, '_> {
                                 let online = cost::forward_flops(t.n, tokens);
                                 self.naive_flops +=
                                     teacher_train + online + cost::training_flops(m.n, tokens);
-                                let store_key = (point.mode == DistillMode::Offline).then(|| {
-                                    (
-                                        tr.index,
-                                        seed,
-                                        point.top_p.0.to_bits(),
-                                        top_k_key(point.top_k),
-                                    )
-                                });
+                                let store_key = (point.mode == DistillMode::Offline)
+                                    .then_some((tr.index, seed));
                                 pending.push(PendingStudent {
                                     config,
                                     name,
@@ -608,19 +602,30 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    /// Creates one logit store per (teacher, data order, truncation) sized for its longest
-    /// student, then adds the students with their dependencies.
+    /// Creates one logit store per (teacher, data order), sized for its longest student and
+    /// its widest top-k (stores keep the top k with no nucleus cut; each student applies its
+    /// own top-p and top-k when reading), then adds the students with their dependencies.
     fn link_students(&mut self, pending: Vec<PendingStudent>) {
-        let mut stores: BTreeMap<(usize, u64, u64, u64), (u64, Truncation)> = BTreeMap::new();
+        let mut stores: BTreeMap<(usize, u64), (u64, u64)> = BTreeMap::new();
         for p in &pending {
             if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
-                let entry = stores.entry(key).or_insert((0, d.truncation));
+                let entry = stores.entry(key).or_insert((0, 0));
                 entry.0 = entry.0.max(p.config.tokens);
+                entry.1 = entry.1.max(top_k_key(d.truncation.top_k));
             }
         }
         let mut store_ids = HashMap::new();
-        for (key, (tokens, truncation)) in stores {
-            let (teacher_index, seed, _, _) = key;
+        for (key, (tokens, widest)) in stores {
+            let (teacher_index, seed) = key;
+            let top_k = if widest == u64::MAX {
+                TopK::All
+            } else {
+                TopK::Keep(widest)
+            };
+            let truncation = Truncation {
+                top_p: TopP(1.0),
+                top_k,
+            };
             let teacher = &self.runs[teacher_index];
             let config = RunConfig {
                 kind: RunKind::Logits,
@@ -636,9 +641,8 @@ impl Builder<'_, '_> {
                 backend: self.ctx.sweep.file.backend,
             };
             let name = format!(
-                "logits-{}-p{}-k{}{}",
+                "logits-{}-k{}{}",
                 teacher.name.trim_start_matches("teacher-"),
-                truncation.top_p.0,
                 truncation.top_k,
                 self.ctx.seed_suffix(seed)
             );

@@ -248,7 +248,7 @@ fn summary(plan: &Plan) -> String {
         t.saved_flops, t.naive_flops
     );
     out += &format!(
-        "  disk         {} of logit stores (upper bound) + {} of checkpoints\n",
+        "  disk         {} of logit stores + {} of checkpoints\n",
         format_bytes(t.logit_store_bytes as f64),
         format_bytes(t.checkpoint_bytes as f64)
     );

@@ -1,0 +1,395 @@
+//! The offline logit store: the truncated teacher distribution of every position of a student
+//! token stream, packed tightly in checksummed shards.
+//!
+//! # Format
+//!
+//! A store is a folder of shards `shard-NNNNN.bin`. A shard holds whole *blocks*; block `b` is
+//! optimiser step `b` of the students that read the store (`batch_seqs · context` positions, in
+//! the order of `data::Batcher`), so a student reads one block per step. A shard is:
+//!
+//! | bytes | content |
+//! |---|---|
+//! | 8 | magic `PDSLGT01` |
+//! | 4 | length `h` of the JSON header (u32, little-endian) |
+//! | 32 | SHA-256 of everything after this field (header, offsets, payload) |
+//! | h | JSON [`StoreHeader`]: teacher run and checkpoint hash, corpus and data order, vocab, top-p, top-k, value encoding, first block and block count |
+//! | 8·(n+1) | byte offset of each block in the payload (u64), and the payload length |
+//! | … | payload: the blocks, each starting on a byte boundary |
+//!
+//! Within a block each position is bit-packed, least significant bit first: the number of kept
+//! tokens in ⌈log2(k+1)⌉ bits, then per kept token its id in ⌈log2 V⌉ bits and its value in 8
+//! bits. The value is the token's log-probability under the full vocabulary, −ln pᵢ, quantised
+//! uniformly over [0, 16] nats (step 0.063 nats; rarer tokens read 16). A store keeps the top k
+//! tokens of every position (no nucleus cut): the reader applies top-p and a smaller top-k
+//! itself ([`super::truncate::refine`]), so one store serves every top-p, every top-k up to its
+//! own, every τ, loss and α, and its size is known exactly before it is written. For a byte
+//! vocabulary this is 2 bytes per kept logit.
+//!
+//! Shards are written to a temporary file and renamed. A shard whose magic, checksum, header or
+//! block layout does not match what the reader expects is refused with its path.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::truncate::Kept;
+use crate::data::write_atomic;
+use crate::plan::index_bits;
+
+const MAGIC: &[u8; 8] = b"PDSLGT01";
+/// Name of the value encoding written in every header.
+pub const VALUE_ENCODING: &str = "u8 -log-prob, uniform over [0, 16] nats";
+const VALUE_RANGE: f32 = 16.0;
+
+/// What a shard says about itself; a reader checks it against what it expects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoreHeader {
+    /// The `logits` run that wrote it.
+    pub logits_run: String,
+    /// The teacher run.
+    pub teacher_run: String,
+    /// SHA-256 of the teacher checkpoint file the logits came from.
+    pub teacher_checkpoint_sha256: String,
+    /// Describes the corpus, tokenizer and data order (seed, context, batch).
+    pub data_key: String,
+    /// Vocabulary.
+    pub vocab: u64,
+    /// Nucleus mass kept.
+    pub top_p: f64,
+    /// Most tokens kept per position.
+    pub top_k: u64,
+    /// How values are encoded ([`VALUE_ENCODING`]).
+    pub value_encoding: String,
+    /// Positions per block.
+    pub block_positions: u64,
+    /// First block in this shard.
+    pub first_block: u64,
+    /// Blocks in this shard.
+    pub blocks: u64,
+}
+
+/// A shard could not be written or is not usable.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Writing failed.
+    #[error("cannot write logit shard `{}`: {reason}", path.display())]
+    Write {
+        /// The shard.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The shard is damaged or belongs to another store; it is never used.
+    #[error("logit shard `{}` is refused: {reason}\n\nhint: delete the store folder; the `logits` run writes it again", path.display())]
+    Refused {
+        /// The shard.
+        path: PathBuf,
+        /// Which check failed.
+        reason: String,
+    },
+}
+
+/// Bits of the kept-count field for at most `k` kept tokens.
+fn count_bits(k: u64) -> u32 {
+    64 - k.leading_zeros()
+}
+
+/// Packs bits least significant first.
+#[derive(Default)]
+struct BitWriter {
+    bytes: Vec<u8>,
+    acc: u64,
+    used: u32,
+}
+
+impl BitWriter {
+    fn put(&mut self, value: u64, bits: u32) {
+        let mut value = value;
+        let mut bits = bits;
+        while bits > 0 {
+            let take = bits.min(32);
+            self.acc |= (value & ((1u64 << take) - 1)) << self.used;
+            self.used += take;
+            value >>= take;
+            bits -= take;
+            while self.used >= 8 {
+                self.bytes.push(self.acc as u8);
+                self.acc >>= 8;
+                self.used -= 8;
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.used > 0 {
+            self.bytes.push(self.acc as u8);
+        }
+        self.bytes
+    }
+}
+
+/// Reads bits least significant first.
+struct BitReader<'a> {
+    bytes: &'a [u8],
+    bit: usize,
+}
+
+impl BitReader<'_> {
+    fn get(&mut self, bits: u32) -> Option<u64> {
+        let mut value = 0u64;
+        for i in 0..bits as usize {
+            let byte = *self.bytes.get((self.bit + i) / 8)?;
+            value |= u64::from((byte >> ((self.bit + i) % 8)) & 1) << i;
+        }
+        self.bit += bits as usize;
+        Some(value)
+    }
+}
+
+/// Encodes one block of positions.
+pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
+    let (cbits, ibits) = (count_bits(top_k), index_bits(vocab));
+    let mut w = BitWriter::default();
+    for kept in positions {
+        let n = kept.ids.len().min(top_k as usize);
+        w.put(n as u64, cbits);
+        for (id, lp) in kept.ids.iter().zip(&kept.log_probs).take(n) {
+            let value = ((-lp).clamp(0.0, VALUE_RANGE) / VALUE_RANGE * 255.0).round() as u64;
+            w.put(u64::from(*id), ibits);
+            w.put(value, 8);
+        }
+    }
+    w.finish()
+}
+
+/// Decodes a block of `positions` positions (log-probabilities as stored, quantised).
+pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> Option<Vec<Kept>> {
+    let (cbits, ibits) = (count_bits(top_k), index_bits(vocab));
+    let mut r = BitReader { bytes, bit: 0 };
+    let mut out = Vec::with_capacity(positions);
+    for _ in 0..positions {
+        let n = r.get(cbits)? as usize;
+        if n == 0 || n as u64 > top_k {
+            return None;
+        }
+        let mut kept = Kept {
+            ids: Vec::with_capacity(n),
+            log_probs: Vec::with_capacity(n),
+        };
+        for _ in 0..n {
+            let id = r.get(ibits)?;
+            if id >= vocab {
+                return None;
+            }
+            kept.ids.push(id as u32);
+            kept.log_probs
+                .push(-(r.get(8)? as f32) / 255.0 * VALUE_RANGE);
+        }
+        out.push(kept);
+    }
+    Some(out)
+}
+
+/// Writes a shard holding `blocks` (already encoded) to `path`.
+pub fn write_shard(
+    path: &Path,
+    header: &StoreHeader,
+    blocks: &[Vec<u8>],
+) -> Result<(), StoreError> {
+    let json = serde_json::to_vec(header).map_err(|e| StoreError::Write {
+        path: path.into(),
+        reason: e.to_string(),
+    })?;
+    let mut offsets = Vec::with_capacity(8 * (blocks.len() + 1));
+    let mut at = 0u64;
+    for b in blocks {
+        offsets.extend_from_slice(&at.to_le_bytes());
+        at += b.len() as u64;
+    }
+    offsets.extend_from_slice(&at.to_le_bytes());
+    let mut hasher = Sha256::new();
+    hasher.update(&json);
+    hasher.update(&offsets);
+    for b in blocks {
+        hasher.update(b);
+    }
+    let sha = hasher.finalize();
+    let len = (json.len() as u32).to_le_bytes();
+    let mut parts: Vec<&[u8]> = vec![MAGIC, &len, &sha, &json, &offsets];
+    parts.extend(blocks.iter().map(|b| b.as_slice()));
+    write_atomic(path, &parts).map_err(|e| StoreError::Write {
+        path: path.into(),
+        reason: e.to_string(),
+    })
+}
+
+/// A verified shard in memory.
+#[derive(Debug)]
+pub struct Shard {
+    /// Its header.
+    pub header: StoreHeader,
+    offsets: Vec<u64>,
+    payload: Vec<u8>,
+    path: PathBuf,
+}
+
+impl Shard {
+    /// Reads `path` and checks its magic, checksum and layout, and that its header agrees with
+    /// `expected` in everything but the block range.
+    pub fn open(path: &Path, expected: &StoreHeader) -> Result<Shard, StoreError> {
+        let refuse = |reason: String| StoreError::Refused {
+            path: path.into(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|e| refuse(e.to_string()))?;
+        if bytes.len() < 44 || &bytes[..8] != MAGIC {
+            return Err(refuse("not a pdsweep logit shard".into()));
+        }
+        if Sha256::digest(&bytes[44..])[..] != bytes[12..44] {
+            return Err(refuse("checksum mismatch (the file is damaged)".into()));
+        }
+        let h = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+        let json = bytes
+            .get(44..44 + h)
+            .ok_or_else(|| refuse("truncated header".into()))?;
+        let header: StoreHeader =
+            serde_json::from_slice(json).map_err(|e| refuse(format!("bad header: {e}")))?;
+        let same = StoreHeader {
+            first_block: expected.first_block,
+            blocks: expected.blocks,
+            ..header.clone()
+        };
+        if &same != expected {
+            return Err(refuse(format!(
+                "it was written for another store ({header:?})"
+            )));
+        }
+        let table = 44 + h;
+        let n = header.blocks as usize + 1;
+        let raw = bytes
+            .get(table..table + 8 * n)
+            .ok_or_else(|| refuse("truncated block table".into()))?;
+        let offsets: Vec<u64> = raw
+            .chunks(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let payload = bytes[table + 8 * n..].to_vec();
+        if offsets.windows(2).any(|w| w[0] > w[1])
+            || offsets.last().copied() != Some(payload.len() as u64)
+        {
+            return Err(refuse("block table does not match the payload".into()));
+        }
+        Ok(Shard {
+            header,
+            offsets,
+            payload,
+            path: path.into(),
+        })
+    }
+
+    /// Decodes block `block` (absolute numbering).
+    pub fn block(&self, block: u64) -> Result<Vec<Kept>, StoreError> {
+        let h = &self.header;
+        let refuse = |reason: &str| StoreError::Refused {
+            path: self.path.clone(),
+            reason: reason.into(),
+        };
+        let i = block
+            .checked_sub(h.first_block)
+            .filter(|&i| i < h.blocks)
+            .ok_or_else(|| refuse("block outside this shard"))? as usize;
+        let bytes = &self.payload[self.offsets[i] as usize..self.offsets[i + 1] as usize];
+        decode_block(bytes, h.block_positions as usize, h.vocab, h.top_k)
+            .ok_or_else(|| refuse("block does not decode"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::truncate;
+    use crate::spec::TopK;
+
+    fn header(blocks: u64) -> StoreHeader {
+        StoreHeader {
+            logits_run: "l".into(),
+            teacher_run: "t".into(),
+            teacher_checkpoint_sha256: "abc".into(),
+            data_key: "d".into(),
+            vocab: 256,
+            top_p: 0.95,
+            top_k: 32,
+            value_encoding: VALUE_ENCODING.into(),
+            block_positions: 3,
+            first_block: 0,
+            blocks,
+        }
+    }
+
+    fn positions(seed: u32) -> Vec<Kept> {
+        (0..3)
+            .map(|p| {
+                let z: Vec<f32> = (0..256u32)
+                    .map(|i| ((i * 37 + p * 11 + seed) % 101) as f32 / 9.0)
+                    .collect();
+                truncate(&z, 1.0, TopK::Keep(32))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocks_round_trip_within_quantisation() {
+        let kept = positions(1);
+        let bytes = encode_block(&kept, 256, 32);
+        let kept_entries: usize = kept.iter().map(|k| k.ids.len()).sum();
+        assert_eq!(kept_entries, 3 * 32);
+        assert_eq!(
+            bytes.len(),
+            (3 * 6 + kept_entries * 16).div_ceil(8),
+            "2 bytes per kept logit plus a 6-bit count"
+        );
+        let back = decode_block(&bytes, 3, 256, 32).unwrap();
+        for (a, b) in kept.iter().zip(&back) {
+            assert_eq!(a.ids, b.ids);
+            for (x, y) in a.log_probs.iter().zip(&b.log_probs) {
+                assert!(
+                    (x.max(-16.0) - y).abs() <= 16.0 / 255.0 / 2.0 + 1e-6,
+                    "{x} vs {y}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_or_a_foreign_store_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard-00000.bin");
+        let blocks = vec![
+            encode_block(&positions(1), 256, 32),
+            encode_block(&positions(2), 256, 32),
+        ];
+        write_shard(&path, &header(2), &blocks).unwrap();
+        let shard = Shard::open(&path, &header(2)).unwrap();
+        assert_eq!(shard.block(1).unwrap()[0].ids, positions(2)[0].ids);
+        let other = StoreHeader {
+            top_k: 16,
+            ..header(2)
+        };
+        assert!(
+            Shard::open(&path, &other)
+                .unwrap_err()
+                .to_string()
+                .contains("another store")
+        );
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 2] ^= 0x10;
+        std::fs::write(&path, bytes).unwrap();
+        let err = Shard::open(&path, &header(2)).unwrap_err().to_string();
+        assert!(
+            err.contains("shard-00000.bin") && err.contains("checksum mismatch"),
+            "{err}"
+        );
+    }
+}
