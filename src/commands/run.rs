@@ -65,7 +65,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let summary = execute(&mut db, write.plan_id, &options, &mut |e| view.handle(e))?;
     view.finish();
     eprintln!(
-        "finished {} run(s), {} failed, {} waiting (runs of other kinds are executed by later versions)",
+        "finished {} run(s), {} failed, {} waiting",
         summary.finished, summary.failed, summary.remaining
     );
     if summary.failed > 0 {

@@ -1,9 +1,14 @@
-//! Distillation: truncating teacher distributions, the sparse distillation losses, and the
-//! objective that mixes them with the data loss.
+//! Distillation: truncating teacher distributions, the sparse distillation losses, the offline
+//! logit store, and the student objective that mixes them with the data loss.
 
+pub mod logits_run;
 mod loss;
+mod objective;
+pub mod reader;
 pub mod store;
 mod truncate;
 
 pub use loss::{SparseTargets, distill_loss};
+pub use objective::{DistillObjective, TeacherSource, agreement, sparse_targets, teacher_support};
+pub use reader::StoreReader;
 pub use truncate::{Kept, refine, truncate};

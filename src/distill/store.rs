@@ -16,9 +16,9 @@
 //! | 8·(n+1) | byte offset of each block in the payload (u64), and the payload length |
 //! | … | payload: the blocks, each starting on a byte boundary |
 //!
-//! Within a block each position is bit-packed, least significant bit first: the number of kept
-//! tokens in ⌈log2(k+1)⌉ bits, then per kept token its id in ⌈log2 V⌉ bits and its value in 8
-//! bits. The value is the token's log-probability under the full vocabulary, −ln pᵢ, quantised
+//! Within a block each position is bit-packed, least significant bit first: exactly k entries
+//! (the store's top-k, at most the vocabulary), each a token id in ⌈log2 V⌉ bits and a value in
+//! 8 bits, most probable first. The value is the token's log-probability under the full vocabulary, −ln pᵢ, quantised
 //! uniformly over [0, 16] nats (step 0.063 nats; rarer tokens read 16). A store keeps the top k
 //! tokens of every position (no nucleus cut): the reader applies top-p and a smaller top-k
 //! itself ([`super::truncate::refine`]), so one store serves every top-p, every top-k up to its
@@ -90,11 +90,6 @@ pub enum StoreError {
     },
 }
 
-/// Bits of the kept-count field for at most `k` kept tokens.
-fn count_bits(k: u64) -> u32 {
-    64 - k.leading_zeros()
-}
-
 /// Packs bits least significant first.
 #[derive(Default)]
 struct BitWriter {
@@ -147,13 +142,13 @@ impl BitReader<'_> {
     }
 }
 
-/// Encodes one block of positions.
+/// Encodes one block of positions, each with exactly `top_k` entries (the caller truncates
+/// with top-p 1 and top-k `top_k`, which always keeps `top_k` tokens when `top_k` ≤ V).
 pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
-    let (cbits, ibits) = (count_bits(top_k), index_bits(vocab));
+    let ibits = index_bits(vocab);
     let mut w = BitWriter::default();
     for kept in positions {
-        let n = kept.ids.len().min(top_k as usize);
-        w.put(n as u64, cbits);
+        let n = top_k as usize;
         for (id, lp) in kept.ids.iter().zip(&kept.log_probs).take(n) {
             let value = ((-lp).clamp(0.0, VALUE_RANGE) / VALUE_RANGE * 255.0).round() as u64;
             w.put(u64::from(*id), ibits);
@@ -165,14 +160,14 @@ pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
 
 /// Decodes a block of `positions` positions (log-probabilities as stored, quantised).
 pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> Option<Vec<Kept>> {
-    let (cbits, ibits) = (count_bits(top_k), index_bits(vocab));
+    let ibits = index_bits(vocab);
     let mut r = BitReader { bytes, bit: 0 };
     let mut out = Vec::with_capacity(positions);
+    let n = top_k as usize;
+    if bytes.len() != (positions * n * (ibits as usize + 8)).div_ceil(8) {
+        return None;
+    }
     for _ in 0..positions {
-        let n = r.get(cbits)? as usize;
-        if n == 0 || n as u64 > top_k {
-            return None;
-        }
         let mut kept = Kept {
             ids: Vec::with_capacity(n),
             log_probs: Vec::with_capacity(n),
@@ -344,11 +339,7 @@ mod tests {
         let bytes = encode_block(&kept, 256, 32);
         let kept_entries: usize = kept.iter().map(|k| k.ids.len()).sum();
         assert_eq!(kept_entries, 3 * 32);
-        assert_eq!(
-            bytes.len(),
-            (3 * 6 + kept_entries * 16).div_ceil(8),
-            "2 bytes per kept logit plus a 6-bit count"
-        );
+        assert_eq!(bytes.len(), kept_entries * 2, "2 bytes per kept logit");
         let back = decode_block(&bytes, 3, 256, 32).unwrap();
         for (a, b) in kept.iter().zip(&back) {
             assert_eq!(a.ids, b.ids);

@@ -28,14 +28,11 @@ pub const VALUE_BITS: u32 = 8;
 
 /// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
 /// `vocab`-sized distribution per position (stores keep exactly the top k; see
-/// `distill::store`): a count field of ⌈log2(kept+1)⌉ bits, then `kept` pairs of a
-/// ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole bytes. Blocks round to bytes once
-/// per step, not per token, so the real payload is at most this; shard headers and block
-/// tables add well under 1 %.
+/// `distill::store`): `kept` pairs of a ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole
+/// bytes. Blocks round to bytes once per step, not per token, so the payload is at most this;
+/// shard headers and block tables add well under 1 %.
 pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
-    let count_bits = 64 - kept.leading_zeros() as u64;
-    let bits = count_bits + kept * (index_bits(vocab) + VALUE_BITS) as u64;
-    bits.div_ceil(8)
+    (kept * (index_bits(vocab) + VALUE_BITS) as u64).div_ceil(8)
 }
 
 /// Bytes of a training checkpoint: f32 weights and AdamW's two f32 moments (12 bytes per
@@ -131,13 +128,10 @@ mod tests {
 
     #[test]
     fn logit_bytes_for_reference_settings() {
-        // Byte vocabulary, k = 50: 6-bit count + 50·(8+8) bits = 806 bits -> 101 bytes.
-        assert_eq!(logit_bytes_per_token(256, 50), 101);
-        // A 150k vocabulary with k = 100 (Peng et al.'s top-0.95-100): 7 + 100·26 bits.
-        assert_eq!(
-            logit_bytes_per_token(151_936, 100),
-            (7 + 100 * 26u64).div_ceil(8)
-        );
+        // Byte vocabulary, k = 50: 50·(8+8) bits -> 100 bytes (2 bytes per kept logit).
+        assert_eq!(logit_bytes_per_token(256, 50), 100);
+        // A 150k vocabulary with k = 100 (Peng et al.'s top-0.95-100): 100·(18+8) bits.
+        assert_eq!(logit_bytes_per_token(151_936, 100), 325);
     }
 
     #[test]

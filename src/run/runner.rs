@@ -5,11 +5,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use super::events::RunEvent;
-use crate::data;
+use burn::tensor::Device;
+
+use crate::data::{self, Prepared};
+use crate::distill::{self, DistillObjective, StoreReader, TeacherSource, logits_run};
+use crate::model::Transformer;
 use crate::plan::{RunConfig, RunKind};
-use crate::spec::Backend;
+use crate::spec::{Backend, DistillMode};
 use crate::store::{Metric, RunResult, StoreError, StoredRun, SweepDb};
-use crate::train::{self, MissingBackend, NextToken, TrainError, TrainEvent, TrainJob};
+use crate::train::{
+    self, MissingBackend, NextToken, Objective, TrainError, TrainEvent, TrainJob, checkpoint,
+};
 
 /// How to execute a sweep.
 pub struct RunOptions<'a> {
@@ -57,8 +63,8 @@ pub enum RunError {
     },
 }
 
-/// The kinds of run this version executes.
-const EXECUTED: [&str; 2] = ["teacher", "baseline"];
+/// The kinds of run executed.
+const EXECUTED: [&str; 4] = ["teacher", "logits", "student", "baseline"];
 
 /// Executes every runnable run of plan `plan_id` in `db`, one at a time.
 pub fn execute(
@@ -83,7 +89,10 @@ pub fn execute(
         let Some(run) = next_claimed(db, &runnable, opts.retry_failed)? else {
             break;
         };
-        match execute_one(db, &run, opts, on_event)? {
+        let outcome = execute_one(db, &run, opts, on_event).inspect_err(|_| {
+            let _ = db.release(&run.id); // hand the run back so the next `run` takes it at once
+        })?;
+        match outcome {
             Outcome::Done => summary.finished += 1,
             Outcome::Failed => summary.failed += 1,
             Outcome::Interrupted => {
@@ -120,6 +129,15 @@ enum Outcome {
     Interrupted,
 }
 
+/// Everything one run needs besides the database.
+struct Ctx<'a> {
+    run: &'a StoredRun,
+    config: RunConfig,
+    device: Device,
+    prepared: Prepared,
+    opts: &'a RunOptions<'a>,
+}
+
 fn execute_one(
     db: &mut SweepDb,
     run: &StoredRun,
@@ -136,12 +154,8 @@ fn execute_one(
         id: run.id.clone(),
         name: run.name.clone(),
     });
-    let prepared = match data::prepare(
-        &config.data,
-        &opts.sweep_dir,
-        &opts.results_dir.join("cache"),
-        config.tokens,
-    ) {
+    let cache = opts.results_dir.join("cache");
+    let prepared = match data::prepare(&config.data, &opts.sweep_dir, &cache, config.tokens) {
         Ok(p) => p,
         Err(e) => return fail(db, run, &e.to_string(), on_event),
     };
@@ -150,69 +164,320 @@ fn execute_one(
         name: run.name.clone(),
         info: prepared.info.clone(),
     });
-    let checkpoint = checkpoint_path(&opts.results_dir, &run.id);
-    let job = TrainJob {
-        run_id: &run.id,
-        config: &config,
-        data: &prepared,
-        device: &device,
-        checkpoint: &checkpoint,
-        stop: opts.stop,
+    let ctx = Ctx {
+        run,
+        config,
+        device,
+        prepared,
+        opts,
     };
-    let mut store_error = None;
-    let mut forward = |event: TrainEvent| {
-        if let Err(e) = record(db, &run.id, &event) {
-            store_error.get_or_insert(e);
-        }
-        on_event(RunEvent::Train {
-            id: run.id.clone(),
-            event,
-        });
+    let outcome = match ctx.config.kind {
+        RunKind::Teacher | RunKind::Baseline => train_run(db, &ctx, &mut NextToken, None, on_event),
+        RunKind::Student => student_run(db, &ctx, on_event),
+        RunKind::Logits => logits_run(db, &ctx, on_event),
     };
-    let result = match config.kind {
-        RunKind::Teacher | RunKind::Baseline => train::train(&job, &mut NextToken, &mut forward),
-        other => {
-            return fail(
-                db,
-                run,
-                &format!("runs of kind `{other}` are not executed by this version"),
-                on_event,
-            );
-        }
-    };
-    if let Some(e) = store_error {
-        return Err(e.into());
-    }
-    match result {
-        Ok(outcome) => {
-            let result = RunResult {
-                val_loss: outcome.val_loss,
-                val_bpb: outcome.val_bpb,
-                train_loss: outcome.train_loss.is_finite().then_some(outcome.train_loss),
-                steps: outcome.steps,
-                tokens: outcome.tokens,
-                wall_s: outcome.wall_s,
-                tokens_per_s: outcome.tokens_per_s,
-                flops: run.flops,
-                peak_rss_bytes: peak_rss_bytes(),
-                backend: opts.backend.to_string(),
-                corpus_json: serde_json::to_string(&prepared.info).unwrap_or_default(),
-            };
+    match outcome {
+        Ok(Step::Done(result)) => {
             db.finish(&run.id, &result)?;
             on_event(RunEvent::Finished {
                 id: run.id.clone(),
                 name: run.name.clone(),
-                val_loss: outcome.val_loss,
-                wall_s: outcome.wall_s,
+                val_loss: result.val_loss,
+                wall_s: result.wall_s,
             });
             Ok(Outcome::Done)
         }
-        Err(TrainError::Interrupted { .. }) => {
+        Ok(Step::Interrupted) => {
             db.release(&run.id)?;
             Ok(Outcome::Interrupted)
         }
-        Err(e) => fail(db, run, &e.to_string(), on_event),
+        Ok(Step::Failed(reason)) => fail(db, run, &reason, on_event),
+        Err(e) => Err(e),
     }
+}
+
+/// How a run's work ended (database errors aside).
+enum Step {
+    Done(RunResult),
+    Failed(String),
+    Interrupted,
+}
+
+/// The result row of a finished run.
+fn result_row(ctx: &Ctx, val_loss: f64, val_bpb: f64, wall_s: f64, tokens_per_s: f64) -> RunResult {
+    RunResult {
+        val_loss,
+        val_bpb,
+        train_loss: None,
+        steps: ctx.config.train.as_ref().map_or(0, |t| t.steps),
+        tokens: ctx.config.tokens,
+        wall_s,
+        tokens_per_s,
+        flops: ctx.run.flops,
+        peak_rss_bytes: peak_rss_bytes(),
+        backend: ctx.opts.backend.to_string(),
+        corpus_json: serde_json::to_string(&ctx.prepared.info).unwrap_or_default(),
+        agreement: None,
+        kl_teacher_student: None,
+        extra_json: None,
+    }
+}
+
+/// Trains the run with `objective`; a student also measures agreement with `teacher`.
+fn train_run(
+    db: &SweepDb,
+    ctx: &Ctx,
+    objective: &mut dyn Objective,
+    teacher: Option<&Transformer>,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Step, RunError> {
+    let id = &ctx.run.id;
+    let checkpoint = checkpoint_path(&ctx.opts.results_dir, id);
+    let job = TrainJob {
+        run_id: id,
+        config: &ctx.config,
+        data: &ctx.prepared,
+        device: &ctx.device,
+        checkpoint: &checkpoint,
+        stop: ctx.opts.stop,
+    };
+    let mut store_error = None;
+    let mut forward = |event: TrainEvent| {
+        if let Err(e) = record(db, id, &event) {
+            store_error.get_or_insert(e);
+        }
+        on_event(RunEvent::Train {
+            id: id.clone(),
+            event,
+        });
+    };
+    let result = train::train(&job, objective, &mut forward);
+    if let Some(e) = store_error {
+        return Err(e.into());
+    }
+    let outcome = match result {
+        Ok(o) => o,
+        Err(TrainError::Interrupted { .. }) => return Ok(Step::Interrupted),
+        Err(e) => return Ok(Step::Failed(e.to_string())),
+    };
+    let mut row = result_row(
+        ctx,
+        outcome.val_loss,
+        outcome.val_bpb,
+        outcome.wall_s,
+        outcome.tokens_per_s,
+    );
+    row.train_loss = outcome.train_loss.is_finite().then_some(outcome.train_loss);
+    if let Some(teacher) = teacher {
+        let context = ctx.config.data.context as usize;
+        let (agree, kl) = distill::agreement(
+            &outcome.model,
+            teacher,
+            &ctx.prepared.val,
+            context,
+            &ctx.device,
+        );
+        row.agreement = Some(agree);
+        row.kl_teacher_student = Some(kl);
+    }
+    Ok(Step::Done(row))
+}
+
+/// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
+/// checkpoint's content hash.
+fn load_teacher(
+    db: &SweepDb,
+    ctx: &Ctx,
+    teacher_id: &str,
+) -> Result<Result<(Transformer, String), String>, RunError> {
+    let Some(json) = db.run_config(teacher_id)? else {
+        return Ok(Err(format!(
+            "teacher run `{teacher_id}` is not in the sweep database"
+        )));
+    };
+    let teacher: RunConfig = serde_json::from_str(&json).map_err(|e| RunError::Config {
+        id: teacher_id.into(),
+        reason: e.to_string(),
+    })?;
+    let path = checkpoint_path(&ctx.opts.results_dir, teacher_id);
+    let loaded = match checkpoint::load(&path, teacher_id) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            return Ok(Err(format!(
+                "teacher checkpoint `{}` is missing",
+                path.display()
+            )));
+        }
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let model = match loaded.model(train::init_model(&teacher, &ctx.device)) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    Ok(checkpoint::content_hash(&path)
+        .map(|h| (model, h))
+        .map_err(|e| e.to_string()))
+}
+
+fn student_run(
+    db: &SweepDb,
+    ctx: &Ctx,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Step, RunError> {
+    let Some(distill) = ctx.config.distill.as_ref() else {
+        return Ok(Step::Failed(
+            "student run has no distillation settings".into(),
+        ));
+    };
+    let (teacher, teacher_sha) = match load_teacher(db, ctx, &distill.teacher.0)? {
+        Ok(t) => t,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let source = match distill.mode {
+        DistillMode::Online => TeacherSource::Online {
+            teacher: &teacher,
+            device: &ctx.device,
+        },
+        DistillMode::Offline => {
+            let Some(store_id) = ctx.run.depends_on.first() else {
+                return Ok(Step::Failed(
+                    "offline student has no logit store dependency".into(),
+                ));
+            };
+            let Some(store_json) = db.run_config(store_id)? else {
+                return Ok(Step::Failed(format!(
+                    "logit store run `{store_id}` is not in the sweep database"
+                )));
+            };
+            let store: RunConfig =
+                serde_json::from_str(&store_json).map_err(|e| RunError::Config {
+                    id: store_id.clone(),
+                    reason: e.to_string(),
+                })?;
+            let Some(header) = logits_run::expected_header(store_id, &store, &teacher_sha) else {
+                return Ok(Step::Failed(format!(
+                    "run `{store_id}` is not a logit store"
+                )));
+            };
+            let dir = store_dir(&ctx.opts.results_dir, store_id);
+            TeacherSource::Offline(StoreReader::new(
+                &dir,
+                header.clone(),
+                logits_run::shard_blocks(&header),
+            ))
+        }
+    };
+    let mut objective = DistillObjective {
+        config: distill,
+        source,
+        error: None,
+    };
+    let step = train_run(db, ctx, &mut objective, Some(&teacher), on_event)?;
+    match objective.error {
+        Some(e) => Ok(Step::Failed(e.to_string())),
+        None => Ok(step),
+    }
+}
+
+fn logits_run(
+    db: &SweepDb,
+    ctx: &Ctx,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Step, RunError> {
+    let Some(logits) = ctx.config.logits.as_ref() else {
+        return Ok(Step::Failed("logits run has no store settings".into()));
+    };
+    let (teacher, sha) = match load_teacher(db, ctx, &logits.teacher.0)? {
+        Ok(t) => t,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let Some(header) = logits_run::expected_header(&ctx.run.id, &ctx.config, &sha) else {
+        return Ok(Step::Failed("logits run has no store settings".into()));
+    };
+    let id = ctx.run.id.clone();
+    let total = ctx.config.tokens / header.block_positions.max(1);
+    on_event(RunEvent::Train {
+        id: id.clone(),
+        event: TrainEvent::Started {
+            steps: total,
+            start_step: 0,
+        },
+    });
+    let start = std::time::Instant::now();
+    let mut progress = |done: u64, _total: u64| {
+        if done % 10 == 0 || done == total {
+            let _ = db.heartbeat(&id);
+            let tokens = done * header.block_positions;
+            let tokens_per_s = tokens as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            let event = TrainEvent::Step {
+                step: done,
+                tokens,
+                loss: f64::NAN,
+                lr: 0.0,
+                tokens_per_s,
+                wall_s: start.elapsed().as_secs_f64(),
+            };
+            on_event(RunEvent::Train {
+                id: id.clone(),
+                event,
+            });
+        }
+    };
+    let dir = store_dir(&ctx.opts.results_dir, &ctx.run.id);
+    let written = logits_run::write_store(
+        &ctx.config,
+        &header,
+        &teacher,
+        &ctx.prepared,
+        &ctx.device,
+        &dir,
+        ctx.opts.stop,
+        &mut progress,
+    );
+    let summary = match written {
+        Ok(s) => s,
+        Err(logits_run::LogitsError::Interrupted) => return Ok(Step::Interrupted),
+        Err(e) => return Ok(Step::Failed(e.to_string())),
+    };
+    let context = ctx.config.data.context as usize;
+    let (val_loss, val_bpb) = train::evaluate(
+        &teacher,
+        &ctx.prepared.val,
+        context,
+        &ctx.device,
+        ctx.prepared.info.val_bytes_per_token,
+    );
+    let mut row = result_row(ctx, val_loss, val_bpb, summary.wall_s, summary.tokens_per_s);
+    row.extra_json = Some(
+        serde_json::json!({
+            "store_bytes": summary.bytes,
+            "positions": summary.positions,
+            "kept_entries": summary.entries,
+            "bytes_per_token": summary.bytes as f64 / summary.positions.max(1) as f64,
+            "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
+            "predicted_store_bytes": ctx.run_disk_bytes(),
+        })
+        .to_string(),
+    );
+    Ok(Step::Done(row))
+}
+
+impl Ctx<'_> {
+    /// The plan's predicted disk bytes for this run.
+    fn run_disk_bytes(&self) -> u64 {
+        crate::plan::logit_bytes_per_token(
+            self.config.data.vocab,
+            self.config
+                .logits
+                .as_ref()
+                .map_or(0, |l| l.truncation.top_k.kept(self.config.data.vocab)),
+        ) * self.config.tokens
+    }
+}
+
+/// Where the logit store of run `id` lives.
+pub fn store_dir(results_dir: &Path, id: &str) -> PathBuf {
+    results_dir.join("logits").join(id)
 }
 
 /// Writes a training event to the database (metrics and heartbeats).

@@ -56,6 +56,12 @@ pub struct RunResult {
     pub backend: String,
     /// Facts about the corpus (JSON).
     pub corpus_json: String,
+    /// Students: top-1 agreement with the teacher on held-out text.
+    pub agreement: Option<f64>,
+    /// Students: KL(teacher ‖ student) on held-out text (nats/token).
+    pub kl_teacher_student: Option<f64>,
+    /// Other facts as JSON (logit runs: store bytes and bytes per kept logit).
+    pub extra_json: Option<String>,
 }
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
@@ -140,8 +146,8 @@ impl SweepDb {
         let tx = self.conn_mut().transaction().map_err(fail)?;
         tx.execute(
             "INSERT OR REPLACE INTO results (run_id, val_loss, val_bpb, train_loss, steps, tokens, wall_s,
-                 tokens_per_s, flops, peak_rss_bytes, backend, corpus_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 tokens_per_s, flops, peak_rss_bytes, backend, corpus_json, agreement, kl_teacher_student, extra_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             params![
                 id,
                 r.val_loss,
@@ -154,7 +160,10 @@ impl SweepDb {
                 r.flops,
                 r.peak_rss_bytes.map(to_i64),
                 r.backend,
-                r.corpus_json
+                r.corpus_json,
+                r.agreement,
+                r.kl_teacher_student,
+                r.extra_json
             ],
         )
         .map_err(fail)?;
@@ -182,6 +191,28 @@ impl SweepDb {
             .execute("UPDATE runs SET state = 'planned', heartbeat_at = NULL WHERE id = ?1 AND state = 'running'", [id])
             .map_err(|e| StoreError::sql(self.path(), "release a run", e))?;
         Ok(())
+    }
+
+    /// The stored configuration of run `id` (JSON), if the run exists.
+    pub fn run_config(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row("SELECT config_json FROM runs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| StoreError::sql(self.path(), "read a run", e))
+    }
+
+    /// A student's agreement and KL with its teacher, if recorded.
+    pub fn agreement(&self, id: &str) -> Result<Option<(f64, f64)>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT agreement, kl_teacher_student FROM results WHERE run_id = ?1 AND agreement IS NOT NULL",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| StoreError::sql(self.path(), "read a result", e))
     }
 
     /// The stored result of run `id`, if finished: (val_loss, val_bpb, tokens_per_s).

@@ -89,11 +89,20 @@ ALTER TABLE runs ADD COLUMN heartbeat_at TEXT;
 ALTER TABLE runs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 "#;
 
+/// Version 3: distillation results — teacher–student agreement and KL for students, and
+/// free-form facts (store bytes, bytes per kept logit) as JSON.
+const V3: &str = r#"
+ALTER TABLE results ADD COLUMN agreement REAL;
+ALTER TABLE results ADD COLUMN kl_teacher_student REAL;
+ALTER TABLE results ADD COLUMN extra_json TEXT;
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(V1).foreign_key_check(),
         M::up(V2).foreign_key_check(),
+        M::up(V3).foreign_key_check(),
     ])
 }
 

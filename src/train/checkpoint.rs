@@ -101,6 +101,24 @@ pub fn save(
         .map_err(|e| fail(e.to_string()))
 }
 
+/// The SHA-256 (hex) of a checkpoint's content, read from its header: what a logit store
+/// records to prove which teacher it came from.
+pub fn content_hash(path: &Path) -> Result<String, CheckpointError> {
+    use std::io::Read;
+    let corrupt = |reason: String| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut header = [0u8; HEADER];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .map_err(|e| corrupt(e.to_string()))?;
+    if &header[..8] != MAGIC {
+        return Err(corrupt("not a pdsweep checkpoint".into()));
+    }
+    Ok(crate::spec::hex(&header[32..64]))
+}
+
 /// A verified checkpoint read back from disk.
 pub struct Loaded {
     /// Where the run stood.

@@ -1,0 +1,144 @@
+//! A `logits` run: the finished teacher passes once over a student token stream and the top k
+//! of its distribution at every position is written to the logit store, shard by shard. Shards
+//! already written (and verified) are kept, so an interrupted pass resumes.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use burn::tensor::Device;
+
+use super::objective::teacher_support;
+use super::reader::{blocks_per_shard, shard_name};
+use super::store::{Shard, StoreError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
+use crate::data::{Batcher, Prepared};
+use crate::model::Transformer;
+use crate::plan::{RunConfig, logit_bytes_per_token};
+
+/// What a finished logit pass wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoreSummary {
+    /// Positions stored.
+    pub positions: u64,
+    /// Kept (id, value) entries stored.
+    pub entries: u64,
+    /// Bytes of all shards.
+    pub bytes: u64,
+    /// Wall time of this session.
+    pub wall_s: f64,
+    /// Positions per second (this session).
+    pub tokens_per_s: f64,
+}
+
+/// Why a logit pass stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum LogitsError {
+    /// A shard could not be written or read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run is not a logits run, or its data is too short.
+    #[error("{0}")]
+    Invalid(String),
+    /// A stop was requested; finished shards are kept.
+    #[error("interrupted (finished shards are kept)")]
+    Interrupted,
+}
+
+/// The header every shard of the store of `config` carries (block range aside).
+pub fn expected_header(
+    run_id: &str,
+    config: &RunConfig,
+    teacher_checkpoint_sha256: &str,
+) -> Option<StoreHeader> {
+    let logits = config.logits.as_ref()?;
+    let vocab = config.data.vocab;
+    Some(StoreHeader {
+        logits_run: run_id.into(),
+        teacher_run: logits.teacher.0.clone(),
+        teacher_checkpoint_sha256: teacher_checkpoint_sha256.into(),
+        data_key: serde_json::to_string(&config.data).unwrap_or_default(),
+        vocab,
+        top_p: logits.truncation.top_p.0,
+        top_k: logits.truncation.top_k.kept(vocab),
+        value_encoding: VALUE_ENCODING.into(),
+        block_positions: config.data.batch_seqs * config.data.context,
+        first_block: 0,
+        blocks: 0,
+    })
+}
+
+/// Blocks per shard of a store with this header.
+pub fn shard_blocks(header: &StoreHeader) -> u64 {
+    blocks_per_shard(logit_bytes_per_token(header.vocab, header.top_k) * header.block_positions)
+}
+
+/// Runs the teacher over the stream and writes the store into `dir`.
+#[allow(clippy::too_many_arguments)]
+pub fn write_store(
+    config: &RunConfig,
+    header: &StoreHeader,
+    teacher: &Transformer,
+    data: &Prepared,
+    device: &Device,
+    dir: &Path,
+    stop: &AtomicBool,
+    on_progress: &mut dyn FnMut(u64, u64),
+) -> Result<StoreSummary, LogitsError> {
+    let (context, rows) = (
+        config.data.context as usize,
+        config.data.batch_seqs as usize,
+    );
+    let batcher = Batcher::new(&data.train, context, rows, config.data.seed, data.shuffle)
+        .ok_or_else(|| {
+            LogitsError::Invalid("the training split is shorter than one window".into())
+        })?;
+    let total = config.tokens / header.block_positions.max(1);
+    let per_shard = shard_blocks(header);
+    let start = Instant::now();
+    let mut computed = 0u64;
+    let mut summary = StoreSummary {
+        positions: 0,
+        entries: 0,
+        bytes: 0,
+        wall_s: 0.0,
+        tokens_per_s: 0.0,
+    };
+    for shard in 0..total.div_ceil(per_shard) {
+        let first = shard * per_shard;
+        let blocks = per_shard.min(total - first);
+        let path = dir.join(shard_name(shard));
+        let expected = StoreHeader {
+            first_block: first,
+            blocks,
+            ..header.clone()
+        };
+        if Shard::open(&path, &expected).is_ok() {
+            on_progress(first + blocks, total);
+            summary.bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
+            continue;
+        }
+        let mut encoded = Vec::with_capacity(blocks as usize);
+        for block in first..first + blocks {
+            if stop.load(Ordering::Relaxed) {
+                return Err(LogitsError::Interrupted);
+            }
+            let kept = teacher_support(
+                teacher,
+                &batcher.batch(block),
+                device,
+                header.top_p,
+                crate::spec::TopK::Keep(header.top_k),
+            );
+            summary.entries += kept.iter().map(|k| k.ids.len() as u64).sum::<u64>();
+            encoded.push(encode_block(&kept, header.vocab, header.top_k));
+            computed += 1;
+            on_progress(block + 1, total);
+        }
+        write_shard(&path, &expected, &encoded)?;
+        summary.bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
+    }
+    summary.positions = total * header.block_positions;
+    summary.wall_s = start.elapsed().as_secs_f64();
+    summary.tokens_per_s = (computed * header.block_positions) as f64 / summary.wall_s.max(1e-9);
+    Ok(summary)
+}

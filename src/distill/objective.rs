@@ -1,0 +1,174 @@
+//! The student's objective (1 − α)·L_lm + α·L_kd, with teacher targets from a live teacher
+//! (online) or from a logit store (offline), and the teacher–student metrics on held-out text.
+
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::loss::{SparseTargets, distill_loss};
+use super::reader::StoreReader;
+use super::store::StoreError;
+use super::truncate::{Kept, refine, truncate};
+use crate::data::{Batch, Stream, eval_batches};
+use crate::model::Transformer;
+use crate::plan::DistillConfig;
+use crate::train::{Objective, batch_tensors, cross_entropy, schedule};
+
+/// Where a student's teacher targets come from.
+pub enum TeacherSource<'a> {
+    /// The teacher runs forward (no gradients) on the plain device inside each step.
+    Online {
+        /// The finished teacher.
+        teacher: &'a Transformer,
+        /// The plain device it lives on.
+        device: &'a Device,
+    },
+    /// Targets are read from the teacher's logit store.
+    Offline(StoreReader),
+}
+
+/// The distillation objective of one student run.
+pub struct DistillObjective<'a> {
+    /// The student's distillation settings.
+    pub config: &'a DistillConfig,
+    /// The teacher targets.
+    pub source: TeacherSource<'a>,
+    /// The first error reading the store (a training step cannot return one; the runner
+    /// checks this after training and fails the run).
+    pub error: Option<StoreError>,
+}
+
+impl DistillObjective<'_> {
+    /// The kept teacher support of every position of `batch` (step `step`), already refined to
+    /// this student's top-p and top-k.
+    fn targets(&mut self, step: u64, batch: &Batch) -> Vec<Kept> {
+        let t = self.config.truncation;
+        let raw = match &mut self.source {
+            TeacherSource::Online { teacher, device } => {
+                teacher_support(teacher, batch, device, t.top_p.0, t.top_k)
+            }
+            TeacherSource::Offline(reader) => match reader.block(step) {
+                Ok(kept) => kept,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return Vec::new();
+                }
+            },
+        };
+        raw.into_iter()
+            .map(|mut k| {
+                let n = refine(&k, t.top_p.0, t.top_k);
+                k.ids.truncate(n);
+                k.log_probs.truncate(n);
+                k
+            })
+            .collect()
+    }
+}
+
+impl Objective for DistillObjective<'_> {
+    fn loss(
+        &mut self,
+        step: u64,
+        steps: u64,
+        batch: &Batch,
+        logits: Tensor<3>,
+        targets: Tensor<2, Int>,
+    ) -> Tensor<1> {
+        let alpha = schedule::value_at(&self.config.alpha.0, step, steps);
+        let [b, t, vocab] = logits.dims();
+        let device = logits.device();
+        let lm = cross_entropy(logits.clone(), targets).mean();
+        let kept = self.targets(step, batch);
+        if kept.len() != b * t {
+            return lm.add_scalar(f64::NAN); // the store failed: stop this run (error recorded)
+        }
+        let sparse = sparse_targets(&kept, &device);
+        let kd = distill_loss(
+            self.config.loss,
+            logits.reshape([b * t, vocab]),
+            &sparse,
+            self.config.temperature.0,
+        );
+        lm.mul_scalar(1.0 - alpha) + kd.mul_scalar(alpha)
+    }
+}
+
+/// The teacher's truncated distribution at every position of `batch`.
+pub fn teacher_support(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    top_p: f64,
+    top_k: crate::spec::TopK,
+) -> Vec<Kept> {
+    let (inputs, _) = batch_tensors(batch, device);
+    let logits = teacher.forward(inputs);
+    let vocab = logits.dims()[2];
+    let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+    values
+        .chunks(vocab)
+        .map(|z| truncate(z, top_p, top_k))
+        .collect()
+}
+
+/// Pads the kept supports to a common width as tensors on `device`.
+pub fn sparse_targets(kept: &[Kept], device: &Device) -> SparseTargets {
+    let width = kept.iter().map(|k| k.ids.len()).max().unwrap_or(1).max(1);
+    let n = kept.len();
+    let (mut ids, mut lps, mut mask) = (
+        Vec::with_capacity(n * width),
+        Vec::with_capacity(n * width),
+        Vec::with_capacity(n * width),
+    );
+    for k in kept {
+        for j in 0..width {
+            match (k.ids.get(j), k.log_probs.get(j)) {
+                (Some(&id), Some(&lp)) => {
+                    ids.push(id as i64);
+                    lps.push(lp);
+                    mask.push(1.0f32);
+                }
+                _ => {
+                    ids.push(k.ids.first().copied().unwrap_or(0) as i64);
+                    lps.push(0.0);
+                    mask.push(0.0);
+                }
+            }
+        }
+    }
+    SparseTargets {
+        ids: Tensor::from_data(TensorData::new(ids, [n, width]), device),
+        log_probs: Tensor::from_data(TensorData::new(lps, [n, width]), device),
+        mask: Tensor::from_data(TensorData::new(mask, [n, width]), device),
+    }
+}
+
+/// Teacher–student top-1 agreement and KL(teacher ‖ student) in nats/token (full vocabulary,
+/// τ = 1) on every held-out window: a token-level measure of how far the student has become
+/// like its teacher.
+pub fn agreement(
+    student: &Transformer,
+    teacher: &Transformer,
+    val: &Stream,
+    context: usize,
+    device: &Device,
+) -> (f64, f64) {
+    let (mut same, mut kl, mut count) = (0.0f64, 0.0f64, 0usize);
+    for batch in eval_batches(val, context, 16) {
+        let (inputs, _) = batch_tensors(&batch, device);
+        let s = log_softmax(student.forward(inputs.clone()), 2);
+        let t = log_softmax(teacher.forward(inputs), 2);
+        let agree = s
+            .clone()
+            .argmax(2)
+            .equal(t.clone().argmax(2))
+            .int()
+            .sum()
+            .into_scalar::<i64>();
+        let divergence = (t.clone().exp() * (t - s)).sum().into_scalar::<f32>();
+        same += agree as f64;
+        kl += divergence as f64;
+        count += batch.batch * batch.context;
+    }
+    (same / count.max(1) as f64, kl / count.max(1) as f64)
+}
