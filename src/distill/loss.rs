@@ -143,7 +143,10 @@ mod tests {
         ids.iter().map(|&i| (i, lp[i])).collect()
     }
 
-    fn cases() -> (Vec<[f64; V]>, Vec<Vec<(usize, f64)>>) {
+    /// Student logits per position and the teacher's kept (id, log-prob) per position.
+    type Cases = (Vec<[f64; V]>, Vec<Vec<(usize, f64)>>);
+
+    fn cases() -> Cases {
         let zs = vec![[0.3, -1.2, 2.0, 0.1, -0.5], [1.5, 0.2, -0.7, 0.9, 0.0]];
         let zt1 = [1.0, -0.5, 2.5, 0.0, -2.0];
         let zt2 = [2.0, 0.5, -1.0, 1.2, 0.3];

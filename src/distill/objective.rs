@@ -23,7 +23,7 @@ pub enum TeacherSource<'a> {
         device: &'a Device,
     },
     /// Targets are read from the teacher's logit store.
-    Offline(StoreReader),
+    Offline(Box<StoreReader>),
 }
 
 /// The distillation objective of one student run.

@@ -360,11 +360,11 @@ fn student_run(
                 )));
             };
             let dir = store_dir(&ctx.opts.results_dir, store_id);
-            TeacherSource::Offline(StoreReader::new(
+            TeacherSource::Offline(Box::new(StoreReader::new(
                 &dir,
                 header.clone(),
                 logits_run::shard_blocks(&header),
-            ))
+            )))
         }
     };
     let mut objective = DistillObjective {
@@ -405,7 +405,7 @@ fn logits_run(
     });
     let start = std::time::Instant::now();
     let mut progress = |done: u64, _total: u64| {
-        if done % 10 == 0 || done == total {
+        if done.is_multiple_of(10) || done == total {
             let _ = db.heartbeat(&id);
             let tokens = done * header.block_positions;
             let tokens_per_s = tokens as f64 / start.elapsed().as_secs_f64().max(1e-9);
