@@ -74,6 +74,7 @@ impl ProgressView {
                 name,
                 val_loss,
                 wall_s,
+                gain,
             } => {
                 if let Some((_, bar)) = self.bars.remove(&id) {
                     bar.finish_and_clear();
@@ -81,8 +82,9 @@ impl ProgressView {
                 if let Some(o) = &self.overall {
                     o.inc(1);
                 }
+                let gain = gain.map_or(String::new(), |g| format!(", {g:+.4} vs its baseline"));
                 self.line(format!(
-                    "done    {name}: held-out loss {val_loss:.4} nats/token in {wall_s:.1}s"
+                    "done    {name}: held-out loss {val_loss:.4} nats/token{gain} in {wall_s:.1}s"
                 ));
             }
             RunEvent::Failed { id, name, error } => {

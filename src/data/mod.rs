@@ -72,6 +72,10 @@ impl Stream {
 pub struct CorpusInfo {
     /// Human-readable description.
     pub description: String,
+    /// Identifies the tokens exactly: the token-cache key of a text corpus (settings plus each
+    /// file's path, size and modification time), or the generator version and seeds of the
+    /// synthetic corpus. Logit stores record it so a store made from other tokens is refused.
+    pub key: String,
     /// Tokens available for training (the generated length for the synthetic corpus).
     pub train_tokens: u64,
     /// Held-out tokens.
@@ -128,6 +132,7 @@ fn prepare_synthetic(data: &DataConfig, train_tokens: u64) -> Result<Prepared, D
     let n = val.tokens.len() as f64;
     let info = CorpusInfo {
         description: format!("synthetic (vocab {vocab}, seed {})", data.corpus_seed),
+        key: format!("synthetic-v1-vocab{vocab}-seed{}", data.corpus_seed),
         train_tokens: train.tokens.len() as u64,
         val_tokens: val.tokens.len() as u64,
         val_bytes_per_token: 1.0,
@@ -212,6 +217,7 @@ fn prepare_text(
     };
     let val_tokens = val.slice(0, val.len());
     let info = CorpusInfo {
+        key: key.clone(),
         description: format!(
             "{} at {} ({} files, {} tokenizer)",
             data.corpus,

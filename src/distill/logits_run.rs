@@ -44,11 +44,13 @@ pub enum LogitsError {
     Interrupted,
 }
 
-/// The header every shard of the store of `config` carries (block range aside).
+/// The header every shard of the store of `config` carries (block range aside); `corpus_key`
+/// is the prepared corpus's [`crate::data::CorpusInfo::key`].
 pub fn expected_header(
     run_id: &str,
     config: &RunConfig,
     teacher_checkpoint_sha256: &str,
+    corpus_key: &str,
 ) -> Option<StoreHeader> {
     let logits = config.logits.as_ref()?;
     let vocab = config.data.vocab;
@@ -56,7 +58,10 @@ pub fn expected_header(
         logits_run: run_id.into(),
         teacher_run: logits.teacher.0.clone(),
         teacher_checkpoint_sha256: teacher_checkpoint_sha256.into(),
-        data_key: serde_json::to_string(&config.data).unwrap_or_default(),
+        data_key: format!(
+            "{corpus_key} {}",
+            serde_json::to_string(&config.data).unwrap_or_default()
+        ),
         vocab,
         top_p: logits.truncation.top_p.0,
         top_k: logits.truncation.top_k.kept(vocab),

@@ -55,6 +55,8 @@ pub enum RunEvent {
         val_loss: f64,
         /// Wall time.
         wall_s: f64,
+        /// Students: held-out loss gained over the matching baseline (once it has finished).
+        gain: Option<f64>,
     },
     /// A run failed; the others go on.
     Failed {

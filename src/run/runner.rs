@@ -85,7 +85,8 @@ pub fn execute(
             summary.interrupted = true;
             break;
         }
-        let runnable = db.runnable(plan_id, &EXECUTED, opts.retry_failed)?;
+        let mut runnable = db.runnable(plan_id, &EXECUTED, opts.retry_failed)?;
+        runnable.sort_by_key(|r| priority(&r.kind));
         let Some(run) = next_claimed(db, &runnable, opts.retry_failed)? else {
             break;
         };
@@ -107,6 +108,17 @@ pub fn execute(
         .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done" && r.state != "failed")
         .count();
     Ok(summary)
+}
+
+/// Which runnable run goes first: teachers (they unblock logit passes and students), then
+/// baselines (so a student's gain is known when it finishes), logit passes, students.
+fn priority(kind: &str) -> u8 {
+    match kind {
+        "teacher" => 0,
+        "baseline" => 1,
+        "logits" => 2,
+        _ => 3,
+    }
 }
 
 /// Claims the first run of `runnable` that no other process holds.
@@ -184,6 +196,7 @@ fn execute_one(
                 name: run.name.clone(),
                 val_loss: result.val_loss,
                 wall_s: result.wall_s,
+                gain: db.gain(&run.id)?,
             });
             Ok(Outcome::Done)
         }
@@ -354,7 +367,9 @@ fn student_run(
                     id: store_id.clone(),
                     reason: e.to_string(),
                 })?;
-            let Some(header) = logits_run::expected_header(store_id, &store, &teacher_sha) else {
+            let Some(header) =
+                logits_run::expected_header(store_id, &store, &teacher_sha, &ctx.prepared.info.key)
+            else {
                 return Ok(Step::Failed(format!(
                     "run `{store_id}` is not a logit store"
                 )));
@@ -391,7 +406,9 @@ fn logits_run(
         Ok(t) => t,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
-    let Some(header) = logits_run::expected_header(&ctx.run.id, &ctx.config, &sha) else {
+    let Some(header) =
+        logits_run::expected_header(&ctx.run.id, &ctx.config, &sha, &ctx.prepared.info.key)
+    else {
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
     let id = ctx.run.id.clone();

@@ -203,6 +203,19 @@ impl SweepDb {
             .map_err(|e| StoreError::sql(self.path(), "read a run", e))
     }
 
+    /// A finished student's distillation gain (matching baseline's held-out loss minus its own),
+    /// once both have finished.
+    pub fn gain(&self, id: &str) -> Result<Option<f64>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT gain FROM student_gain WHERE run_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| StoreError::sql(self.path(), "read a gain", e))
+    }
+
     /// A student's agreement and KL with its teacher, if recorded.
     pub fn agreement(&self, id: &str) -> Result<Option<(f64, f64)>, StoreError> {
         self.conn()

@@ -97,12 +97,30 @@ ALTER TABLE results ADD COLUMN kl_teacher_student REAL;
 ALTER TABLE results ADD COLUMN extra_json TEXT;
 "#;
 
+/// Version 4: the distillation gain of each finished student over its matching baseline (same
+/// model, tokens, data and optimiser settings; a baseline's configuration is its student's
+/// without the teacher).
+const V4: &str = r#"
+CREATE VIEW student_gain AS
+SELECT s.id AS run_id, b.id AS baseline_id, rb.val_loss - rs.val_loss AS gain
+FROM runs s
+JOIN results rs ON rs.run_id = s.id
+JOIN runs b ON b.kind = 'baseline'
+    AND json_extract(b.config_json, '$.model') = json_extract(s.config_json, '$.model')
+    AND json_extract(b.config_json, '$.tokens') = json_extract(s.config_json, '$.tokens')
+    AND json_extract(b.config_json, '$.data') = json_extract(s.config_json, '$.data')
+    AND json_extract(b.config_json, '$.train') = json_extract(s.config_json, '$.train')
+JOIN results rb ON rb.run_id = b.id
+WHERE s.kind = 'student';
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
         M::up(V1).foreign_key_check(),
         M::up(V2).foreign_key_check(),
         M::up(V3).foreign_key_check(),
+        M::up(V4),
     ])
 }
 
