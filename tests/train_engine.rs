@@ -93,10 +93,17 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
 }
 
 /// The first teacher of a one-teacher synthetic sweep, resolved by the real planner.
+/// `extra` lines go into `[train]`; `evals` and `checkpoint_every` default to 2 and 1000.
 fn synthetic_run(extra: &str) -> RunConfig {
+    let mut train = extra.to_string();
+    for (key, default) in [("evals", "2"), ("checkpoint_every", "1000")] {
+        if !extra.contains(key) {
+            train += &format!("{key} = {default}\n");
+        }
+    }
     let text = format!(
         "name = \"t\"\n[corpus]\nval_tokens = \"16K\"\n[model]\ncontext = 64\n[teachers]\nsizes = [\"60K\"]\ntokens = [\"400K\"]\n\
-         [students]\nsizes = [\"20K\"]\ntokens = [\"100K\"]\n[train]\nbatch_tokens = \"2K\"\nevals = 2\ncheckpoint_every = 1000\n{extra}"
+         [students]\nsizes = [\"20K\"]\ntokens = [\"100K\"]\n[train]\nbatch_tokens = \"2K\"\n{train}"
     );
     let sweep = Sweep::parse(std::path::Path::new("t.toml"), text).unwrap();
     let plan = Plan::build(&sweep, &PlanOptions::default()).unwrap();
@@ -214,4 +221,58 @@ fn a_backend_not_built_in_is_a_clear_error() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn an_interrupted_run_resumes_to_the_same_result() {
+    let config = synthetic_run("checkpoint_every = 20\nevals = 1\n");
+    let data = data(&config);
+    let device = Device::flex();
+    let uninterrupted = {
+        let dir = tempfile::tempdir().unwrap();
+        run_training(&config, &data, dir.path(), &mut Vec::new())
+            .unwrap()
+            .val_loss
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.ckpt");
+    let stop = AtomicBool::new(false);
+    let job = TrainJob {
+        run_id: "t",
+        config: &config,
+        data: &data,
+        device: &device,
+        checkpoint: &path,
+        stop: &stop,
+    };
+    let mut steps = 0;
+    let first = train(&job, &mut NextToken, &mut |e| {
+        if let pdsweep::train::TrainEvent::Step { step, .. } = e {
+            steps = step;
+            if step >= 70 {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    assert!(
+        matches!(
+            first,
+            Err(pdsweep::train::TrainError::Interrupted { step: 70 })
+        ),
+        "stopped after step 70"
+    );
+    stop.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut resumed_from = None;
+    let resumed = train(&job, &mut NextToken, &mut |e| {
+        if let pdsweep::train::TrainEvent::Started { start_step, .. } = e {
+            resumed_from = Some(start_step)
+        }
+    })
+    .unwrap();
+    assert_eq!(resumed_from, Some(70));
+    assert!(
+        (resumed.val_loss - uninterrupted).abs() < 1e-4,
+        "resumed {} vs uninterrupted {uninterrupted}",
+        resumed.val_loss
+    );
 }
