@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::{PlanCommand, RunCommand, SizeCommand};
+use crate::commands::{PlanCommand, RunCommand, SizeCommand, StatusCommand};
 use pdsweep::plan::PlanFormat;
 
 /// Plan, run and analyse pre-training distillation sweeps: which teacher is best for a student?
@@ -25,6 +25,9 @@ pub enum Command {
     /// Plan the sweep, then train every run whose dependencies are done, recording metrics
     /// and results in results/NAME/sweep.db (finished runs are skipped).
     Run(RunArgs),
+    /// Show where a sweep stands: runs per kind and state, progress, ETA from measured
+    /// throughput, and the errors of failed runs.
+    Status(StatusArgs),
     /// Print the exact parameter counts of a model: an explicit shape, or the shape pdsweep
     /// derives from a target size.
     Size(SizeArgs),
@@ -80,6 +83,39 @@ impl RunArgs {
             sweep: self.sweep,
             results: self.results,
             retry_failed: self.retry_failed,
+        }
+    }
+}
+
+/// `pdsweep status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: StatusFormat,
+}
+
+/// Output formats of `status`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StatusFormat {
+    /// A readable summary.
+    Table,
+    /// `{"runs": [...], "counts": {...}, "eta_s": ...}`.
+    Json,
+}
+
+impl StatusArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> StatusCommand {
+        StatusCommand {
+            sweep: self.sweep,
+            results: self.results,
+            json: matches!(self.format, StatusFormat::Json),
         }
     }
 }

@@ -10,11 +10,13 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     pdsweep::alloc::tune_for_training();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Plan(args) => commands::plan(args.into_command()),
         Command::Run(args) => commands::run(args.into_command()),
+        Command::Status(args) => commands::status(args.into_command()),
         Command::Size(args) => commands::size(args.into_command()),
     };
     match result {
@@ -26,11 +28,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Lets `pdsweep status | head` end quietly instead of panicking on a closed pipe.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to the default before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// 2 for input the user must fix (sweep file, arguments), 3 when a sweep ran but some runs
-/// failed, 1 for everything else.
+/// failed, 130 when it was stopped on request, 1 for everything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<commands::RunsFailed>().is_some() {
         3
+    } else if err.downcast_ref::<commands::Interrupted>().is_some() {
+        130
     } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()
     {

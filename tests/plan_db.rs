@@ -127,3 +127,46 @@ fn a_corrupt_database_is_refused_with_its_path() {
         "the file is left as it was"
     );
 }
+
+#[test]
+fn runs_of_a_dead_process_are_requeued_and_claims_are_exclusive() {
+    let tmp = tempfile::tempdir().unwrap();
+    plan(tmp.path(), SWEEP);
+    let path = tmp.path().join("results/db-test/sweep.db");
+    let db = SweepDb::open(&path).unwrap();
+    let runs = db.runs().unwrap();
+    let (a, b) = (&runs[0].id, &runs[1].id);
+    assert!(db.claim(a, false).unwrap(), "a planned run can be claimed");
+    let other = SweepDb::open(&path).unwrap();
+    assert!(
+        !other.claim(a, false).unwrap(),
+        "a second process cannot claim it again"
+    );
+    // a run left `running` by a process of this host that no longer exists
+    assert!(db.claim(b, false).unwrap());
+    let dead = format!(
+        "{}:{}",
+        pdsweep::store::this_process().rsplit_once(':').unwrap().0,
+        u32::MAX - 7
+    );
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE runs SET owner = ?1 WHERE id = ?2", [&dead, b])
+        .unwrap();
+    assert_eq!(
+        other.requeue_dead().unwrap(),
+        1,
+        "only the dead process's run"
+    );
+    let states: Vec<(String, String)> = other
+        .runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id, r.state))
+        .collect();
+    assert!(states.contains(&(b.clone(), "planned".into())));
+    assert!(
+        states.contains(&(a.clone(), "running".into())),
+        "a live process keeps its run"
+    );
+}

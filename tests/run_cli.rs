@@ -104,3 +104,27 @@ fn a_missing_corpus_fails_its_runs_with_the_path() {
             .all(|r| r.state == "failed")
     );
 }
+
+#[test]
+fn status_reports_counts_progress_and_an_estimate() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.toml"), SWEEP).unwrap();
+    let none = pdsweep(tmp.path(), &["status", "tiny.toml"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(stderr(&none).contains("pdsweep plan"), "{}", stderr(&none));
+    assert!(pdsweep(tmp.path(), &["plan", "tiny.toml"]).status.success());
+    let out = pdsweep(tmp.path(), &["status", "tiny.toml", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(
+        v["counts"]["planned"].as_u64().unwrap() as usize,
+        runs.len()
+    );
+    for run in runs {
+        for key in ["id", "kind", "name", "state", "progress", "error"] {
+            assert!(run.get(key).is_some(), "{key} missing in {run}");
+        }
+    }
+    assert!(v["eta_s"].as_f64().unwrap() > 0.0);
+}

@@ -5,10 +5,12 @@ mod plan;
 mod progress;
 mod run;
 mod size;
+mod status;
 
 pub use plan::{PlanCommand, plan};
-pub use run::{RunCommand, RunsFailed, run};
+pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
+pub use status::{StatusCommand, status};
 
 /// A command-line argument the user must change.
 #[derive(Debug, thiserror::Error)]

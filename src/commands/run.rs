@@ -34,12 +34,38 @@ pub struct RunsFailed {
     pub failed: usize,
 }
 
+/// The sweep was stopped on request (exit code 130).
+#[derive(Debug, thiserror::Error)]
+#[error("stopped on request; run the same command again to resume")]
+pub struct Interrupted;
+
 static STOP: AtomicBool = AtomicBool::new(false);
+
+/// First Ctrl-C (or SIGTERM): finish the current step, checkpoint, hand the run back. Second:
+/// stop at once — every metric already recorded stays, and the run resumes from its last
+/// checkpoint next time (its process is gone, so the next `run` takes it over).
+fn install_stop_handler() {
+    let installed = ctrlc::set_handler(|| {
+        if STOP.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("\nstopping now");
+            std::process::exit(130);
+        }
+        eprintln!(
+            "\nstopping after the current step (checkpointing); press Ctrl-C again to stop at once"
+        );
+    });
+    if let Err(e) = installed {
+        eprintln!(
+            "warning: cannot catch Ctrl-C ({e}); an interrupted run resumes from its last checkpoint"
+        );
+    }
+}
 
 /// Runs `pdsweep run`.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
     let plan = Plan::build(&sweep, &PlanOptions::default())?;
+    install_stop_handler();
     let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
@@ -68,6 +94,9 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         "finished {} run(s), {} failed, {} waiting",
         summary.finished, summary.failed, summary.remaining
     );
+    if summary.interrupted {
+        return Err(Interrupted.into());
+    }
     if summary.failed > 0 {
         return Err(RunsFailed {
             failed: summary.failed,

@@ -74,6 +74,7 @@ pub fn execute(
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Summary, RunError> {
     let mut summary = Summary::default();
+    db.requeue_dead()?;
     let pending = db
         .plan_runs(plan_id)?
         .iter()

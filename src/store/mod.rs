@@ -4,7 +4,9 @@ mod db;
 mod error;
 mod runs;
 mod schema;
+mod status;
 
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
-pub use runs::{Metric, RunResult, STALE_AFTER_S};
+pub use runs::{Metric, RunResult, STALE_AFTER_S, this_process};
+pub use status::{RunStatus, estimate_tokens_per_s};

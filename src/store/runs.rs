@@ -66,6 +66,31 @@ pub struct RunResult {
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
+/// This host's name.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// `host:pid` of this process.
+pub fn this_process() -> String {
+    format!("{}:{}", host(), std::process::id())
+}
+
+/// Whether `owner` (`host:pid`) is a process of this host that no longer exists. Processes of
+/// other hosts are never judged dead here (their heartbeat decides), nor is this process.
+fn is_dead(owner: &str) -> bool {
+    let Some((h, pid)) = owner.rsplit_once(':') else {
+        return false;
+    };
+    if h != host() || pid == std::process::id().to_string() {
+        return false;
+    }
+    !std::path::Path::new("/proc").join(pid).exists() && std::path::Path::new("/proc/self").exists()
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -103,16 +128,45 @@ impl SweepDb {
     pub fn claim(&self, id: &str, retry_failed: bool) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE runs SET state = 'running', error = NULL, started_at = {NOW}, heartbeat_at = {NOW},
-                 attempts = attempts + 1
+                 attempts = attempts + 1, owner = ?4
              WHERE id = ?1 AND (state = 'planned' OR (?2 AND state = 'failed')
                  OR (state = 'running' AND (heartbeat_at IS NULL
                      OR julianday('now') - julianday(heartbeat_at) > ?3 / 86400.0)))"
         );
         let changed = self
             .conn()
-            .execute(&sql, params![id, retry_failed, STALE_AFTER_S])
+            .execute(
+                &sql,
+                params![id, retry_failed, STALE_AFTER_S, this_process()],
+            )
             .map_err(|e| StoreError::sql(self.path(), "claim a run", e))?;
         Ok(changed == 1)
+    }
+
+    /// Returns to `planned` every `running` run whose owner is a process of this host that no
+    /// longer exists (killed, crashed, rebooted); returns how many. Their checkpoints let them
+    /// resume where they stopped.
+    pub fn requeue_dead(&self) -> Result<usize, StoreError> {
+        let fail = |e| StoreError::sql(self.path(), "find runs of dead processes", e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT DISTINCT owner FROM runs WHERE state = 'running' AND owner IS NOT NULL",
+            )
+            .map_err(fail)?;
+        let owners: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(fail)?
+            .collect::<Result<_, _>>()
+            .map_err(fail)?;
+        let mut requeued = 0;
+        for owner in owners.into_iter().filter(|o| is_dead(o)) {
+            requeued += self
+                .conn()
+                .execute("UPDATE runs SET state = 'planned', heartbeat_at = NULL WHERE state = 'running' AND owner = ?1", [owner])
+                .map_err(|e| StoreError::sql(self.path(), "requeue runs of a dead process", e))?;
+        }
+        Ok(requeued)
     }
 
     /// Records that run `id` is alive.

@@ -114,6 +114,10 @@ JOIN results rb ON rb.run_id = b.id
 WHERE s.kind = 'student';
 "#;
 
+/// Version 5: which process runs a run (`host:pid`), so a run whose process died on this host
+/// is taken over at once rather than after its heartbeat goes stale.
+const V5: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -121,6 +125,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V2).foreign_key_check(),
         M::up(V3).foreign_key_check(),
         M::up(V4),
+        M::up(V5),
     ])
 }
 

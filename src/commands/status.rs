@@ -1,0 +1,137 @@
+//! `pdsweep status`: where a sweep stands — runs per kind and state, progress and ETA from
+//! measured throughput, and the last error of each failed run.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use comfy_table::Table;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use serde_json::json;
+
+use pdsweep::plan::default_flops_per_s;
+use pdsweep::spec::Sweep;
+use pdsweep::spec::units::format_duration;
+use pdsweep::store::{RunStatus, SweepDb, estimate_tokens_per_s};
+
+use super::UsageError;
+
+/// Options of `pdsweep status`.
+#[derive(Debug, Clone)]
+pub struct StatusCommand {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Results folder.
+    pub results: PathBuf,
+    /// JSON output.
+    pub json: bool,
+}
+
+/// Runs `pdsweep status`.
+pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
+    let sweep = Sweep::load(&cmd.sweep)?;
+    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    if !db_path.exists() {
+        return Err(UsageError(format!(
+            "sweep `{}` has no database at `{}` yet\n\nhint: run `pdsweep plan {}` or `pdsweep run {}` first",
+            sweep.file.name,
+            db_path.display(),
+            cmd.sweep.display(),
+            cmd.sweep.display()
+        ))
+        .into());
+    }
+    let db = SweepDb::open(&db_path)?;
+    let plan_id = db.current_plan()?.unwrap_or_default();
+    let runs = db.status(plan_id)?;
+    let backend = sweep.file.backend;
+    let measured = db.measured_throughput(backend.as_str())?;
+    let flops_per_s = sweep
+        .file
+        .estimate
+        .flops_per_s
+        .map_or(default_flops_per_s(backend), |f| f.0);
+    let eta: f64 = runs
+        .iter()
+        .map(|r| remaining_seconds(r, &measured, flops_per_s))
+        .sum();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &runs {
+        *counts.entry(r.state.clone()).or_default() += 1;
+    }
+    if cmd.json {
+        let value = json!({
+            "sweep": sweep.file.name.as_str(),
+            "runs": runs.iter().map(|r| json!({
+                "id": r.id, "kind": r.kind, "name": r.name, "state": r.state,
+                "progress": r.progress, "error": r.error, "tokens_per_s": r.tokens_per_s,
+            })).collect::<Vec<_>>(),
+            "counts": counts,
+            "eta_s": eta,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    print!("{}", table(&sweep.file.name.to_string(), &runs, eta));
+    Ok(())
+}
+
+/// Seconds left for `run`: its remaining tokens at its measured throughput, or at the
+/// throughput measured for the nearest model size, or at the stated FLOP/s.
+fn remaining_seconds(run: &RunStatus, measured: &[(u64, f64)], flops_per_s: f64) -> f64 {
+    if run.state == "done" || run.state == "failed" {
+        return 0.0;
+    }
+    let left = run.tokens as f64 * (1.0 - run.progress);
+    let tps = run
+        .tokens_per_s
+        .or_else(|| estimate_tokens_per_s(measured, run.params_non_embedding))
+        .unwrap_or(flops_per_s / (6.0 * run.params_non_embedding.max(1) as f64));
+    left / tps.max(1e-9)
+}
+
+fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {
+    let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    for r in runs {
+        *by_kind
+            .entry(&r.kind)
+            .or_default()
+            .entry(&r.state)
+            .or_default() += 1;
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(["kind", "planned", "running", "done", "failed"]);
+    for (kind, states) in &by_kind {
+        let n = |s: &str| states.get(s).copied().unwrap_or(0).to_string();
+        t.add_row([
+            kind.to_string(),
+            n("planned"),
+            n("running"),
+            n("done"),
+            n("failed"),
+        ]);
+    }
+    let done = runs.iter().filter(|r| r.state == "done").count();
+    let mut out = format!(
+        "sweep `{name}`: {done}/{} runs done, about {} left\n{t}\n",
+        runs.len(),
+        format_duration(eta)
+    );
+    for r in runs.iter().filter(|r| r.state == "running") {
+        let speed = r
+            .tokens_per_s
+            .map_or(String::new(), |s| format!(", {:.1}k tokens/s", s / 1e3));
+        out += &format!("running {} {:.0}%{speed}\n", r.name, 100.0 * r.progress);
+    }
+    for r in runs.iter().filter(|r| r.state == "failed") {
+        let first = r
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("");
+        out += &format!("failed  {}: {first}\n", r.name);
+    }
+    out
+}
