@@ -128,3 +128,37 @@ fn status_reports_counts_progress_and_an_estimate() {
     }
     assert!(v["eta_s"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn two_processes_on_one_sweep_run_every_run_exactly_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.toml"), SWEEP).unwrap();
+    assert!(pdsweep(tmp.path(), &["plan", "tiny.toml"]).status.success());
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_pdsweep"))
+            .args(["run", "tiny.toml"])
+            .current_dir(tmp.path())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut first, mut second) = (spawn(), spawn());
+    assert!(first.wait().unwrap().success());
+    assert!(second.wait().unwrap().success());
+    let conn = rusqlite::Connection::open(tmp.path().join("results/tiny/sweep.db")).unwrap();
+    let rows: Vec<(String, String, i64)> = conn
+        .prepare("SELECT name, state, attempts FROM runs")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (name, state, attempts) in &rows {
+        assert_eq!(state, "done", "{name}");
+        assert_eq!(*attempts, 1, "{name} ran {attempts} times");
+    }
+    let results: i64 = conn
+        .query_row("SELECT count(*) FROM results", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(results as usize, rows.len());
+}
