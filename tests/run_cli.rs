@@ -74,6 +74,17 @@ fn run_trains_every_run_and_records_it() {
             >= 3
     );
 
+    let planned = pdsweep(tmp.path(), &["plan", "tiny.toml", "--format", "json"]);
+    let totals: serde_json::Value = serde_json::from_str(&common::stdout(&planned)).unwrap();
+    let source = totals["totals"]["throughput_source"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        source.starts_with("measured on"),
+        "plan uses measured throughput: {source}"
+    );
+
     let again = pdsweep(tmp.path(), &["run", "tiny.toml"]);
     assert!(again.status.success());
     assert!(

@@ -34,15 +34,19 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
         return Err(UsageError(format!("--flops-per-s `{f}` must be a positive number")).into());
     }
     let sweep = Sweep::load(&cmd.sweep)?;
-    let plan = Plan::build(
-        &sweep,
-        &PlanOptions {
-            flops_per_s: cmd.flops_per_s,
-        },
-    )?;
+    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    let measured = if db_path.exists() {
+        SweepDb::open(&db_path)?.measured_throughput(sweep.file.backend.as_str())?
+    } else {
+        Vec::new()
+    };
+    let options = PlanOptions {
+        flops_per_s: cmd.flops_per_s,
+        measured,
+    };
+    let plan = Plan::build(&sweep, &options)?;
     let mut out = render(&plan, cmd.format);
     if !cmd.dry_run {
-        let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
         let mut db = SweepDb::open(&db_path)?;
         let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
         let note = format!(

@@ -8,10 +8,10 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use serde_json::json;
 
-use pdsweep::plan::default_flops_per_s;
+use pdsweep::plan::{default_flops_per_s, estimate_tokens_per_s};
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_duration;
-use pdsweep::store::{RunStatus, SweepDb, estimate_tokens_per_s};
+use pdsweep::store::{RunStatus, SweepDb};
 
 use super::UsageError;
 

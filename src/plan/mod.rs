@@ -8,8 +8,8 @@ mod run;
 mod shape;
 
 pub use cost::{
-    Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,
-    logit_bytes_per_token, training_flops,
+    Throughput, Totals, checkpoint_bytes, default_flops_per_s, estimate_tokens_per_s,
+    forward_flops, index_bits, logit_bytes_per_token, measured_seconds, training_flops,
 };
 pub use render::{PlanFormat, render};
 pub use run::{
@@ -26,6 +26,9 @@ use crate::spec::{SpecError, Sweep};
 pub struct PlanOptions {
     /// Overrides the FLOP/s used for time estimates.
     pub flops_per_s: Option<f64>,
+    /// (non-embedding parameters, training tokens/s) of runs already measured on this backend;
+    /// when present (and no FLOP/s is forced) the time estimate comes from them.
+    pub measured: Vec<(u64, f64)>,
 }
 
 /// The run graph of a sweep with its totals.
@@ -60,7 +63,32 @@ impl Plan {
                 source: format!("default for backend `{backend}` (not measured yet)"),
             },
         };
-        let totals = cost::totals(&expansion.runs, expansion.naive_flops, throughput);
+        let mut totals = cost::totals(&expansion.runs, expansion.naive_flops, throughput);
+        if options.flops_per_s.is_none() && !options.measured.is_empty() {
+            let params: std::collections::HashMap<&RunId, u64> = expansion
+                .runs
+                .iter()
+                .map(|r| (&r.id, r.params.non_embedding))
+                .collect();
+            let teacher_of = |r: &Run| {
+                r.config
+                    .distill
+                    .as_ref()
+                    .and_then(|d| params.get(&d.teacher).copied())
+            };
+            let seconds: Option<f64> = expansion
+                .runs
+                .iter()
+                .map(|r| cost::measured_seconds(r, teacher_of(r), &options.measured))
+                .sum();
+            if let Some(seconds) = seconds {
+                totals.estimated_seconds = seconds;
+                totals.throughput.source = format!(
+                    "measured on {} finished runs of this backend",
+                    options.measured.len()
+                );
+            }
+        }
         let plan = Plan {
             sweep_name: sweep.file.name.to_string(),
             sweep_hash: sweep.hash.clone(),

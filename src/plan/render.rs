@@ -252,11 +252,17 @@ fn summary(plan: &Plan) -> String {
         format_bytes(t.logit_store_bytes as f64),
         format_bytes(t.checkpoint_bytes as f64)
     );
+    let basis = if t.throughput.source.starts_with("measured") {
+        format!("from throughput {}", t.throughput.source)
+    } else {
+        format!(
+            "at {:.1e} FLOP/s ({})",
+            t.throughput.flops_per_s, t.throughput.source
+        )
+    };
     out += &format!(
-        "  time         {} one run at a time at {:.1e} FLOP/s ({})\n",
-        format_duration(t.estimated_seconds),
-        t.throughput.flops_per_s,
-        t.throughput.source
+        "  time         {} one run at a time {basis}\n",
+        format_duration(t.estimated_seconds)
     );
     out
 }

@@ -95,31 +95,3 @@ impl SweepDb {
         Ok(rows)
     }
 }
-
-/// Estimated tokens/s of a model of `params` non-embedding parameters from `measured`
-/// (parameters, tokens/s) pairs: the measurement of the nearest size (in log ratio), scaled by
-/// the size ratio (time per token grows about linearly with N). `None` without measurements.
-pub fn estimate_tokens_per_s(measured: &[(u64, f64)], params: u64) -> Option<f64> {
-    let ratio = |n: u64| (n.max(1) as f64 / params.max(1) as f64).ln().abs();
-    measured
-        .iter()
-        .min_by(|a, b| ratio(a.0).total_cmp(&ratio(b.0)))
-        .map(|&(n, tps)| tps * n.max(1) as f64 / params.max(1) as f64)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn throughput_scales_from_the_nearest_measurement() {
-        let measured = [(100_000, 40_000.0), (1_000_000, 6_000.0)];
-        assert_eq!(
-            super::estimate_tokens_per_s(&measured, 1_000_000),
-            Some(6_000.0)
-        );
-        assert_eq!(
-            super::estimate_tokens_per_s(&measured, 200_000),
-            Some(20_000.0)
-        );
-        assert_eq!(super::estimate_tokens_per_s(&[], 5), None);
-    }
-}
