@@ -69,9 +69,7 @@ impl<'a> Batcher<'a> {
         for row in 0..self.batch as u64 {
             let g = step * self.batch as u64 + row;
             let start = self.window(g) * self.context;
-            let tokens = self.stream.slice(start, start + self.context + 1);
-            inputs.extend(tokens[..self.context].iter().map(|&t| t as i64));
-            targets.extend(tokens[1..].iter().map(|&t| t as i64));
+            push_window(self.stream, start, self.context, &mut inputs, &mut targets);
         }
         Batch {
             inputs,
@@ -106,9 +104,7 @@ pub fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch>
         let mut targets = Vec::with_capacity(rows * context);
         for r in 0..rows {
             let start = (w + r) * context;
-            let tokens = stream.slice(start, start + context + 1);
-            inputs.extend(tokens[..context].iter().map(|&t| t as i64));
-            targets.extend(tokens[1..].iter().map(|&t| t as i64));
+            push_window(stream, start, context, &mut inputs, &mut targets);
         }
         out.push(Batch {
             inputs,
@@ -119,6 +115,20 @@ pub fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch>
         w += rows;
     }
     out
+}
+
+/// Appends the window of `context + 1` tokens at `start`: its first `context` tokens to
+/// `inputs` and its last `context` to `targets`.
+fn push_window(
+    stream: &Stream,
+    start: usize,
+    context: usize,
+    inputs: &mut Vec<i64>,
+    targets: &mut Vec<i64>,
+) {
+    let tokens = stream.slice(start, start + context + 1);
+    inputs.extend(tokens[..context].iter().map(|&t| t as i64));
+    targets.extend(tokens[1..].iter().map(|&t| t as i64));
 }
 
 /// SplitMix64 finaliser: a well-mixed 64-bit hash of `(seed, x)`.

@@ -10,7 +10,7 @@ use burn::tensor::Device;
 
 use super::objective::teacher_support;
 use super::reader::{blocks_per_shard, shard_name};
-use super::store::{Shard, StoreError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
+use super::store::{Shard, ShardError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
 use crate::data::{Batcher, Prepared};
 use crate::model::Transformer;
 use crate::plan::{RunConfig, logit_bytes_per_token};
@@ -35,7 +35,7 @@ pub struct StoreSummary {
 pub enum LogitsError {
     /// A shard could not be written or read.
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(#[from] ShardError),
     /// The run is not a logits run, or its data is too short.
     #[error("{0}")]
     Invalid(String),

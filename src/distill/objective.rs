@@ -6,7 +6,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::loss::{SparseTargets, distill_loss};
 use super::reader::StoreReader;
-use super::store::StoreError;
+use super::store::ShardError;
 use super::truncate::{Kept, refine, truncate};
 use crate::data::{Batch, Stream, eval_batches};
 use crate::model::Transformer;
@@ -34,7 +34,7 @@ pub struct DistillObjective<'a> {
     pub source: TeacherSource<'a>,
     /// The first error reading the store (a training step cannot return one; the runner
     /// checks this after training and fails the run).
-    pub error: Option<StoreError>,
+    pub error: Option<ShardError>,
 }
 
 impl DistillObjective<'_> {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::store::{Shard, StoreError, StoreHeader};
+use super::store::{Shard, ShardError, StoreHeader};
 use super::truncate::Kept;
 
 /// File name of shard `n`.
@@ -37,7 +37,7 @@ impl StoreReader {
     }
 
     /// The kept teacher support of every position of block (step) `block`.
-    pub fn block(&mut self, block: u64) -> Result<Vec<Kept>, StoreError> {
+    pub fn block(&mut self, block: u64) -> Result<Vec<Kept>, ShardError> {
         let n = block / self.per_shard;
         if self.current.as_ref().is_none_or(|(c, _)| *c != n) {
             let path = self.dir.join(shard_name(n));
@@ -47,7 +47,7 @@ impl StoreReader {
             };
             let shard = Shard::open(&path, &expected)?;
             if shard.header.first_block != n * self.per_shard {
-                return Err(StoreError::Refused {
+                return Err(ShardError::Refused {
                     path,
                     reason: "its first block is not where its name says".into(),
                 });
@@ -56,7 +56,7 @@ impl StoreReader {
         }
         match &self.current {
             Some((_, shard)) => shard.block(block),
-            None => Err(StoreError::Refused {
+            None => Err(ShardError::Refused {
                 path: self.dir.clone(),
                 reason: "no shard loaded".into(),
             }),

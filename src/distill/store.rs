@@ -71,7 +71,7 @@ pub struct StoreHeader {
 
 /// A shard could not be written or is not usable.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub enum ShardError {
     /// Writing failed.
     #[error("cannot write logit shard `{}`: {reason}", path.display())]
     Write {
@@ -191,8 +191,8 @@ pub fn write_shard(
     path: &Path,
     header: &StoreHeader,
     blocks: &[Vec<u8>],
-) -> Result<(), StoreError> {
-    let json = serde_json::to_vec(header).map_err(|e| StoreError::Write {
+) -> Result<(), ShardError> {
+    let json = serde_json::to_vec(header).map_err(|e| ShardError::Write {
         path: path.into(),
         reason: e.to_string(),
     })?;
@@ -213,7 +213,7 @@ pub fn write_shard(
     let len = (json.len() as u32).to_le_bytes();
     let mut parts: Vec<&[u8]> = vec![MAGIC, &len, &sha, &json, &offsets];
     parts.extend(blocks.iter().map(|b| b.as_slice()));
-    write_atomic(path, &parts).map_err(|e| StoreError::Write {
+    write_atomic(path, &parts).map_err(|e| ShardError::Write {
         path: path.into(),
         reason: e.to_string(),
     })
@@ -232,8 +232,8 @@ pub struct Shard {
 impl Shard {
     /// Reads `path` and checks its magic, checksum and layout, and that its header agrees with
     /// `expected` in everything but the block range.
-    pub fn open(path: &Path, expected: &StoreHeader) -> Result<Shard, StoreError> {
-        let refuse = |reason: String| StoreError::Refused {
+    pub fn open(path: &Path, expected: &StoreHeader) -> Result<Shard, ShardError> {
+        let refuse = |reason: String| ShardError::Refused {
             path: path.into(),
             reason,
         };
@@ -284,9 +284,9 @@ impl Shard {
     }
 
     /// Decodes block `block` (absolute numbering).
-    pub fn block(&self, block: u64) -> Result<Vec<Kept>, StoreError> {
+    pub fn block(&self, block: u64) -> Result<Vec<Kept>, ShardError> {
         let h = &self.header;
-        let refuse = |reason: &str| StoreError::Refused {
+        let refuse = |reason: &str| ShardError::Refused {
             path: self.path.clone(),
             reason: reason.into(),
         };
