@@ -74,6 +74,14 @@ pub struct RunArgs {
     /// Try runs that failed before again.
     #[arg(long)]
     pub retry_failed: bool,
+    /// Runs executed at once (independent runs only; a student waits for its teacher).
+    #[arg(long, short = 'j', default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: u16,
+    /// GPU indices to spread the runs over, e.g. `0,1` (cuda/wgpu backends); with `--jobs N`
+    /// larger than the number of devices, several runs share a device.
+    #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
+    pub devices: Vec<usize>,
 }
 
 impl RunArgs {
@@ -83,6 +91,8 @@ impl RunArgs {
             sweep: self.sweep,
             results: self.results,
             retry_failed: self.retry_failed,
+            jobs: usize::from(self.jobs).max(self.devices.len()),
+            devices: self.devices,
         }
     }
 }

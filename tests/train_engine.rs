@@ -66,6 +66,8 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
         step: 7,
         tokens: 100,
         wall_s: 1.5,
+        log_loss_sum: 2.5,
+        log_steps: 1,
     };
     checkpoint::save(&path, &state, &model, None).unwrap();
     device.seed(99);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use pdsweep::run::RunEvent;
+use pdsweep::spec::units::format_duration;
 use pdsweep::train::TrainEvent;
 
 /// Progress bars driven by [`RunEvent`]s.
@@ -39,10 +40,21 @@ impl ProgressView {
             RunEvent::Pending { runs } => {
                 let bar = self.multi.add(ProgressBar::new(runs as u64));
                 bar.set_style(style(
-                    "{prefix:>10} [{bar:30}] {pos}/{len} runs  {elapsed_precise}",
+                    "{prefix:>10} [{bar:30}] {pos}/{len} runs  {elapsed_precise}  {msg}",
                 ));
                 bar.set_prefix("sweep");
                 self.overall = Some(bar);
+            }
+            RunEvent::Eta {
+                one_at_a_time_s,
+                jobs,
+            } => {
+                if let Some(o) = &self.overall
+                    && one_at_a_time_s.is_finite()
+                {
+                    let left = one_at_a_time_s / jobs.max(1) as f64;
+                    o.set_message(format!("about {} left", format_duration(left)));
+                }
             }
             RunEvent::Preparing { id, name } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());

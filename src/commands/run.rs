@@ -22,6 +22,10 @@ pub struct RunCommand {
     pub results: PathBuf,
     /// Retry failed runs.
     pub retry_failed: bool,
+    /// Runs at once.
+    pub jobs: usize,
+    /// GPU indices (empty: the backend's default device).
+    pub devices: Vec<usize>,
 }
 
 /// A sweep finished with failed runs (exit code 3).
@@ -79,6 +83,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         results_dir,
         retry_failed: cmd.retry_failed,
         backend: sweep.file.backend,
+        jobs: cmd.jobs,
+        devices: cmd.devices,
         stop: &STOP,
     };
     eprintln!(

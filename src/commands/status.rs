@@ -8,10 +8,10 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use serde_json::json;
 
-use pdsweep::plan::{default_flops_per_s, estimate_tokens_per_s};
+use pdsweep::plan::default_flops_per_s;
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_duration;
-use pdsweep::store::{RunStatus, SweepDb};
+use pdsweep::store::{RunStatus, SweepDb, remaining_seconds};
 
 use super::UsageError;
 
@@ -73,20 +73,6 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
     }
     print!("{}", table(&sweep.file.name.to_string(), &runs, eta));
     Ok(())
-}
-
-/// Seconds left for `run`: its remaining tokens at its measured throughput, or at the
-/// throughput measured for the nearest model size, or at the stated FLOP/s.
-fn remaining_seconds(run: &RunStatus, measured: &[(u64, f64)], flops_per_s: f64) -> f64 {
-    if run.state == "done" || run.state == "failed" {
-        return 0.0;
-    }
-    let left = run.tokens as f64 * (1.0 - run.progress);
-    let tps = run
-        .tokens_per_s
-        .or_else(|| estimate_tokens_per_s(measured, run.params_non_embedding))
-        .unwrap_or(flops_per_s / (6.0 * run.params_non_embedding.max(1) as f64));
-    left / tps.max(1e-9)
 }
 
 fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {

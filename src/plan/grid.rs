@@ -13,8 +13,8 @@ use super::run::{
 use super::shape::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
-    Alpha, DistillMode, GroupSection, LossKind, ModelEntry, SpecError, Sweep, Temperature,
-    TokenBudget, TopK, TopP,
+    Alpha, DistillMode, GroupSection, LossKind, ModelEntry, Schedule, SpecError, Sweep,
+    Temperature, TokenBudget, TopK, TopP,
 };
 
 /// A model of a group with the budgets and seeds it trains with.
@@ -23,6 +23,8 @@ struct GroupModel {
     n: u64,
     budgets: Vec<TokenBudget>,
     seeds: Vec<u64>,
+    /// The model's own learning-rate schedule, if its entry sets one.
+    lr: Option<Schedule>,
     key: String,
     span: Range<usize>,
 }
@@ -254,6 +256,7 @@ impl<'a> Context<'a> {
             .and_then(|e| e.seed.as_ref())
             .map_or_else(|| group_seeds.to_vec(), |s| s.values().to_vec());
         GroupModel {
+            lr: entry.and_then(|e| e.lr),
             n: shape.params().non_embedding,
             spec: ModelSpec {
                 label,
@@ -413,7 +416,10 @@ impl Builder<'_, '_> {
             model: m.spec.clone(),
             tokens,
             data: self.ctx.data(seed),
-            train: Some(self.ctx.train(steps)),
+            train: Some(TrainConfig {
+                lr: m.lr.unwrap_or(self.ctx.train.lr),
+                ..self.ctx.train(steps)
+            }),
             distill: None,
             logits: None,
             backend: self.ctx.sweep.file.backend,

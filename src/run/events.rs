@@ -11,6 +11,13 @@ pub enum RunEvent {
         /// Runs to execute now or once their dependencies finish.
         runs: usize,
     },
+    /// Time left for the sweep, re-estimated from measured throughput whenever a run ends.
+    Eta {
+        /// Seconds left running one run at a time.
+        one_at_a_time_s: f64,
+        /// Runs executed at once by this process.
+        jobs: usize,
+    },
     /// Data for a run is being prepared (tokenising, generating).
     Preparing {
         /// Run id.

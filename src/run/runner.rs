@@ -1,8 +1,12 @@
-//! The scheduler loop: claim the next runnable run, prepare its data, train it with the right
-//! objective, record metrics and the result; a failing run is recorded and the others go on.
+//! The scheduler: `jobs` workers each claim the runnable run that unblocks the most others,
+//! prepare its data, train it with the right objective, and record metrics and the result; a
+//! failing run (error, NaN, panic) is recorded and the others go on.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use super::events::RunEvent;
 use burn::tensor::Device;
@@ -10,7 +14,7 @@ use burn::tensor::Device;
 use crate::data::{self, Prepared};
 use crate::distill::{self, DistillObjective, StoreReader, TeacherSource, logits_run};
 use crate::model::Transformer;
-use crate::plan::{RunConfig, RunKind};
+use crate::plan::{RunConfig, RunKind, default_flops_per_s};
 use crate::spec::{Backend, DistillMode};
 use crate::store::{Metric, RunResult, StoreError, StoredRun, SweepDb};
 use crate::train::{
@@ -27,6 +31,10 @@ pub struct RunOptions<'a> {
     pub retry_failed: bool,
     /// The backend to train on (from the sweep file; not part of a run's identity).
     pub backend: Backend,
+    /// Runs executed at once by this process (at least 1).
+    pub jobs: usize,
+    /// Device indices the workers are spread over, round-robin (empty: device 0).
+    pub devices: Vec<usize>,
     /// Set to stop gracefully (runs checkpoint and return to `planned`).
     pub stop: &'a AtomicBool,
 }
@@ -42,6 +50,14 @@ pub struct Summary {
     pub remaining: usize,
     /// Whether a stop request ended the execution.
     pub interrupted: bool,
+}
+
+impl Summary {
+    fn add(&mut self, other: &Summary) {
+        self.finished += other.finished;
+        self.failed += other.failed;
+        self.interrupted |= other.interrupted;
+    }
 }
 
 /// Errors that stop the whole execution (a single run's failure does not).
@@ -61,47 +77,100 @@ pub enum RunError {
         /// Why.
         reason: String,
     },
+    /// `--devices` was given for a backend that has no device indices.
+    #[error(
+        "`--devices` selects GPUs, but the sweep's backend is `{backend}`\n\nhint: use `--jobs N` to run several runs at once on the CPU"
+    )]
+    DevicesOnCpu {
+        /// The sweep's backend.
+        backend: Backend,
+    },
 }
 
 /// The kinds of run executed.
 const EXECUTED: [&str; 4] = ["teacher", "logits", "student", "baseline"];
 
-/// Executes every runnable run of plan `plan_id` in `db`, one at a time.
+/// How long a worker with nothing to claim waits before looking again while other workers of
+/// this process are still running (their results may unblock more runs).
+const IDLE_POLL: Duration = Duration::from_millis(200);
+
+/// Executes every runnable run of plan `plan_id` in `db`, `opts.jobs` at a time. Each worker
+/// has its own database connection and device; events from all of them reach `on_event` on
+/// the calling thread.
 pub fn execute(
     db: &mut SweepDb,
     plan_id: i64,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Summary, RunError> {
-    let mut summary = Summary::default();
+    if !opts.devices.is_empty() && opts.backend == Backend::Cpu {
+        return Err(RunError::DevicesOnCpu {
+            backend: opts.backend,
+        });
+    }
     db.requeue_dead()?;
-    let pending = db
-        .plan_runs(plan_id)?
+    let runs = db.plan_runs(plan_id)?;
+    let pending = runs
         .iter()
         .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done")
         .count();
     on_event(RunEvent::Pending { runs: pending });
-    loop {
-        if opts.stop.load(std::sync::atomic::Ordering::Relaxed) {
-            summary.interrupted = true;
-            break;
-        }
-        let mut runnable = db.runnable(plan_id, &EXECUTED, opts.retry_failed)?;
-        runnable.sort_by_key(|r| priority(&r.kind));
-        let Some(run) = next_claimed(db, &runnable, opts.retry_failed)? else {
-            break;
+    let shared = Shared {
+        plan_id,
+        unblocks: unblock_counts(&runs),
+        active: AtomicUsize::new(0),
+        abort: AtomicBool::new(false),
+    };
+    let devices = if opts.devices.is_empty() {
+        vec![0]
+    } else {
+        opts.devices.clone()
+    };
+    let (tx, rx) = mpsc::channel::<RunEvent>();
+    let results: Vec<Result<Summary, RunError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..opts.jobs.max(1))
+            .map(|w| {
+                let tx = tx.clone();
+                let (shared, device) = (&shared, devices[w % devices.len()]);
+                let path = db.path().to_path_buf();
+                scope.spawn(move || {
+                    let result = worker(&path, device, shared, opts, &mut |e| {
+                        let _ = tx.send(e);
+                    });
+                    if result.is_err() {
+                        shared.abort.store(true, Ordering::SeqCst);
+                    }
+                    result
+                })
+            })
+            .collect();
+        drop(tx);
+        let eta = |db: &SweepDb| RunEvent::Eta {
+            one_at_a_time_s: db
+                .eta_s(
+                    plan_id,
+                    opts.backend.as_str(),
+                    default_flops_per_s(opts.backend),
+                )
+                .unwrap_or(f64::NAN),
+            jobs: opts.jobs.max(1),
         };
-        let outcome = execute_one(db, &run, opts, on_event).inspect_err(|_| {
-            let _ = db.release(&run.id); // hand the run back so the next `run` takes it at once
-        })?;
-        match outcome {
-            Outcome::Done => summary.finished += 1,
-            Outcome::Failed => summary.failed += 1,
-            Outcome::Interrupted => {
-                summary.interrupted = true;
-                break;
+        on_event(eta(db));
+        for event in rx {
+            let ended = matches!(event, RunEvent::Finished { .. } | RunEvent::Failed { .. });
+            on_event(event);
+            if ended {
+                on_event(eta(db));
             }
         }
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut summary = Summary::default();
+    for result in results {
+        summary.add(&result?);
     }
     summary.remaining = db
         .plan_runs(plan_id)?
@@ -111,8 +180,172 @@ pub fn execute(
     Ok(summary)
 }
 
-/// Which runnable run goes first: teachers (they unblock logit passes and students), then
-/// baselines (so a student's gain is known when it finishes), logit passes, students.
+/// What the workers of one execution share.
+struct Shared {
+    plan_id: i64,
+    /// For each run, how many runs (transitively) wait for it.
+    unblocks: HashMap<String, usize>,
+    /// Runs being executed by this process now.
+    active: AtomicUsize,
+    /// Set when a worker hit an error that ends the execution.
+    abort: AtomicBool,
+}
+
+/// One worker: claim the most useful runnable run, execute it, repeat until nothing is left
+/// that this process could run.
+fn worker(
+    db_path: &Path,
+    device_index: usize,
+    shared: &Shared,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Summary, RunError> {
+    let mut db = SweepDb::open(db_path)?;
+    let device = train::device_for(opts.backend, device_index)?;
+    let mut summary = Summary::default();
+    loop {
+        if opts.stop.load(Ordering::Relaxed) {
+            summary.interrupted = true;
+            break;
+        }
+        if shared.abort.load(Ordering::Relaxed) {
+            break;
+        }
+        let Some(run) = claim_next(&db, shared, opts.retry_failed)? else {
+            if shared.active.load(Ordering::SeqCst) == 0 {
+                // Nobody here can unblock anything; look once more (a run that just finished
+                // was recorded before it left `active`), then stop.
+                match claim_next(&db, shared, opts.retry_failed)? {
+                    Some(run) => {
+                        if run_claimed(
+                            &mut db,
+                            &run,
+                            &device,
+                            shared,
+                            opts,
+                            on_event,
+                            &mut summary,
+                        )? {
+                            break;
+                        }
+                        continue;
+                    }
+                    None => break,
+                }
+            }
+            std::thread::sleep(IDLE_POLL);
+            continue;
+        };
+        if run_claimed(&mut db, &run, &device, shared, opts, on_event, &mut summary)? {
+            break;
+        }
+    }
+    Ok(summary)
+}
+
+/// Executes a claimed run, counting it in `summary`; returns whether the worker should stop
+/// (the run was interrupted).
+fn run_claimed(
+    db: &mut SweepDb,
+    run: &StoredRun,
+    device: &Device,
+    shared: &Shared,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(RunEvent),
+    summary: &mut Summary,
+) -> Result<bool, RunError> {
+    shared.active.fetch_add(1, Ordering::SeqCst);
+    let outcome = execute_guarded(db, run, device, opts, on_event);
+    shared.active.fetch_sub(1, Ordering::SeqCst);
+    match outcome? {
+        Outcome::Done => summary.finished += 1,
+        Outcome::Failed => summary.failed += 1,
+        Outcome::Interrupted => {
+            summary.interrupted = true;
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Runs `run`, turning a panic inside it (burn reports some failures, e.g. out of memory, by
+/// panicking) into a recorded failure, and handing the run back if the database fails.
+fn execute_guarded(
+    db: &mut SweepDb,
+    run: &StoredRun,
+    device: &Device,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Outcome, RunError> {
+    let attempt = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        execute_one(db, run, device, opts, on_event)
+    }));
+    match attempt {
+        Ok(result) => result.inspect_err(|_| {
+            let _ = db.release(&run.id); // hand the run back so the next `run` takes it at once
+        }),
+        Err(panic) => {
+            let reason = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            fail(db, run, &format!("crashed: {reason}"), on_event)
+        }
+    }
+}
+
+/// Claims the most useful runnable run that no other worker or process holds: the one that
+/// unblocks the most others, teachers before baselines before logit passes before students on
+/// ties.
+fn claim_next(
+    db: &SweepDb,
+    shared: &Shared,
+    retry_failed: bool,
+) -> Result<Option<StoredRun>, RunError> {
+    let mut runnable = db.runnable(shared.plan_id, &EXECUTED, retry_failed)?;
+    runnable.sort_by_key(|r| {
+        let unblocks = shared.unblocks.get(&r.id).copied().unwrap_or(0);
+        (std::cmp::Reverse(unblocks), priority(&r.kind))
+    });
+    for run in &runnable {
+        if db.claim(&run.id, retry_failed)? {
+            return Ok(Some(run.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// For each run, how many runs depend on it directly or through others.
+fn unblock_counts(runs: &[StoredRun]) -> HashMap<String, usize> {
+    let mut dependents: HashMap<&str, Vec<&str>> = HashMap::new();
+    for run in runs {
+        for dep in &run.depends_on {
+            dependents
+                .entry(dep.as_str())
+                .or_default()
+                .push(run.id.as_str());
+        }
+    }
+    runs.iter()
+        .map(|run| {
+            let mut seen = std::collections::HashSet::new();
+            let mut stack = vec![run.id.as_str()];
+            while let Some(id) = stack.pop() {
+                for &next in dependents.get(id).map_or(&[][..], Vec::as_slice) {
+                    if seen.insert(next) {
+                        stack.push(next);
+                    }
+                }
+            }
+            (run.id.clone(), seen.len())
+        })
+        .collect()
+}
+
+/// Tie-break among runs that unblock as many others: teachers (they unblock logit passes and
+/// students), then baselines (so a student's gain is known when it finishes), logit passes,
+/// students.
 fn priority(kind: &str) -> u8 {
     match kind {
         "teacher" => 0,
@@ -120,20 +353,6 @@ fn priority(kind: &str) -> u8 {
         "logits" => 2,
         _ => 3,
     }
-}
-
-/// Claims the first run of `runnable` that no other process holds.
-fn next_claimed(
-    db: &SweepDb,
-    runnable: &[StoredRun],
-    retry_failed: bool,
-) -> Result<Option<StoredRun>, RunError> {
-    for run in runnable {
-        if db.claim(&run.id, retry_failed)? {
-            return Ok(Some(run.clone()));
-        }
-    }
-    Ok(None)
 }
 
 enum Outcome {
@@ -154,6 +373,7 @@ struct Ctx<'a> {
 fn execute_one(
     db: &mut SweepDb,
     run: &StoredRun,
+    device: &Device,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Outcome, RunError> {
@@ -162,7 +382,7 @@ fn execute_one(
             id: run.id.clone(),
             reason: e.to_string(),
         })?;
-    let device = train::device_for(opts.backend, 0)?;
+    let device = device.clone();
     on_event(RunEvent::Preparing {
         id: run.id.clone(),
         name: run.name.clone(),

@@ -203,6 +203,10 @@ pub struct ModelEntry {
     /// Seeds for this model (default: the group's).
     #[serde(default)]
     pub seed: Option<OneOrMany<u64>>,
+    /// Learning-rate schedule for this model (default: `[train] lr`), e.g. a smaller peak for
+    /// the largest teacher.
+    #[serde(default)]
+    pub lr: Option<Schedule>,
 }
 
 /// `[distill]`: every key may be a single value or a list (an axis).

@@ -9,4 +9,4 @@ mod status;
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
 pub use runs::{Metric, RunResult, STALE_AFTER_S, this_process};
-pub use status::RunStatus;
+pub use status::{RunStatus, remaining_seconds};

@@ -94,4 +94,30 @@ impl SweepDb {
             .map_err(fail)?;
         Ok(rows)
     }
+
+    /// Seconds left for the unfinished runs of plan `plan_id`, run one at a time: each run's
+    /// remaining tokens at its own measured throughput, or the throughput measured for the
+    /// nearest model size, or `flops_per_s`.
+    pub fn eta_s(&self, plan_id: i64, backend: &str, flops_per_s: f64) -> Result<f64, StoreError> {
+        let measured = self.measured_throughput(backend)?;
+        Ok(self
+            .status(plan_id)?
+            .iter()
+            .map(|r| remaining_seconds(r, &measured, flops_per_s))
+            .sum())
+    }
+}
+
+/// Seconds left for `run`: its remaining tokens at its measured throughput, or at the
+/// throughput measured for the nearest model size, or at `flops_per_s`.
+pub fn remaining_seconds(run: &RunStatus, measured: &[(u64, f64)], flops_per_s: f64) -> f64 {
+    if run.state == "done" || run.state == "failed" {
+        return 0.0;
+    }
+    let left = run.tokens as f64 * (1.0 - run.progress);
+    let tps = run
+        .tokens_per_s
+        .or_else(|| crate::plan::estimate_tokens_per_s(measured, run.params_non_embedding))
+        .unwrap_or(flops_per_s / (6.0 * run.params_non_embedding.max(1) as f64));
+    left / tps.max(1e-9)
 }

@@ -33,6 +33,13 @@ pub struct CheckpointState {
     pub tokens: u64,
     /// Wall-clock seconds spent training so far (over all sessions).
     pub wall_s: f64,
+    /// Sum of the training losses since the last logged step, so a resumed run logs the same
+    /// interval means as an uninterrupted one.
+    #[serde(default)]
+    pub log_loss_sum: f64,
+    /// Steps in that sum.
+    #[serde(default)]
+    pub log_steps: u64,
 }
 
 /// A checkpoint could not be written or read.

@@ -23,7 +23,10 @@ pub fn device_for(backend: Backend, index: usize) -> Result<Device, MissingBacke
         #[cfg(feature = "cuda")]
         Backend::Cuda => Ok(Device::cuda(index)),
         #[cfg(feature = "wgpu")]
-        Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
+        Backend::Wgpu => Ok(Device::wgpu(match index {
+            0 => burn::tensor::DeviceKind::DefaultDevice,
+            i => burn::tensor::DeviceKind::DiscreteGpu(i),
+        })),
         #[allow(unreachable_patterns)]
         other => Err(MissingBackend { backend: other }),
     }

@@ -91,7 +91,7 @@ pub struct TrainOutcome {
 pub enum TrainError {
     /// The loss became NaN or infinite.
     #[error(
-        "training diverged at step {step}: loss is {loss}\n\nhint: lower `[train] lr`, or raise `warmup`"
+        "training diverged at step {step}: loss is {loss}\n\nhint: lower `[train] lr` (or this model's own `lr` in its `models` entry), or raise `warmup`"
     )]
     Diverged {
         /// The step.
@@ -129,14 +129,32 @@ pub struct TrainJob<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// Builds a fresh model for `config` on `device`, seeded by the run's seed.
+/// burn's device seed is process-wide and parameters are initialised lazily, so two runs
+/// initialising models at once (`run --jobs N`) would draw from one another's stream. Seeding
+/// and materialising every parameter happen under this lock.
+static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Builds a fresh model for `config` on `device`, seeded by the run's seed. The weights depend
+/// only on the seed, whatever other threads of the process do meanwhile.
 pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
+    let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(config.data.seed);
-    TransformerConfig {
+    let model = TransformerConfig {
         shape: config.model.shape,
         context: config.data.context as usize,
     }
-    .init(device)
+    .init(device);
+    model.visit(&mut Materialize);
+    model
+}
+
+/// Forces every lazily initialised parameter to draw its weights now.
+struct Materialize;
+
+impl ModuleVisitor for Materialize {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let _ = param.val();
+    }
 }
 
 /// Trains `job` with `objective`, reporting through `on_event`.
@@ -163,6 +181,8 @@ pub fn train(
         step: 0,
         tokens: 0,
         wall_s: 0.0,
+        log_loss_sum: 0.0,
+        log_steps: 0,
     };
     if let Some(saved) = checkpoint::load(job.checkpoint, job.run_id)? {
         model = saved.model(model)?;
@@ -193,7 +213,9 @@ pub fn train(
     let session = Instant::now();
     let wall_before = state.wall_s;
     let wall = |s: &Instant| wall_before + s.elapsed().as_secs_f64();
-    let (mut interval_loss, mut interval_steps, mut interval_start) = (0.0, 0u64, Instant::now());
+    let (mut interval_loss, mut interval_steps, mut interval_start) =
+        (state.log_loss_sum, state.log_steps, Instant::now());
+    let mut timed_steps = 0u64; // steps of this session in the interval, for tokens/s
     let mut last = (f64::NAN, f64::NAN, f64::NAN);
     for step in state.step..steps {
         if job.stop.load(Ordering::Relaxed) {
@@ -201,6 +223,8 @@ pub fn train(
                 step,
                 tokens: step * tokens_per_step,
                 wall_s: wall(&session),
+                log_loss_sum: interval_loss,
+                log_steps: interval_steps,
                 ..state
             };
             checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
@@ -219,6 +243,7 @@ pub fn train(
         )?;
         interval_loss += loss;
         interval_steps += 1;
+        timed_steps += 1;
         let done = step + 1;
         if done % train.log_every == 0 || done == steps {
             let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
@@ -229,10 +254,11 @@ pub fn train(
                 tokens: done * tokens_per_step,
                 loss: mean,
                 lr,
-                tokens_per_s: (interval_steps * tokens_per_step) as f64 / secs,
+                tokens_per_s: (timed_steps * tokens_per_step) as f64 / secs,
                 wall_s: wall(&session),
             });
             (interval_loss, interval_steps, interval_start) = (0.0, 0, Instant::now());
+            timed_steps = 0;
         }
         if done % eval_every == 0 || done == steps {
             let (loss, bpb) = evaluate(
@@ -257,6 +283,8 @@ pub fn train(
                 step: done,
                 tokens: done * tokens_per_step,
                 wall_s: wall(&session),
+                log_loss_sum: interval_loss,
+                log_steps: interval_steps,
                 ..state
             };
             checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
