@@ -13,8 +13,8 @@ use super::run::{
 use super::shape::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
-    Alpha, DistillMode, GroupSection, LossKind, ModelEntry, Schedule, SpecError, Sweep,
-    Temperature, TokenBudget, TopK, TopP,
+    Alpha, Design, DistillMode, DistillSection, GroupSection, LossKind, ModelEntry, Schedule,
+    SpecError, Sweep, Temperature, TokenBudget, TopK, TopP,
 };
 
 /// A model of a group with the budgets and seeds it trains with.
@@ -132,27 +132,7 @@ impl<'a> Context<'a> {
             log_every: t.log_every.0,
         };
         let d = &f.distill;
-        let mut distill = Vec::new();
-        for &mode in d.mode.values() {
-            for &loss in d.loss.values() {
-                for &alpha in d.alpha.values() {
-                    for &temperature in d.temperature.values() {
-                        for &top_p in d.top_p.values() {
-                            for &top_k in d.top_k.values() {
-                                distill.push(DistillPoint {
-                                    mode,
-                                    loss,
-                                    alpha,
-                                    temperature,
-                                    top_p,
-                                    top_k,
-                                });
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        let distill = distill_points(d);
         let mut all_seeds: BTreeSet<u64> = f.seed.values().iter().copied().collect();
         for group in [&f.teachers, &f.students] {
             let g = group.get_ref();
@@ -797,5 +777,131 @@ impl AxisLabels {
             s += &format!("-k{}", p.top_k);
         }
         s
+    }
+}
+
+/// The distillation settings of `[distill]`: every combination of the axes, or (design
+/// `one_at_a_time`) the reference setting (each axis at its first value) and one setting per
+/// other value of each axis, the rest kept at the reference.
+fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
+    let (modes, losses, alphas) = (d.mode.values(), d.loss.values(), d.alpha.values());
+    let (temps, top_ps, top_ks) = (d.temperature.values(), d.top_p.values(), d.top_k.values());
+    let mut points = Vec::new();
+    match d.design {
+        Design::Grid => {
+            for &mode in modes {
+                for &loss in losses {
+                    for &alpha in alphas {
+                        for &temperature in temps {
+                            for &top_p in top_ps {
+                                for &top_k in top_ks {
+                                    points.push(DistillPoint {
+                                        mode,
+                                        loss,
+                                        alpha,
+                                        temperature,
+                                        top_p,
+                                        top_k,
+                                    });
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Design::OneAtATime => {
+            let reference = DistillPoint {
+                mode: modes[0],
+                loss: losses[0],
+                alpha: alphas[0],
+                temperature: temps[0],
+                top_p: top_ps[0],
+                top_k: top_ks[0],
+            };
+            points.push(reference);
+            points.extend(
+                modes[1..]
+                    .iter()
+                    .map(|&mode| DistillPoint { mode, ..reference }),
+            );
+            points.extend(
+                losses[1..]
+                    .iter()
+                    .map(|&loss| DistillPoint { loss, ..reference }),
+            );
+            points.extend(
+                alphas[1..]
+                    .iter()
+                    .map(|&alpha| DistillPoint { alpha, ..reference }),
+            );
+            points.extend(temps[1..].iter().map(|&temperature| DistillPoint {
+                temperature,
+                ..reference
+            }));
+            points.extend(
+                top_ps[1..]
+                    .iter()
+                    .map(|&top_p| DistillPoint { top_p, ..reference }),
+            );
+            points.extend(
+                top_ks[1..]
+                    .iter()
+                    .map(|&top_k| DistillPoint { top_k, ..reference }),
+            );
+        }
+    }
+    points
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::plan::{Plan, PlanOptions, RunKind};
+    use crate::spec::Sweep;
+
+    fn students(distill: &str) -> Vec<String> {
+        let text = format!(
+            "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\nbaseline = false\n[distill]\n{distill}"
+        );
+        let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
+        let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
+        plan.runs
+            .iter()
+            .filter(|r| r.kind() == RunKind::Student)
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
+    const AXES: &str = "mode = [\"offline\", \"online\"]\nloss = [\"kl\", \"mse\", \"ce_soft\"]\ntemperature = [1.0, 2.0]\ntop_k = [32, 8]\n";
+
+    #[test]
+    fn a_grid_plans_every_combination() {
+        assert_eq!(students(AXES).len(), 2 * 3 * 2 * 2);
+    }
+
+    #[test]
+    fn one_at_a_time_varies_each_axis_around_the_first_values() {
+        let names = students(&format!("design = \"one_at_a_time\"\n{AXES}"));
+        assert_eq!(names.len(), 1 + 1 + 2 + 1 + 1, "{names:?}");
+        assert!(names[0].ends_with("offline-kl-t1-k32"), "{names:?}");
+        for varied in [
+            "online-kl-t1-k32",
+            "offline-mse-t1-k32",
+            "offline-ce_soft-t1-k32",
+        ] {
+            assert!(
+                names.iter().any(|n| n.ends_with(varied)),
+                "{varied}: {names:?}"
+            );
+        }
+        for varied in ["offline-kl-t2-k32", "offline-kl-t1-k8"] {
+            assert!(
+                names.iter().any(|n| n.ends_with(varied)),
+                "{varied}: {names:?}"
+            );
+        }
+        assert!(!names.iter().any(|n| n.contains("online-mse")));
     }
 }

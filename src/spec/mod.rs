@@ -18,6 +18,6 @@ pub use schema::{
 pub use units::{ByteSize, Count, TokenBudget};
 pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
 pub use values::{
-    Alpha, Backend, CorpusKind, DistillMode, Family, Fraction, LossKind, Name, Ratio, Schedule,
-    ScheduleKind, ScheduleTable, Temperature, TokenizerKind, TopK, TopP,
+    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
+    Schedule, ScheduleKind, ScheduleTable, Temperature, TokenizerKind, TopK, TopP,
 };

@@ -7,8 +7,8 @@ use toml::Spanned;
 use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::{
-    Alpha, Backend, CorpusKind, DistillMode, Family, Fraction, LossKind, Name, Ratio, Schedule,
-    Temperature, TokenizerKind, TopK, TopP,
+    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
+    Schedule, Temperature, TokenizerKind, TopK, TopP,
 };
 
 /// A whole sweep file.
@@ -213,6 +213,10 @@ pub struct ModelEntry {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DistillSection {
+    /// `grid` (every combination of the axes) or `one_at_a_time` (vary one axis at a time
+    /// around the first value of each).
+    #[serde(default)]
+    pub design: Design,
     /// `offline` (stored logits) or `online` (teacher runs inside the student step).
     #[serde(default = "default_mode")]
     pub mode: Axis<DistillMode>,
@@ -236,6 +240,7 @@ pub struct DistillSection {
 impl Default for DistillSection {
     fn default() -> Self {
         DistillSection {
+            design: Design::Grid,
             mode: default_mode(),
             loss: default_loss(),
             alpha: default_alpha(),

@@ -136,6 +136,17 @@ word_enum!(
 );
 
 word_enum!(
+    /// How the `[distill]` axes combine into distillation settings.
+    Design {
+        /// Every combination of every axis (the full factorial grid).
+        Grid = "grid",
+        /// The first value of every axis is the reference setting; each other value is tried
+        /// with every other axis at its reference (an ablation, as Peng et al. ran theirs).
+        OneAtATime = "one_at_a_time",
+    } default Grid
+);
+
+word_enum!(
     /// The distillation loss ℓ.
     LossKind {
         /// Forward KL(teacher ‖ student).
