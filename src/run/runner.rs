@@ -211,30 +211,18 @@ fn worker(
         if shared.abort.load(Ordering::Relaxed) {
             break;
         }
-        let Some(run) = claim_next(&db, shared, opts.retry_failed)? else {
-            if shared.active.load(Ordering::SeqCst) == 0 {
-                // Nobody here can unblock anything; look once more (a run that just finished
-                // was recorded before it left `active`), then stop.
-                match claim_next(&db, shared, opts.retry_failed)? {
-                    Some(run) => {
-                        if run_claimed(
-                            &mut db,
-                            &run,
-                            &device,
-                            shared,
-                            opts,
-                            on_event,
-                            &mut summary,
-                        )? {
-                            break;
-                        }
-                        continue;
-                    }
-                    None => break,
-                }
+        let run = match claim_next(&db, shared, opts.retry_failed)? {
+            Some(run) => run,
+            None if shared.active.load(Ordering::SeqCst) > 0 => {
+                std::thread::sleep(IDLE_POLL);
+                continue;
             }
-            std::thread::sleep(IDLE_POLL);
-            continue;
+            // Nobody here can unblock anything; look once more (a run that just finished was
+            // recorded before it left `active`), then stop.
+            None => match claim_next(&db, shared, opts.retry_failed)? {
+                Some(run) => run,
+                None => break,
+            },
         };
         if run_claimed(&mut db, &run, &device, shared, opts, on_event, &mut summary)? {
             break;
