@@ -20,7 +20,8 @@ fn quickstart(tmp: &Path) -> PathBuf {
     let results = tmp.join("results");
     let dir = results.join("quickstart");
     std::fs::create_dir_all(&dir).expect("results folder");
-    let sql = std::fs::read_to_string(root().join("tests/fixtures/quickstart.sql")).expect("fixture");
+    let sql =
+        std::fs::read_to_string(root().join("tests/fixtures/quickstart.sql")).expect("fixture");
     let conn = rusqlite::Connection::open(dir.join("sweep.db")).expect("db");
     conn.execute_batch(&sql).expect("load the fixture");
     results
@@ -99,7 +100,10 @@ fn report_of_the_quickstart_sweep_draws_every_figure_and_a_self_contained_page()
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("14 of 14 runs done"), "{text}");
-    assert!(text.contains("no fits yet"), "the terminal says what is missing: {text}");
+    assert!(
+        text.contains("no fits yet"),
+        "the terminal says what is missing: {text}"
+    );
     for name in [
         "training_curves",
         "supervised_fits",
@@ -112,9 +116,15 @@ fn report_of_the_quickstart_sweep_draws_every_figure_and_a_self_contained_page()
         check_figure(&out_dir, name);
     }
     let html = std::fs::read_to_string(out_dir.join("index.html")).expect("index.html");
-    assert!(!html.contains("http://") || !html.contains("src=\"http"), "nothing fetched");
+    assert!(
+        !html.contains("http://") || !html.contains("src=\"http"),
+        "nothing fetched"
+    );
     for forbidden in ["<script", "<link", "src=\"http", "url(http", "@import"] {
-        assert!(!html.contains(forbidden), "index.html contains `{forbidden}`");
+        assert!(
+            !html.contains(forbidden),
+            "index.html contains `{forbidden}`"
+        );
     }
     for expected in [
         "student-60K-from-400K-offline",
@@ -194,7 +204,9 @@ fn chromium_screenshot(page: &Path, tmp: &Path) -> Option<PathBuf> {
     let log = String::from_utf8_lossy(&out.stderr);
     let console: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("ERR_FILE_NOT_FOUND"))
+        .filter(|l| {
+            l.contains("CONSOLE") || l.contains("Uncaught") || l.contains("ERR_FILE_NOT_FOUND")
+        })
         .collect();
     assert!(console.is_empty(), "console errors: {console:#?}");
     assert!(out.status.success(), "chromium failed: {log}");
@@ -237,13 +249,21 @@ fn report_with_failed_runs_and_no_students_says_what_is_missing() {
         "not drawn: capacity_gap",
         "no fits yet",
     ] {
-        assert!(text.contains(expected), "terminal lacks `{expected}`: {text}");
+        assert!(
+            text.contains(expected),
+            "terminal lacks `{expected}`: {text}"
+        );
     }
     check_figure(&out_dir, "training_curves");
     check_figure(&out_dir, "supervised_fits");
     assert!(!out_dir.join("capacity_gap.png").exists());
     let html = std::fs::read_to_string(out_dir.join("index.html")).expect("index.html");
-    for expected in ["8 run(s) failed", "loss is NaN at step 3", "Figures not drawn", "Missing from this report"] {
+    for expected in [
+        "8 run(s) failed",
+        "loss is NaN at step 3",
+        "Figures not drawn",
+        "Missing from this report",
+    ] {
         assert!(html.contains(expected), "index.html lacks `{expected}`");
     }
 }
@@ -253,7 +273,11 @@ fn report_without_a_database_points_to_pdsweep_run() {
     let tmp = tempfile::tempdir().expect("tmp");
     let out = pdsweep(tmp.path(), &["report", &sweep_file()]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("hint: run `pdsweep run"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("hint: run `pdsweep run"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 fn params(pairs: &[(&str, f64)]) -> BTreeMap<String, f64> {
@@ -266,12 +290,22 @@ fn with_fits(mut data: ReportData) -> ReportData {
     f.source = Some("hand-made fits (test)".into());
     f.supervised.law = Some(LawView {
         law: "chinchilla".into(),
-        params: params(&[("E", 3.2), ("A", 60.0), ("alpha", 0.35), ("B", 300.0), ("beta", 0.3)]),
+        params: params(&[
+            ("E", 3.7),
+            ("A", 20.0),
+            ("alpha", 0.5),
+            ("B", 2.5e5),
+            ("beta", 1.0),
+        ]),
         ci: [("E".to_string(), (3.0, 3.4))].into_iter().collect(),
         extrapolation_error: Some(0.012),
     });
     for g in &mut f.capacity_gap {
-        let base = g.points.iter().map(|p| p.student_loss).fold(f64::INFINITY, f64::min);
+        let base = g
+            .points
+            .iter()
+            .map(|p| p.student_loss)
+            .fold(f64::INFINITY, f64::min);
         let t0 = g.student_n * 5.0;
         g.fitted = Some(
             (0..40)
@@ -289,7 +323,7 @@ fn with_fits(mut data: ReportData) -> ReportData {
     }
     let linear = TrendView {
         form: TrendForm::Linear { a: 5.0, b: 0.0 },
-        ci: params(&[("a", 0.0)]).into_iter().map(|(k, _)| (k, (4.0, 6.0))).collect(),
+        ci: [("a".to_string(), (4.0, 6.0))].into_iter().collect(),
         r2: Some(0.99),
         band: (0..20)
             .map(|i| {
@@ -362,7 +396,12 @@ fn fit_based_figures_draw_from_hand_made_fits() {
         check_figure(&dir, name);
     }
     let html = &report.html;
-    for expected in ["Supervised law (chinchilla)", "T* = 5.00·S + 0.000", "an extrapolation", "hand-made fits"] {
+    for expected in [
+        "Supervised law (chinchilla)",
+        "T* = 5.00·S + 0.000",
+        "an extrapolation",
+        "hand-made fits",
+    ] {
         assert!(html.contains(expected), "index.html lacks `{expected}`");
     }
     keep(&dir);
@@ -385,7 +424,11 @@ fn capacity_gap_points_and_baselines_come_from_the_database() {
     assert!((losses[0].student_loss - 4.59201552581787).abs() < 1e-9);
     assert!((gap.baseline_loss.unwrap_or(0.0) - 4.643032371521).abs() < 1e-9);
     assert!(gap.fitted.is_none() && gap.t_star.is_none());
-    assert_eq!(gap.grid_best().map(|b| b.2), Some(true), "two teachers: the edge");
+    assert_eq!(
+        gap.grid_best().map(|b| b.2),
+        Some(true),
+        "two teachers: the edge"
+    );
 }
 
 #[test]
@@ -396,20 +439,47 @@ fn export_writes_runs_metrics_and_fits_in_every_format() {
     for format in ["csv", "parquet", "json"] {
         let out = pdsweep(
             tmp.path(),
-            &["export", &sweep_file(), "--results", &results_arg, "--format", format],
+            &[
+                "export",
+                &sweep_file(),
+                "--results",
+                &results_arg,
+                "--format",
+                format,
+            ],
         );
         assert!(out.status.success(), "{format}: {}", stderr(&out));
     }
     let dir = results.join("quickstart/export");
     // CSV: the runs table with the promised columns, students with a gain.
     let mut csv = csv::Reader::from_path(dir.join("runs.csv")).expect("runs.csv");
-    let header: Vec<String> = csv.headers().expect("header").iter().map(String::from).collect();
+    let header: Vec<String> = csv
+        .headers()
+        .expect("header")
+        .iter()
+        .map(String::from)
+        .collect();
     for col in [
-        "id", "kind", "name", "state", "params_total", "params_non_embedding", "tokens",
-        "teacher", "val_loss", "val_bpb", "tokens_per_s", "wall_s", "agreement",
-        "kl_teacher_student", "gain",
+        "id",
+        "kind",
+        "name",
+        "state",
+        "params_total",
+        "params_non_embedding",
+        "tokens",
+        "teacher",
+        "val_loss",
+        "val_bpb",
+        "tokens_per_s",
+        "wall_s",
+        "agreement",
+        "kl_teacher_student",
+        "gain",
     ] {
-        assert!(header.iter().any(|h| h == col), "runs.csv lacks `{col}`: {header:?}");
+        assert!(
+            header.iter().any(|h| h == col),
+            "runs.csv lacks `{col}`: {header:?}"
+        );
     }
     let rows: Vec<csv::StringRecord> = csv.records().collect::<Result<_, _>>().expect("rows");
     assert_eq!(rows.len(), 14);
@@ -434,7 +504,10 @@ fn export_writes_runs_metrics_and_fits_in_every_format() {
     assert_eq!(df.height(), 14);
     assert!(df.column("gain").is_ok());
     let file = std::fs::File::open(dir.join("metrics.parquet")).expect("metrics.parquet");
-    assert_eq!(ParquetReader::new(file).finish().expect("read").height(), 120);
+    assert_eq!(
+        ParquetReader::new(file).finish().expect("read").height(),
+        120
+    );
     // JSON: {"runs": [...], "fits": [...]}.
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("export.json")).expect("export.json"))

@@ -302,10 +302,7 @@ impl CapacityGapView {
     /// whether it is the smallest or largest teacher of the grid).
     pub fn grid_best(&self) -> Option<(f64, f64, bool)> {
         let means = mean_by(&self.points, |p| (p.teacher_n, p.student_loss));
-        let best = means
-            .iter()
-            .copied()
-            .min_by(|a, b| a.1.total_cmp(&b.1))?;
+        let best = means.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
         let at_edge = means.len() < 3
             || best.0 <= means.first().map_or(best.0, |m| m.0)
             || best.0 >= means.last().map_or(best.0, |m| m.0);
@@ -465,10 +462,16 @@ mod tests {
     fn chinchilla_law_predicts_its_formula() {
         let law = LawView {
             law: "chinchilla".into(),
-            params: [("E", 1.0), ("A", 100.0), ("alpha", 0.5), ("B", 400.0), ("beta", 0.5)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            params: [
+                ("E", 1.0),
+                ("A", 100.0),
+                ("alpha", 0.5),
+                ("B", 400.0),
+                ("beta", 0.5),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
             ..LawView::default()
         };
         let l = law.predict(10_000.0, 40_000.0).unwrap_or(f64::NAN);

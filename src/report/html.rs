@@ -71,7 +71,8 @@ pre{background:#f7f7f7;border:1px solid var(--line);padding:12px;overflow-x:auto
 .missing ul{margin:6px 0 0;padding-left:20px}
 .answer{background:#eef6fb;border-left:4px solid var(--accent);padding:10px 16px}
 figure{margin:18px 0 30px}
-figure svg{width:100%;height:auto;display:block;border:1px solid #eee}
+figure .fig{border:1px solid #eee}figure svg{width:100%;height:auto;display:block}
+h1 code{font-size:inherit;background:none;padding:0}
 figcaption{color:#333;font-size:14px;margin-top:6px}
 figcaption .files{color:var(--muted);font-size:13px}
 table{border-collapse:collapse;font-size:13px;margin:8px 0}
@@ -109,7 +110,11 @@ pub fn page(
         font_face_css()
     );
     let _ = writeln!(h, "<h1>Sweep <code>{name}</code></h1>");
-    let done = data.runs.iter().filter(|r| r.state == RunState::Done).count();
+    let done = data
+        .runs
+        .iter()
+        .filter(|r| r.state == RunState::Done)
+        .count();
     let _ = writeln!(
         h,
         "<p class=\"sub\">{}{done} of {} runs done · report drawn {} by pdsweep {}</p>",
@@ -125,7 +130,8 @@ pub fn page(
           <a href=\"#fits\">Fitted parameters</a><a href=\"#runs\">Runs</a>\
           <a href=\"#config\">Configuration</a><a href=\"#provenance\">Provenance</a></nav>\n";
     if !missing.is_empty() {
-        h += "<div class=\"missing\" id=\"missing\"><strong>Missing from this report</strong><ul>\n";
+        h +=
+            "<div class=\"missing\" id=\"missing\"><strong>Missing from this report</strong><ul>\n";
         for m in missing {
             let _ = writeln!(h, "<li>{}</li>", rich(m));
         }
@@ -135,9 +141,11 @@ pub fn page(
     h += "<h2 id=\"figures\">Figures</h2>\n";
     for f in figures {
         let stem = esc(&f.rendered.name);
+        // 1 inch of figure = 110 CSS pixels, so text has one size in every figure.
+        let width_px = (f.figure.size_in().0 * 110.0).round();
         let _ = write!(
             h,
-            "<figure id=\"fig-{stem}\">\n<h3>{}</h3>\n{}\n<figcaption>{} \
+            "<figure id=\"fig-{stem}\">\n<h3>{}</h3>\n<div class=\"fig\" style=\"max-width:{width_px}px\">{}</div>\n<figcaption>{} \
              <span class=\"files\">Files: <a href=\"{stem}.png\">{stem}.png</a> (300 dpi), \
              <a href=\"{stem}.svg\">{stem}.svg</a>.</span></figcaption>\n</figure>\n",
             esc(f.figure.title()),
@@ -196,10 +204,16 @@ fn recommendation(h: &mut String, data: &ReportData) {
             let _ = write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>");
         }
         if let Some(g) = r.predicted_gain {
-            let _ = write!(h, "<li>Predicted gain over no teacher: {g:.4} nats/token</li>");
+            let _ = write!(
+                h,
+                "<li>Predicted gain over no teacher: {g:.4} nats/token</li>"
+            );
         }
         if let Some(c) = r.teacher_cost_flops {
-            let _ = write!(h, "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>");
+            let _ = write!(
+                h,
+                "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>"
+            );
         }
         if !r.note.is_empty() {
             let _ = write!(h, "<li>{}</li>", rich(&r.note));
@@ -235,22 +249,36 @@ fn recommendation(h: &mut String, data: &ReportData) {
 
 fn law_table(h: &mut String, law: &LawView) {
     h.push_str("<table><tr><th class=\"l\">parameter</th><th>value</th><th>interval</th></tr>\n");
-    for (k, v) in &law.params {
-        let ci = law
-            .ci
-            .get(k)
-            .map_or("–".to_string(), |(a, b)| format!("[{}, {}]", sig(*a), sig(*b)));
-        let _ = writeln!(h, "<tr><td class=\"l\">{}</td><td>{}</td><td>{ci}</td></tr>", esc(k), sig(*v));
+    // The law's own order (E, A, α, B, β, γ), then anything else.
+    const ORDER: [&str; 6] = ["E", "A", "alpha", "B", "beta", "gamma"];
+    let mut names: Vec<&String> = law.params.keys().collect();
+    names.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    for k in names {
+        let v = &law.params[k];
+        let ci = law.ci.get(k).map_or("–".to_string(), |(a, b)| {
+            format!("[{}, {}]", sig(*a), sig(*b))
+        });
+        let shown = match k.as_str() {
+            "alpha" => "α",
+            "beta" => "β",
+            "gamma" => "γ",
+            other => other,
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{ci}</td></tr>",
+            esc(shown),
+            sig(*v)
+        );
     }
     h.push_str("</table>\n");
 }
 
 fn trend_row(h: &mut String, name: &str, t: &TrendView) {
-    let cis: Vec<String> = t
-        .ci
-        .iter()
-        .map(|(k, (a, b))| format!("{k} ∈ [{}, {}]", sig(*a), sig(*b)))
-        .collect();
+    let cis: Vec<String> =
+        t.ci.iter()
+            .map(|(k, (a, b))| format!("{k} ∈ [{}, {}]", sig(*a), sig(*b)))
+            .collect();
     let _ = writeln!(
         h,
         "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
@@ -289,7 +317,11 @@ fn fits(h: &mut String, data: &ReportData) {
             );
         }
     }
-    let stars: Vec<_> = f.capacity_gap.iter().filter(|g| g.t_star.is_some()).collect();
+    let stars: Vec<_> = f
+        .capacity_gap
+        .iter()
+        .filter(|g| g.t_star.is_some())
+        .collect();
     if !stars.is_empty() {
         h.push_str(
             "<h3>Optimal teacher per student</h3><table><tr><th class=\"l\">student</th>\
@@ -385,7 +417,11 @@ fn runs(h: &mut String, data: &ReportData) {
             );
         }
     }
-    let logits = data.runs.iter().filter(|r| r.kind == RunKind::Logits).count();
+    let logits = data
+        .runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Logits)
+        .count();
     if logits > 0 {
         let _ = writeln!(
             h,

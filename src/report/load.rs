@@ -209,7 +209,10 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
 fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, ReportError> {
     let metrics = db.metric_rows(plan_id)?;
     let mut by_run: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
-    for m in metrics.iter().filter(|m| m.kind == "val" && m.loss.is_finite()) {
+    for m in metrics
+        .iter()
+        .filter(|m| m.kind == "val" && m.loss.is_finite())
+    {
         by_run
             .entry(m.run_id.as_str())
             .or_default()
@@ -337,8 +340,8 @@ pub fn git_commit(dir: &Path) -> Option<String> {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
     let head = git(&["rev-parse", "HEAD"]).filter(|h| !h.is_empty())?;
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     Some(if dirty {
         format!("{head} (modified)")
     } else {

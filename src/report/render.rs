@@ -170,7 +170,9 @@ impl From<DrawingAreaErrorKind<CanvasError>> for ReportError {
 /// Names the figure in a drawing error raised inside it.
 fn named(figure: &str, e: ReportError) -> ReportError {
     match e {
-        ReportError::Draw { figure: f, reason } if f.is_empty() => ReportError::draw(figure, reason),
+        ReportError::Draw { figure: f, reason } if f.is_empty() => {
+            ReportError::draw(figure, reason)
+        }
         other => other,
     }
 }
@@ -227,7 +229,8 @@ pub fn render(figure: &dyn Figure) -> Result<Rendered, ReportError> {
     let (w, h) = pixel_size(figure.size_in());
     let mut pixels = vec![255u8; w as usize * h as usize * 3];
     {
-        let area = Canvas::Bitmap(BitMapBackend::with_buffer(&mut pixels, (w, h))).into_drawing_area();
+        let area =
+            Canvas::Bitmap(BitMapBackend::with_buffer(&mut pixels, (w, h))).into_drawing_area();
         area.fill(&WHITE).map_err(|e| ReportError::draw(name, e))?;
         figure.draw(&area).map_err(|e| named(name, e))?;
         area.present().map_err(|e| ReportError::draw(name, e))?;

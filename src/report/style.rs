@@ -97,7 +97,11 @@ pub fn color(i: usize) -> RGBColor {
 /// A sequential shade (light to dark grey-blue) for the `k`-th of `n` ordered groups, such as
 /// compute budgets from small to large.
 pub fn budget_color(k: usize, n: usize) -> RGBColor {
-    let f = if n > 1 { k as f64 / (n - 1) as f64 } else { 1.0 };
+    let f = if n > 1 {
+        k as f64 / (n - 1) as f64
+    } else {
+        1.0
+    };
     let mix = |a: f64, b: f64| (a + (b - a) * f).round() as u8;
     RGBColor(mix(120.0, 8.0), mix(170.0, 48.0), mix(210.0, 107.0))
 }
@@ -118,8 +122,19 @@ pub enum Marker {
 impl Marker {
     /// The `i`-th marker.
     pub fn nth(i: usize) -> Marker {
-        [Marker::Circle, Marker::Triangle, Marker::Square, Marker::Diamond][i % 4]
+        [
+            Marker::Circle,
+            Marker::Triangle,
+            Marker::Square,
+            Marker::Diamond,
+        ][i % 4]
     }
+}
+
+/// Whether series `i` gets filled markers: odd series are hollow, so series that coincide
+/// (offline and online distillation, say) stay visible on top of each other.
+pub fn filled(i: usize) -> bool {
+    i.is_multiple_of(2)
 }
 
 /// How a legend entry's line sample is drawn.
@@ -200,11 +215,7 @@ pub struct Axis {
 
 impl Axis {
     /// A linear axis spanning `values` with 6% padding (and `include` values kept in range).
-    pub fn linear(
-        label: &str,
-        values: impl IntoIterator<Item = f64>,
-        format: TickFormat,
-    ) -> Axis {
+    pub fn linear(label: &str, values: impl IntoIterator<Item = f64>, format: TickFormat) -> Axis {
         let (lo, hi) = extent(values, false);
         let span = hi - lo;
         let pad = if span > 0.0 {
@@ -286,19 +297,28 @@ impl Axis {
             TickFormat::Power => power_of_ten(v),
             TickFormat::Percent => format!("{}%", trim(&format!("{:.2}", v * 100.0))),
             TickFormat::Plain => {
-                let (major, _) = self.ticks();
-                let step = major
-                    .windows(2)
-                    .map(|w| (w[1] - w[0]).abs())
-                    .fold(f64::INFINITY, f64::min);
-                let decimals = if step.is_finite() && step > 0.0 {
-                    (-step.log10().floor()).clamp(0.0, 6.0) as usize
-                } else {
-                    2
-                };
+                let decimals = self.decimals();
                 format!("{v:.decimals$}")
             }
         }
+    }
+
+    /// The fewest decimals that write every major tick of a linear axis exactly.
+    fn decimals(&self) -> usize {
+        let (major, _) = self.ticks();
+        let step = major
+            .windows(2)
+            .map(|w| (w[1] - w[0]).abs())
+            .fold(f64::INFINITY, f64::min);
+        let tolerance = if step.is_finite() { step * 1e-6 } else { 1e-9 };
+        (0..=6)
+            .find(|&d| {
+                let scale = 10f64.powi(d as i32);
+                major
+                    .iter()
+                    .all(|t| ((t * scale).round() / scale - t).abs() < tolerance)
+            })
+            .unwrap_or(6)
     }
 
     fn coord(&self) -> Ticked {
@@ -397,20 +417,27 @@ fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
         out
     };
     let decades = candidates(&[1.0]);
-    let major = if decades.len() >= 2 {
-        if decades.len() > 7 {
-            let stride = decades.len().div_ceil(6);
-            decades.iter().step_by(stride).copied().collect()
-        } else {
-            decades
-        }
+    let major: Vec<f64> = if decades.len() >= 3 {
+        let stride = decades.len().div_ceil(6);
+        decades.iter().step_by(stride).copied().collect()
     } else {
-        let dense = candidates(&[1.0, 2.0, 5.0]);
-        if dense.len() >= 3 {
-            dense
-        } else {
-            candidates(&[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+        // Less than two decades: the first denser set that gives three ticks, thinned to six.
+        let sets: [&[f64]; 4] = [
+            &[1.0, 2.0, 5.0],
+            &[1.0, 2.0, 3.0, 5.0],
+            &[1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0],
+            &[1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        ];
+        let mut chosen = candidates(sets[3]);
+        for set in sets {
+            let c = candidates(set);
+            if c.len() >= 3 {
+                chosen = c;
+                break;
+            }
         }
+        let stride = chosen.len().div_ceil(6).max(1);
+        chosen.into_iter().step_by(stride).collect()
     };
     let minor = candidates(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
         .into_iter()
@@ -538,12 +565,58 @@ impl Plot<'_, '_> {
         Some((self.x.map(x)?, self.y.map(y)?))
     }
 
-    /// The visible range in plot coordinates, clipped so lines beyond it are not drawn.
-    fn clip(&self, pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
-        pts.iter().filter_map(|p| self.map(*p)).collect()
+    /// The visible rectangle in plot coordinates: (x range, y range).
+    fn rect(&self) -> (Range<f64>, Range<f64>) {
+        (self.x.plot_range(), self.y.plot_range())
     }
 
-    /// A line through `pts` (data units), solid or dashed.
+    fn inside(&self, (x, y): (f64, f64)) -> bool {
+        let (rx, ry) = self.rect();
+        let (ex, ey) = ((rx.end - rx.start) * 1e-9, (ry.end - ry.start) * 1e-9);
+        x >= rx.start - ex && x <= rx.end + ex && y >= ry.start - ey && y <= ry.end + ey
+    }
+
+    /// `pts` (data units) mapped and clipped to the visible rectangle: the pieces of the
+    /// polyline that are inside it (plotters would otherwise pin outside points to the edge).
+    fn clip_polyline(&self, pts: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+        let (rx, ry) = self.rect();
+        let mapped: Vec<Option<(f64, f64)>> = pts.iter().map(|p| self.map(*p)).collect();
+        let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
+        let mut current: Vec<(f64, f64)> = Vec::new();
+        for w in mapped.windows(2) {
+            let (Some(a), Some(b)) = (w[0], w[1]) else {
+                if current.len() >= 2 {
+                    pieces.push(std::mem::take(&mut current));
+                }
+                current.clear();
+                continue;
+            };
+            match clip_segment(a, b, &rx, &ry) {
+                Some((p, q)) => {
+                    if current.last() != Some(&p) {
+                        if current.len() >= 2 {
+                            pieces.push(std::mem::take(&mut current));
+                        }
+                        current.clear();
+                        current.push(p);
+                    }
+                    current.push(q);
+                }
+                None => {
+                    if current.len() >= 2 {
+                        pieces.push(std::mem::take(&mut current));
+                    }
+                    current.clear();
+                }
+            }
+        }
+        if current.len() >= 2 {
+            pieces.push(current);
+        }
+        pieces
+    }
+
+    /// A line through `pts` (data units), solid or dashed, clipped to the plot.
     pub fn line(
         &mut self,
         pts: &[(f64, f64)],
@@ -551,29 +624,27 @@ impl Plot<'_, '_> {
         kind: LineKind,
         width_pt: f64,
     ) -> Result<(), ReportError> {
-        let mapped = self.clip(pts);
-        if mapped.len() < 2 {
-            return Ok(());
-        }
         let style = color.stroke_width(px(width_pt));
-        match kind {
-            LineKind::Dashed => {
-                self.chart.draw_series(DashedLineSeries::new(
-                    mapped,
-                    px(4.0) as i32,
-                    px(2.5) as i32,
-                    style,
-                ))?;
-            }
-            LineKind::None => {}
-            _ => {
-                self.chart.draw_series(LineSeries::new(mapped, style))?;
+        for piece in self.clip_polyline(pts) {
+            match kind {
+                LineKind::Dashed => {
+                    self.chart.draw_series(DashedLineSeries::new(
+                        piece,
+                        px(4.0) as i32,
+                        px(2.5) as i32,
+                        style,
+                    ))?;
+                }
+                LineKind::None => {}
+                _ => {
+                    self.chart.draw_series(LineSeries::new(piece, style))?;
+                }
             }
         }
         Ok(())
     }
 
-    /// Markers at `pts` (data units), filled or hollow.
+    /// Markers at `pts` (data units) inside the plot, filled or hollow.
     pub fn markers(
         &mut self,
         pts: &[(f64, f64)],
@@ -581,12 +652,16 @@ impl Plot<'_, '_> {
         marker: Marker,
         filled: bool,
     ) -> Result<(), ReportError> {
-        let mapped = self.clip(pts);
+        let mapped: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|p| self.map(*p))
+            .filter(|p| self.inside(*p))
+            .collect();
         let r = px(size::MARKER) as i32;
         let style = if filled {
             color.filled()
         } else {
-            color.stroke_width(px(1.0))
+            color.stroke_width(px(1.2))
         };
         let outline = WHITE.stroke_width(px(0.5));
         match marker {
@@ -630,9 +705,9 @@ impl Plot<'_, '_> {
                     let mut closed = shape.clone();
                     closed.push(shape[0]);
                     self.chart.draw_series(
-                        mapped
-                            .iter()
-                            .map(|p| EmptyElement::at(*p) + PathElement::new(closed.clone(), style)),
+                        mapped.iter().map(|p| {
+                            EmptyElement::at(*p) + PathElement::new(closed.clone(), style)
+                        }),
                     )?;
                 }
             }
@@ -640,7 +715,8 @@ impl Plot<'_, '_> {
         Ok(())
     }
 
-    /// A shaded band between `lo` and `hi` over `x` (each point (x, lo, hi), data units).
+    /// A shaded band between `lo` and `hi` over `x` (each point (x, lo, hi), data units),
+    /// clipped to the plot.
     pub fn band(&mut self, pts: &[(f64, f64, f64)], color: RGBColor) -> Result<(), ReportError> {
         let upper: Vec<(f64, f64)> = pts
             .iter()
@@ -654,22 +730,30 @@ impl Plot<'_, '_> {
         if upper.len() < 2 || lower.len() < 2 {
             return Ok(());
         }
-        let polygon: Vec<(f64, f64)> = upper.into_iter().chain(lower).collect();
-        self.chart
-            .draw_series(std::iter::once(Polygon::new(polygon, color.mix(0.18).filled())))?;
+        let (rx, ry) = self.rect();
+        let polygon = clip_polygon(upper.into_iter().chain(lower).collect(), &rx, &ry);
+        if polygon.len() >= 3 {
+            self.chart.draw_series(std::iter::once(Polygon::new(
+                polygon,
+                color.mix(0.18).filled(),
+            )))?;
+        }
         Ok(())
     }
 
-    /// A vertical band from `x_lo` to `x_hi` across the whole plot.
+    /// A vertical band from `x_lo` to `x_hi` across the whole plot (clipped to it).
     pub fn vband(&mut self, x_lo: f64, x_hi: f64, color: RGBColor) -> Result<(), ReportError> {
         let (Some(a), Some(b)) = (self.x.map(x_lo), self.x.map(x_hi)) else {
             return Ok(());
         };
-        let r = self.y.plot_range();
-        self.chart.draw_series(std::iter::once(Rectangle::new(
-            [(a, r.start), (b, r.end)],
-            color.mix(0.15).filled(),
-        )))?;
+        let (rx, ry) = self.rect();
+        let (a, b) = (a.max(rx.start), b.min(rx.end));
+        if a < b {
+            self.chart.draw_series(std::iter::once(Rectangle::new(
+                [(a, ry.start), (b, ry.end)],
+                color.mix(0.15).filled(),
+            )))?;
+        }
         Ok(())
     }
 
@@ -687,18 +771,26 @@ impl Plot<'_, '_> {
         self.line(&[(x, lo), (x, hi)], color, kind, 1.2)
     }
 
-    /// Vertical error bars from `lo` to `hi` at each `x`.
+    /// Vertical error bars from `lo` to `hi` at each `x`, clipped to the plot.
     pub fn error_bars(
         &mut self,
         pts: &[(f64, f64, f64)],
         color: RGBColor,
     ) -> Result<(), ReportError> {
+        let (rx, ry) = self.rect();
         for &(x, lo, hi) in pts {
-            if let (Some(a), Some(b)) = (self.map((x, lo)), self.map((x, hi))) {
-                let w = px(2.5) as i32;
-                let style = color.stroke_width(px(1.0));
-                self.chart.draw_series(std::iter::once(PathElement::new(vec![a, b], style)))?;
-                for end in [a, b] {
+            let (Some(a), Some(b)) = (self.map((x, lo)), self.map((x, hi))) else {
+                continue;
+            };
+            let Some((a2, b2)) = clip_segment(a, b, &rx, &ry) else {
+                continue;
+            };
+            let w = px(2.5) as i32;
+            let style = color.stroke_width(px(1.0));
+            self.chart
+                .draw_series(std::iter::once(PathElement::new(vec![a2, b2], style)))?;
+            for (end, clipped) in [(a, a2), (b, b2)] {
+                if end == clipped {
                     self.chart.draw_series(std::iter::once(
                         EmptyElement::at(end) + PathElement::new(vec![(-w, 0), (w, 0)], style),
                     ))?;
@@ -708,23 +800,112 @@ impl Plot<'_, '_> {
         Ok(())
     }
 
-    /// Text at a data point, offset by (dx, dy) points.
+    /// Text beside a data point inside the plot: to its right when the point is in the left
+    /// half of the plot, else to its left; `dy_pt` points below (negative: above).
     pub fn text(
         &mut self,
         at: (f64, f64),
-        offset_pt: (f64, f64),
+        dy_pt: f64,
         text: &str,
         color: RGBColor,
     ) -> Result<(), ReportError> {
-        if let Some(p) = self.map(at) {
-            let style = font(size::TICK).color(&color);
-            let (dx, dy) = (pt(offset_pt.0) as i32, pt(offset_pt.1) as i32);
-            self.chart.draw_series(std::iter::once(
-                EmptyElement::at(p) + Text::new(text.to_string(), (dx, dy), style),
-            ))?;
-        }
+        let Some(p) = self.map(at).filter(|p| self.inside(*p)) else {
+            return Ok(());
+        };
+        let (rx, _) = self.rect();
+        let right = p.0 < (rx.start + rx.end) / 2.0;
+        let gap = pt(6.0) as i32;
+        let (dx, h) = if right {
+            (gap, plotters::style::text_anchor::HPos::Left)
+        } else {
+            (-gap, plotters::style::text_anchor::HPos::Right)
+        };
+        let style = font(size::TICK)
+            .color(&color)
+            .pos(plotters::style::text_anchor::Pos::new(
+                h,
+                plotters::style::text_anchor::VPos::Center,
+            ));
+        self.chart.draw_series(std::iter::once(
+            EmptyElement::at(p) + Text::new(text.to_string(), (dx, pt(dy_pt) as i32), style),
+        ))?;
         Ok(())
     }
+}
+
+/// The part of segment `a`–`b` inside the rectangle (Liang–Barsky), if any.
+fn clip_segment(
+    a: (f64, f64),
+    b: (f64, f64),
+    rx: &Range<f64>,
+    ry: &Range<f64>,
+) -> Option<((f64, f64), (f64, f64))> {
+    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    for (p, q) in [
+        (-dx, a.0 - rx.start),
+        (dx, rx.end - a.0),
+        (-dy, a.1 - ry.start),
+        (dy, ry.end - a.1),
+    ] {
+        if p == 0.0 {
+            if q < 0.0 {
+                return None;
+            }
+        } else {
+            let t = q / p;
+            if p < 0.0 {
+                t0 = t0.max(t);
+            } else {
+                t1 = t1.min(t);
+            }
+        }
+    }
+    if t0 > t1 {
+        return None;
+    }
+    let at = |t: f64| (a.0 + t * dx, a.1 + t * dy);
+    Some((at(t0), at(t1)))
+}
+
+/// `polygon` clipped to the rectangle (Sutherland–Hodgman).
+fn clip_polygon(polygon: Vec<(f64, f64)>, rx: &Range<f64>, ry: &Range<f64>) -> Vec<(f64, f64)> {
+    type Edge = (usize, f64, bool); // axis (0 = x, 1 = y), bound, keep values >= bound
+    let edges: [Edge; 4] = [
+        (0, rx.start, true),
+        (0, rx.end, false),
+        (1, ry.start, true),
+        (1, ry.end, false),
+    ];
+    let coord = |p: (f64, f64), axis: usize| if axis == 0 { p.0 } else { p.1 };
+    let mut out = polygon;
+    for (axis, bound, keep_above) in edges {
+        let inside = |p: (f64, f64)| {
+            let v = coord(p, axis);
+            if keep_above { v >= bound } else { v <= bound }
+        };
+        let input = std::mem::take(&mut out);
+        let n = input.len();
+        for i in 0..n {
+            let cur = input[i];
+            let prev = input[(i + n - 1) % n];
+            let cross = |a: (f64, f64), b: (f64, f64)| {
+                let (va, vb) = (coord(a, axis), coord(b, axis));
+                let t = (bound - va) / (vb - va);
+                (a.0 + t * (b.0 - a.0), a.1 + t * (b.1 - a.1))
+            };
+            match (inside(prev), inside(cur)) {
+                (true, true) => out.push(cur),
+                (true, false) => out.push(cross(prev, cur)),
+                (false, true) => {
+                    out.push(cross(prev, cur));
+                    out.push(cur);
+                }
+                (false, false) => {}
+            }
+        }
+    }
+    out
 }
 
 /// Splits a figure into a plot area and, when there are entries, a legend column on the right
@@ -751,7 +932,11 @@ pub fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), Repor
     let top = pt(14.0) as i32;
     let sample = pt(16.0) as i32;
     let fits = ((h as i32 - top) / row).max(1) as usize;
-    let shown = if entries.len() > fits { fits - 1 } else { entries.len() };
+    let shown = if entries.len() > fits {
+        fits - 1
+    } else {
+        entries.len()
+    };
     for (i, e) in entries.iter().take(shown).enumerate() {
         let y = top + i as i32 * row + row / 2;
         let x0 = pt(4.0) as i32;
@@ -792,14 +977,26 @@ pub fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), Repor
                 Marker::Circle => area.draw(&Circle::new(c, r, style))?,
                 Marker::Square => {
                     let s = (r as f64 * 0.85) as i32;
-                    area.draw(&Rectangle::new([(c.0 - s, c.1 - s), (c.0 + s, c.1 + s)], style))?
+                    area.draw(&Rectangle::new(
+                        [(c.0 - s, c.1 - s), (c.0 + s, c.1 + s)],
+                        style,
+                    ))?
                 }
                 Marker::Triangle | Marker::Diamond => {
                     let h = (r as f64 * 1.2) as i32;
                     let pts = if marker == Marker::Triangle {
-                        vec![(c.0, c.1 - h), (c.0 + h, c.1 + h * 3 / 4), (c.0 - h, c.1 + h * 3 / 4)]
+                        vec![
+                            (c.0, c.1 - h),
+                            (c.0 + h, c.1 + h * 3 / 4),
+                            (c.0 - h, c.1 + h * 3 / 4),
+                        ]
                     } else {
-                        vec![(c.0, c.1 - h), (c.0 + h, c.1), (c.0, c.1 + h), (c.0 - h, c.1)]
+                        vec![
+                            (c.0, c.1 - h),
+                            (c.0 + h, c.1),
+                            (c.0, c.1 + h),
+                            (c.0 - h, c.1),
+                        ]
                     };
                     if filled {
                         area.draw(&Polygon::new(pts, style))?
@@ -837,10 +1034,12 @@ pub fn note(area: &Area<'_>, text: &str) -> Result<(), ReportError> {
     area.draw(&Text::new(
         text.to_string(),
         (pt(6.0) as i32, h as i32 - pt(4.0) as i32),
-        font(size::TICK).color(&MUTED).pos(plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Left,
-            plotters::style::text_anchor::VPos::Bottom,
-        )),
+        font(size::TICK)
+            .color(&MUTED)
+            .pos(plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Left,
+                plotters::style::text_anchor::VPos::Bottom,
+            )),
     ))?;
     Ok(())
 }
@@ -849,7 +1048,10 @@ pub fn note(area: &Area<'_>, text: &str) -> Result<(), ReportError> {
 pub fn grid<'b>(area: &Area<'b>, n: usize, cols: usize) -> Vec<Area<'b>> {
     let cols = cols.clamp(1, n.max(1));
     let rows = n.div_ceil(cols).max(1);
-    area.split_evenly((rows, cols)).into_iter().take(n).collect()
+    area.split_evenly((rows, cols))
+        .into_iter()
+        .take(n)
+        .collect()
 }
 
 /// A figure height for `rows` panel rows of `row_in` inches plus margins.
@@ -860,6 +1062,27 @@ pub fn rows_height(rows: usize, row_in: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segments_and_polygons_are_clipped_to_the_plot() {
+        let (rx, ry) = (0.0..1.0, 0.0..1.0);
+        assert_eq!(
+            clip_segment((-1.0, 0.5), (2.0, 0.5), &rx, &ry),
+            Some(((0.0, 0.5), (1.0, 0.5)))
+        );
+        assert_eq!(clip_segment((2.0, 2.0), (3.0, 3.0), &rx, &ry), None);
+        let square = clip_polygon(
+            vec![(-1.0, -1.0), (2.0, -1.0), (2.0, 2.0), (-1.0, 2.0)],
+            &rx,
+            &ry,
+        );
+        assert_eq!(square.len(), 4);
+        assert!(
+            square
+                .iter()
+                .all(|p| (0.0..=1.0).contains(&p.0) && (0.0..=1.0).contains(&p.1))
+        );
+    }
 
     #[test]
     fn si_and_power_labels_read_naturally() {
@@ -893,5 +1116,11 @@ mod tests {
             format: TickFormat::Plain,
         };
         assert_eq!(axis.tick_label(4.5), "4.50");
+        let quarters = Axis {
+            lo: 3.9,
+            hi: 5.3,
+            ..axis
+        };
+        assert_eq!(quarters.tick_label(4.25), "4.25");
     }
 }

@@ -34,9 +34,7 @@ impl OutputDir {
     /// Writes `bytes` to `name` in the folder atomically (temporary file, sync, rename).
     pub fn write(&mut self, name: &str, bytes: &[u8]) -> Result<PathBuf, ReportError> {
         let path = self.dir.join(name);
-        let tmp = self
-            .dir
-            .join(format!(".{name}.tmp-{}", std::process::id()));
+        let tmp = self.dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let fail = |p: &Path, e: std::io::Error| ReportError::Write {
             path: p.to_path_buf(),
             reason: e.to_string(),
@@ -81,7 +79,10 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["x.txt"]);
-        assert_eq!(std::fs::read(out.path().join("x.txt")).expect("read"), b"two");
+        assert_eq!(
+            std::fs::read(out.path().join("x.txt")).expect("read"),
+            b"two"
+        );
         assert_eq!(out.written().len(), 2);
     }
 }

@@ -35,13 +35,12 @@ impl Exporter for Json {
             };
             object.insert(name.to_string(), rows);
         }
-        let text = serde_json::to_vec_pretty(&Value::Object(object)).map_err(|e| {
-            ReportError::Export {
+        let text =
+            serde_json::to_vec_pretty(&Value::Object(object)).map_err(|e| ReportError::Export {
                 table: "all".into(),
                 format: "json",
                 reason: e.to_string(),
-            }
-        })?;
+            })?;
         Ok(vec![("export.json".to_string(), text)])
     }
 }

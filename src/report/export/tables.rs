@@ -41,13 +41,22 @@ fn frame(table: &str, columns: Vec<Column>) -> Result<DataFrame, ReportError> {
 pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
     let runs = &data.runs;
     let s = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<String>| {
-        Column::new(name.into(), runs.iter().map(f).collect::<Vec<Option<String>>>())
+        Column::new(
+            name.into(),
+            runs.iter().map(f).collect::<Vec<Option<String>>>(),
+        )
     };
     let i = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<i64>| {
-        Column::new(name.into(), runs.iter().map(f).collect::<Vec<Option<i64>>>())
+        Column::new(
+            name.into(),
+            runs.iter().map(f).collect::<Vec<Option<i64>>>(),
+        )
     };
     let x = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<f64>| {
-        Column::new(name.into(), runs.iter().map(f).collect::<Vec<Option<f64>>>())
+        Column::new(
+            name.into(),
+            runs.iter().map(f).collect::<Vec<Option<f64>>>(),
+        )
     };
     let runs_df = frame(
         "runs",
@@ -65,9 +74,14 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
             s("teacher", &|r| r.teacher.as_ref().map(|t| t.name.clone())),
             s("teacher_id", &|r| r.teacher.as_ref().map(|t| t.id.clone())),
             i("teacher_params_non_embedding", &|r| {
-                r.teacher.as_ref().filter(|t| t.n.is_finite()).map(|t| t.n as i64)
+                r.teacher
+                    .as_ref()
+                    .filter(|t| t.n.is_finite())
+                    .map(|t| t.n as i64)
             }),
-            s("distill", &|r| Some(r.distill.clone()).filter(|d| !d.is_empty())),
+            s("distill", &|r| {
+                Some(r.distill.clone()).filter(|d| !d.is_empty())
+            }),
             x("val_loss", &|r| r.val_loss),
             x("val_bpb", &|r| r.val_bpb.filter(|_| r.done())),
             x("tokens_per_s", &|r| r.tokens_per_s.filter(|_| r.done())),
@@ -83,15 +97,30 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
     let metrics_df = frame(
         "metrics",
         vec![
-            Column::new("run_id".into(), m.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>()),
-            Column::new("kind".into(), m.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>()),
+            Column::new(
+                "run_id".into(),
+                m.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "kind".into(),
+                m.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
+            ),
             Column::new("step".into(), m.iter().map(|r| r.step).collect::<Vec<_>>()),
-            Column::new("tokens".into(), m.iter().map(|r| r.tokens).collect::<Vec<_>>()),
+            Column::new(
+                "tokens".into(),
+                m.iter().map(|r| r.tokens).collect::<Vec<_>>(),
+            ),
             Column::new("loss".into(), m.iter().map(|r| r.loss).collect::<Vec<_>>()),
             Column::new("bpb".into(), m.iter().map(|r| r.bpb).collect::<Vec<_>>()),
             Column::new("lr".into(), m.iter().map(|r| r.lr).collect::<Vec<_>>()),
-            Column::new("tokens_per_s".into(), m.iter().map(|r| r.tokens_per_s).collect::<Vec<_>>()),
-            Column::new("wall_s".into(), m.iter().map(|r| r.wall_s).collect::<Vec<_>>()),
+            Column::new(
+                "tokens_per_s".into(),
+                m.iter().map(|r| r.tokens_per_s).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "wall_s".into(),
+                m.iter().map(|r| r.wall_s).collect::<Vec<_>>(),
+            ),
         ],
     )?;
     let fits_df = raw_frame("fits", &db.raw_table("fits")?)?;

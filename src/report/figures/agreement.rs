@@ -51,7 +51,11 @@ impl Figure for Agreement {
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
-        let shown = if self.agreement.is_empty() { &self.kl } else { &self.agreement };
+        let shown = if self.agreement.is_empty() {
+            &self.kl
+        } else {
+            &self.agreement
+        };
         let plot_area = with_legend(area, &legend(shown), 2.2)?;
         let panels = style::grid(&plot_area, 2, 2);
         let values = |s: &[StudentSeries]| {
@@ -60,11 +64,19 @@ impl Figure for Agreement {
                 .collect::<Vec<_>>()
         };
         if !self.agreement.is_empty() {
-            let y = Axis::linear("Top-1 agreement", values(&self.agreement), TickFormat::Percent);
+            let y = Axis::linear(
+                "Top-1 agreement",
+                values(&self.agreement),
+                TickFormat::Percent,
+            );
             draw_series(&panels[0], "Top-1 agreement", &self.agreement, y, false)?;
         }
         if !self.kl.is_empty() {
-            let y = Axis::linear("KL(teacher ‖ student) (nats/token)", values(&self.kl), TickFormat::Plain);
+            let y = Axis::linear(
+                "KL(teacher ‖ student) (nats/token)",
+                values(&self.kl),
+                TickFormat::Plain,
+            );
             draw_series(&panels[1], "KL(teacher ‖ student)", &self.kl, y, false)?;
         }
         Ok(())

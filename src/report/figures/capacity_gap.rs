@@ -89,14 +89,18 @@ impl Figure for CapacityGap<'_> {
     fn size_in(&self) -> (f64, f64) {
         let cols = if self.panels.len() > 1 { 2 } else { 1 };
         let rows = self.panels.len().div_ceil(cols);
-        (2.0 + 3.6 * cols as f64, style::rows_height(rows, 3.0))
+        (2.0 + 3.6 * cols as f64, style::rows_height(rows, 3.5))
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
         let multi = self.configs.len() > 1 || !self.configs[0].is_empty();
         let mut entries: Vec<LegendEntry> = Vec::new();
         for (i, c) in self.configs.iter().enumerate() {
-            let label = if multi { c.clone() } else { "distilled student".into() };
+            let label = if multi {
+                c.clone()
+            } else {
+                "distilled student".into()
+            };
             entries.push(LegendEntry {
                 label,
                 color: color(i),
@@ -105,7 +109,7 @@ impl Figure for CapacityGap<'_> {
                 } else {
                     LineKind::Dashed
                 },
-                marker: Some((Marker::nth(i), true)),
+                marker: Some((Marker::nth(i), style::filled(i))),
             });
         }
         entries.push(LegendEntry::line(
@@ -114,14 +118,20 @@ impl Figure for CapacityGap<'_> {
             LineKind::Dashed,
         ));
         if self.fitted() {
-            entries.push(LegendEntry::line("T* and interval", color(0), LineKind::Band));
+            entries.push(LegendEntry::line(
+                "T* and interval",
+                color(0),
+                LineKind::Band,
+            ));
         }
         let plot_area = with_legend(area, &entries, 2.0)?;
         let cols = if self.panels.len() > 1 { 2 } else { 1 };
         let areas = style::grid(&plot_area, self.panels.len(), cols);
         for (views, area) in self.panels.iter().zip(&areas) {
             let first = views[0];
-            let teachers = views.iter().flat_map(|v| v.points.iter().map(|p| p.teacher_n));
+            let teachers = views
+                .iter()
+                .flat_map(|v| v.points.iter().map(|p| p.teacher_n));
             let stars = views
                 .iter()
                 .filter_map(|v| v.t_star)
@@ -144,7 +154,11 @@ impl Figure for CapacityGap<'_> {
                     .filter(|(t, _)| *t >= x.lo && *t <= x.hi)
                     .map(|p| p.1),
             );
-            let y = Axis::linear("Student held-out loss (nats/token)", losses, TickFormat::Plain);
+            let y = Axis::linear(
+                "Student held-out loss (nats/token)",
+                losses,
+                TickFormat::Plain,
+            );
             let title = format!(
                 "{} student (N = {}), {} tokens",
                 first.student,
@@ -166,7 +180,9 @@ impl Figure for CapacityGap<'_> {
             for v in views {
                 let i = self.config_index(&v.config);
                 match &v.fitted {
-                    Some(curve) => plot.line(curve, color(i), LineKind::Solid, style::size::LINE)?,
+                    Some(curve) => {
+                        plot.line(curve, color(i), LineKind::Solid, style::size::LINE)?
+                    }
                     None => {
                         let means = mean_by(&v.points, |p| (p.teacher_n, p.student_loss));
                         plot.line(&means, color(i), LineKind::Dashed, 1.0)?;
@@ -177,7 +193,7 @@ impl Figure for CapacityGap<'_> {
                     .iter()
                     .map(|p| (p.teacher_n, p.student_loss))
                     .collect();
-                plot.markers(&pts, color(i), Marker::nth(i), true)?;
+                plot.markers(&pts, color(i), Marker::nth(i), style::filled(i))?;
             }
         }
         Ok(())

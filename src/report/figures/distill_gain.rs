@@ -7,7 +7,7 @@ use crate::report::data::{ReportData, RunView, mean_by};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, size, with_legend,
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, size, with_legend,
 };
 
 /// One series of students: a teacher (and config) and (student size, value) points.
@@ -48,7 +48,11 @@ pub(super) fn student_series(
             }),
         }
     }
-    series.sort_by(|a, b| a.teacher_n.total_cmp(&b.teacher_n).then(a.label.cmp(&b.label)));
+    series.sort_by(|a, b| {
+        a.teacher_n
+            .total_cmp(&b.teacher_n)
+            .then(a.label.cmp(&b.label))
+    });
     series
 }
 
@@ -62,7 +66,10 @@ pub(super) fn draw_series(
 ) -> Result<(), ReportError> {
     let x = Axis::log(
         "Student non-embedding parameters",
-        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect::<Vec<_>>(),
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .collect::<Vec<_>>(),
         TickFormat::Si,
     );
     let mut plot = panel(area, title, x, y)?;
@@ -72,7 +79,7 @@ pub(super) fn draw_series(
     for (i, s) in series.iter().enumerate() {
         let means = mean_by(&s.points, |p| *p);
         plot.line(&means, color(i), LineKind::Solid, size::LINE)?;
-        plot.markers(&s.points, color(i), Marker::nth(i), true)?;
+        plot.markers(&s.points, color(i), Marker::nth(i), style::filled(i))?;
     }
     Ok(())
 }
@@ -82,7 +89,11 @@ pub(super) fn legend(series: &[StudentSeries]) -> Vec<LegendEntry> {
     series
         .iter()
         .enumerate()
-        .map(|(i, s)| LegendEntry::series(s.label.clone(), color(i), Some(Marker::nth(i))))
+        .map(|(i, s)| {
+            let mut e = LegendEntry::series(s.label.clone(), color(i), Some(Marker::nth(i)));
+            e.marker = Some((Marker::nth(i), style::filled(i)));
+            e
+        })
         .collect()
 }
 
@@ -137,6 +148,12 @@ impl Figure for DistillGain {
                 .collect::<Vec<_>>(),
             TickFormat::Plain,
         );
-        draw_series(&plot_area, "Baseline loss − student loss", &self.series, y, true)
+        draw_series(
+            &plot_area,
+            "Baseline loss − student loss",
+            &self.series,
+            y,
+            true,
+        )
     }
 }

@@ -61,8 +61,16 @@ impl<'a> IsoFlop<'a> {
     /// Up to four compute budgets, log-spaced, each reached by at least two curves.
     fn budgets(&self) -> Vec<f64> {
         let curves: Vec<Vec<(f64, f64)>> = self.curves.iter().map(|c| in_flops(c)).collect();
-        let lo = curves.iter().filter_map(|c| c.first()).map(|p| p.0).fold(f64::INFINITY, f64::min);
-        let hi = curves.iter().filter_map(|c| c.last()).map(|p| p.0).fold(0.0, f64::max);
+        let lo = curves
+            .iter()
+            .filter_map(|c| c.first())
+            .map(|p| p.0)
+            .fold(f64::INFINITY, f64::min);
+        let hi = curves
+            .iter()
+            .filter_map(|c| c.last())
+            .map(|p| p.0)
+            .fold(0.0, f64::max);
         if !(lo > 0.0 && hi > lo) {
             return Vec::new();
         }
@@ -80,7 +88,9 @@ impl<'a> IsoFlop<'a> {
             return candidates;
         }
         let step = (candidates.len() - 1) as f64 / 3.0;
-        (0..4).map(|i| candidates[(i as f64 * step).round() as usize]).collect()
+        (0..4)
+            .map(|i| candidates[(i as f64 * step).round() as usize])
+            .collect()
     }
 }
 
@@ -113,8 +123,16 @@ impl Figure for IsoFlop<'_> {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let kind = if c.kind == RunKind::Teacher { "teacher" } else { "baseline" };
-                LegendEntry::series(format!("N = {} ({kind})", si(c.n)), color(i), Some(Marker::nth(i)))
+                let kind = if c.kind == RunKind::Teacher {
+                    "teacher"
+                } else {
+                    "baseline"
+                };
+                LegendEntry::series(
+                    format!("N = {} ({kind})", si(c.n)),
+                    color(i),
+                    Some(Marker::nth(i)),
+                )
             })
             .collect();
         let plot_area = with_legend(area, &entries, 1.9)?;
@@ -157,7 +175,12 @@ impl Figure for IsoFlop<'_> {
             plot.line(&pts, shade, LineKind::Solid, 1.2)?;
             plot.markers(&pts, shade, Marker::Circle, true)?;
             if let Some(last) = pts.last() {
-                plot.text(*last, (4.0, -9.0), &format!("C = {}", style::power_of_ten(*b)), shade)?;
+                plot.text(
+                    *last,
+                    -8.0,
+                    &format!("C = {}", style::power_of_ten(*b)),
+                    shade,
+                )?;
             }
         }
         Ok(())

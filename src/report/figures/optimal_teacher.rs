@@ -38,7 +38,7 @@ impl<'a> OptimalTeacher<'a> {
 fn fit_label(name: &str, fit: &TrendView, better: Option<&str>) -> String {
     let mut label = format!("{name}: {}", fit.formula());
     if let Some(r2) = fit.r2 {
-        label += &format!(", R² = {r2:.3}");
+        label += &format!(" (R² {r2:.3})");
     }
     if better == Some(name) {
         label += " (better)";
@@ -58,7 +58,7 @@ impl Figure for OptimalTeacher<'_> {
     fn caption(&self) -> String {
         let mut c = String::from(
             "The teacher size that gives each student size its lowest loss (non-embedding \
-             parameters, log–log); the dotted grey line is T = S.",
+             parameters, log–log); the dashed grey line, where the axes overlap, is T = S.",
         );
         if self.fitted() {
             c += " Filled markers: T* located on the fitted capacity-gap curve, with its \
@@ -75,24 +75,41 @@ impl Figure for OptimalTeacher<'_> {
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (7.0, 4.0)
+        (7.6, 4.0)
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
         let v = self.view;
-        let fits: Vec<(&str, &TrendView, usize)> = [("linear", v.linear.as_ref(), 1), ("power law", v.power.as_ref(), 2)]
-            .into_iter()
-            .filter_map(|(n, f, c)| Some((n, f?, c)))
-            .collect();
+        let fits: Vec<(&str, &TrendView, usize)> = [
+            ("linear", v.linear.as_ref(), 1),
+            ("power", v.power.as_ref(), 2),
+        ]
+        .into_iter()
+        .filter_map(|(n, f, c)| Some((n, f?, c)))
+        .collect();
         let xs: Vec<f64> = v.points.iter().map(|p| p.student_n).collect();
         let mut ys: Vec<f64> = v.points.iter().map(|p| p.t_star).collect();
-        ys.extend(v.points.iter().filter_map(|p| p.ci).flat_map(|(a, b)| [a, b]));
+        ys.extend(
+            v.points
+                .iter()
+                .filter_map(|p| p.ci)
+                .flat_map(|(a, b)| [a, b]),
+        );
         for (_, f, _) in &fits {
             ys.extend(f.band.iter().flat_map(|b| [b.1, b.2]));
         }
-        let x = Axis::log("Student non-embedding parameters S", xs.clone(), TickFormat::Si);
+        let x = Axis::log(
+            "Student non-embedding parameters S",
+            xs.clone(),
+            TickFormat::Si,
+        );
         let y = Axis::log("Optimal teacher T* (non-embedding)", ys, TickFormat::Si);
-        let mut entries = vec![LegendEntry::line("T = S", MUTED, LineKind::Dashed)];
+        // T = S crosses the plot only where the two ranges overlap.
+        let diagonal = x.lo < y.hi && y.lo < x.hi;
+        let mut entries = Vec::new();
+        if diagonal {
+            entries.push(LegendEntry::line("T = S", MUTED, LineKind::Dashed));
+        }
         if self.fitted() {
             entries.push(LegendEntry {
                 label: "T* from fit (with interval)".into(),
@@ -116,15 +133,17 @@ impl Figure for OptimalTeacher<'_> {
                 None,
             ));
         }
-        let plot_area = with_legend(area, &entries, 2.6)?;
+        let plot_area = with_legend(area, &entries, 3.1)?;
         let title = if self.fitted() {
             "T* against student size"
         } else {
             "Best teacher on the grid (no fit yet)"
         };
         let mut plot = panel(&plot_area, title, x.clone(), y.clone())?;
-        let (lo, hi) = (x.lo.min(y.lo), x.hi.max(y.hi));
-        plot.line(&[(lo, lo), (hi, hi)], MUTED, LineKind::Dashed, 1.0)?;
+        if diagonal {
+            let (lo, hi) = (x.lo.min(y.lo), x.hi.max(y.hi));
+            plot.line(&[(lo, lo), (hi, hi)], MUTED, LineKind::Dashed, 1.0)?;
+        }
         for (_, f, c) in &fits {
             plot.band(&f.band, color(*c))?;
             let curve: Vec<(f64, f64)> = (0..=60)
@@ -151,7 +170,7 @@ impl Figure for OptimalTeacher<'_> {
             plot.markers(&pts, color(0), Marker::Circle, fitted)?;
         }
         for p in v.points.iter().filter(|p| !p.fitted && p.at_edge) {
-            plot.text((p.student_n, p.t_star), (5.0, -4.0), "edge of grid", MUTED)?;
+            plot.text((p.student_n, p.t_star), 0.0, "edge of grid", MUTED)?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use crate::report::data::{LawView, ReportData, SupervisedPoint, sig};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    self, Axis, LegendEntry, LineKind, Marker, MUTED, TickFormat, color, panel, si, with_legend,
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, si, with_legend,
 };
 
 /// The supervised law and its data.
@@ -48,6 +48,18 @@ impl<'a> SupervisedFits<'a> {
             None => String::new(),
         }
     }
+}
+
+/// One of the two top panels: loss against N (one series per D) or against D (per N).
+struct LawPanel<'a> {
+    title: &'a str,
+    /// Whether N is on the horizontal axis.
+    vs_n: bool,
+    /// The values that make the series (D for `vs_n`, else N).
+    groups: &'a [f64],
+    x_axis: &'a Axis,
+    /// Where the law's curve is sampled along the horizontal axis.
+    samples: &'a [f64],
 }
 
 /// Log-spaced samples from `lo` to `hi`.
@@ -101,16 +113,32 @@ impl Figure for SupervisedFits<'_> {
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (8.0, style::rows_height(if self.law.is_some() { 2 } else { 1 }, 3.0))
+        (
+            8.0,
+            style::rows_height(if self.law.is_some() { 2 } else { 1 }, 3.5)
+                + if self.law.is_some() { 0.25 } else { 0.0 },
+        )
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
         let ds = self.distinct(|p| p.d);
         let ns = self.distinct(|p| p.n);
         let rows = if self.law.is_some() { 2 } else { 1 };
-        let areas = style::grid(area, 2 * rows, 2);
+        // With a law, a strip at the bottom names it and its parameters.
+        let (panels_area, note_area) = if self.law.is_some() {
+            let (_, h) = area.dim_in_pixel();
+            let (a, b) = area.split_vertically(h as i32 - style::px(16.0) as i32);
+            (a, Some(b))
+        } else {
+            (area.clone(), None)
+        };
+        let areas = style::grid(&panels_area, 2 * rows, 2);
         let y_label = "Held-out loss (nats/token)";
-        let n_axis = Axis::log("Non-embedding parameters N", ns.iter().copied(), TickFormat::Si);
+        let n_axis = Axis::log(
+            "Non-embedding parameters N",
+            ns.iter().copied(),
+            TickFormat::Si,
+        );
         let d_axis = Axis::log("Training tokens D", ds.iter().copied(), TickFormat::Si);
         let mut losses: Vec<f64> = self.points.iter().map(|p| p.loss).collect();
         let curve_n = logspace(n_axis.lo, n_axis.hi, 60);
@@ -124,13 +152,30 @@ impl Figure for SupervisedFits<'_> {
             }
         }
         let y_axis = Axis::linear(y_label, losses, TickFormat::Plain);
-        let fit_note = if self.law.is_some() { "" } else { " (no fit yet)" };
-        // (by, across, values of `by`, axis, curve samples)
-        let panels: [(&str, bool, &Vec<f64>, &Axis, &Vec<f64>); 2] = [
-            ("Loss vs N, per token budget D", true, &ds, &n_axis, &curve_n),
-            ("Loss vs D, per model size N", false, &ns, &d_axis, &curve_d),
+        let panels = [
+            LawPanel {
+                title: "Loss vs N, per budget D",
+                vs_n: true,
+                groups: &ds,
+                x_axis: &n_axis,
+                samples: &curve_n,
+            },
+            LawPanel {
+                title: "Loss vs D, per size N",
+                vs_n: false,
+                groups: &ns,
+                x_axis: &d_axis,
+                samples: &curve_d,
+            },
         ];
-        for (i, (title, vs_n, groups, x_axis, samples)) in panels.into_iter().enumerate() {
+        for (i, p) in panels.into_iter().enumerate() {
+            let LawPanel {
+                title,
+                vs_n,
+                groups,
+                x_axis,
+                samples,
+            } = p;
             let mut entries: Vec<LegendEntry> = groups
                 .iter()
                 .enumerate()
@@ -161,12 +206,7 @@ impl Figure for SupervisedFits<'_> {
                 e.line = LineKind::None;
             }
             let plot_area = with_legend(&areas[i], &entries, 1.3)?;
-            let mut plot = panel(
-                &plot_area,
-                &format!("{title}{fit_note}"),
-                (*x_axis).clone(),
-                y_axis.clone(),
-            )?;
+            let mut plot = panel(&plot_area, title, (*x_axis).clone(), y_axis.clone())?;
             for (k, g) in groups.iter().enumerate() {
                 if let Some(law) = self.law {
                     let curve: Vec<(f64, f64)> = samples
@@ -243,7 +283,12 @@ impl Figure for SupervisedFits<'_> {
             .iter()
             .map(|(k, v)| format!("{k} = {}", sig(*v)))
             .collect();
-        style::note(area, &format!("{}; {}", self.law_name(), params.join(", ")))?;
+        if let Some(note_area) = note_area {
+            style::note(
+                &note_area,
+                &format!("{}; {}", self.law_name(), params.join(", ")),
+            )?;
+        }
         Ok(())
     }
 }

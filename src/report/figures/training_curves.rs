@@ -73,7 +73,12 @@ impl Figure for TrainingCurves<'_> {
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
         // One scale for every panel, so kinds compare at a glance.
-        let all = || self.panels.iter().flat_map(|(_, c)| c.iter()).flat_map(|c| c.points.iter());
+        let all = || {
+            self.panels
+                .iter()
+                .flat_map(|(_, c)| c.iter())
+                .flat_map(|c| c.points.iter())
+        };
         let x = Axis::log(
             "Tokens seen",
             all().map(|p| p.0).filter(|t| *t > 0.0),
@@ -89,14 +94,18 @@ impl Figure for TrainingCurves<'_> {
             let entries: Vec<LegendEntry> = curves
                 .iter()
                 .enumerate()
-                .map(|(i, c)| LegendEntry::series(c.name.clone(), color(i), Some(Marker::nth(i))))
+                .map(|(i, c)| {
+                    let mut e = LegendEntry::series(c.name.clone(), color(i), None);
+                    e.marker = Some((Marker::nth(i), style::filled(i)));
+                    e
+                })
                 .collect();
             let plot_area = with_legend(area, &entries, 2.5)?;
             let mut plot = panel(&plot_area, panel_title(*kind), x.clone(), y.clone())?;
             for (i, c) in curves.iter().enumerate() {
                 let pts: Vec<(f64, f64)> = c.points.iter().copied().filter(|p| p.0 > 0.0).collect();
                 plot.line(&pts, color(i), LineKind::Solid, style::size::LINE)?;
-                plot.markers(&pts, color(i), Marker::nth(i), true)?;
+                plot.markers(&pts, color(i), Marker::nth(i), style::filled(i))?;
             }
         }
         Ok(())
