@@ -555,3 +555,154 @@ fn export_includes_a_fits_table_once_one_exists() {
     assert_eq!(fits[0]["law"], "chinchilla");
     assert_eq!(fits[0]["e"], 1.5);
 }
+
+/// The `fits` table as the fitting module's migration (V6) creates it.
+const FITS_V6: &str = "CREATE TABLE fits (
+    id INTEGER PRIMARY KEY, law TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
+    params_json TEXT NOT NULL, ci_json TEXT NOT NULL, objective REAL, n_points INTEGER NOT NULL,
+    points_json TEXT NOT NULL, delta REAL, bootstrap INTEGER NOT NULL, seed INTEGER NOT NULL,
+    samples_json TEXT, result_json TEXT NOT NULL,
+    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));";
+
+fn insert_fit(
+    conn: &rusqlite::Connection,
+    law: &str,
+    scope: &str,
+    key: &str,
+    result: serde_json::Value,
+) {
+    conn.execute(
+        "INSERT INTO fits (law, scope, key, params_json, ci_json, n_points, points_json, bootstrap, seed, result_json)
+         VALUES (?1, ?2, ?3, '{}', '{}', 2, '[]', 0, 0, ?4)",
+        rusqlite::params![law, scope, key, result.to_string()],
+    )
+    .expect("insert a fit");
+}
+
+#[test]
+fn stored_fits_fill_the_views_and_stale_ones_are_named() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let results = quickstart(tmp.path());
+    let db_path = results.join("quickstart/sweep.db");
+    let conn = rusqlite::Connection::open(&db_path).expect("db");
+    conn.execute_batch(FITS_V6).expect("fits table");
+    let config = "loss=kl alpha=0.9 tau=1.0 top_p=0.95 top_k=32 mode=offline";
+    // A capacity-gap fit of the 30K offline students (as `pdsweep fit` writes it, with an
+    // interior optimum as a sweep with three or more teachers would have).
+    let points = serde_json::json!([
+        {"teacher_params": 106816.0, "teacher_loss": 4.120517421722412, "student_loss": 4.592015525817871},
+        {"teacher_params": 443232.0, "teacher_loss": 4.000206634521485, "student_loss": 4.564915683746338}
+    ]);
+    let samples: Vec<[f64; 2]> = (0..50)
+        .map(|i| {
+            let t = 106816.0 * (443232.0f64 / 106816.0).powf(i as f64 / 49.0);
+            [t, 4.56 + 0.01 * (t / 250000.0f64).ln().powi(2)]
+        })
+        .collect();
+    let gap = serde_json::json!({
+        "student_params": 27792.0, "student_tokens": 306432.0, "config": config,
+        "baseline_loss": 4.643032371520996, "points": points,
+        "by_teacher_params": {"variable": "teacher_params", "fit": {"coef": [1.0, 0.1, 0.01], "rmse": 0.001},
+            "samples": samples,
+            "optimum": {"kind": "interior", "at": 250000.0, "student_loss": 4.56, "ci": [180000.0, 330000.0], "interior_fraction": 0.9}},
+        "by_teacher_loss": {"variable": "teacher_loss", "fit": null, "samples": [], "optimum": {"kind": "too_few_points"}},
+        "from_law": null
+    });
+    insert_fit(
+        &conn,
+        "quadratic",
+        "capacity_gap",
+        &format!("S=27792 D=306432 {config}"),
+        gap,
+    );
+    // A fit of runs that are not the finished ones (stale).
+    let stale = serde_json::json!({
+        "student_params": 55536.0, "student_tokens": 306432.0, "config": config,
+        "points": [{"teacher_params": 1.0, "teacher_loss": 5.0, "student_loss": 5.0}],
+        "by_teacher_params": {"variable": "teacher_params", "samples": [], "optimum": {"kind": "too_few_points"}}
+    });
+    insert_fit(
+        &conn,
+        "quadratic",
+        "capacity_gap",
+        &format!("S=55536 D=306432 {config}"),
+        stale,
+    );
+    insert_fit(
+        &conn,
+        "chinchilla",
+        "supervised",
+        "",
+        serde_json::json!({"law": "chinchilla", "params": {"E": 3.7, "A": 20.0, "B": 2.5e5, "alpha": 0.5, "beta": 1.0},
+            "ci": {"E": [3.5, 3.9], "alpha": [0.4, 0.6]}, "extrapolation": {"mean_abs_rel_error": 0.02}}),
+    );
+    insert_fit(
+        &conn,
+        "tstar",
+        "tstar",
+        &format!("D=306432 {config}"),
+        serde_json::json!({"student_tokens": 306432.0, "config": config,
+            "points": [[27792.0, 250000.0], [55536.0, 480000.0]],
+            "linear": {"form": "linear", "params": [8.3, 20000.0], "ci": [[7.0, 9.5], [1000.0, 40000.0]], "rmse_log": 0.01},
+            "power": {"form": "power", "params": [30.0, 0.92], "ci": null, "rmse_log": 0.02},
+            "better": "linear"}),
+    );
+    drop(conn);
+    let db = pdsweep::store::SweepDb::open(&db_path).expect("db");
+    let data = pdsweep::report::load::gather(&db, None).expect("gather");
+    let f = &data.fits;
+    assert!(f.source.is_some() && f.any_fit());
+    assert_eq!(
+        f.supervised.law.as_ref().map(|l| l.law.as_str()),
+        Some("chinchilla")
+    );
+    let fitted: Vec<&CapacityGapView> = f
+        .capacity_gap
+        .iter()
+        .filter(|g| g.fitted.is_some())
+        .collect();
+    assert_eq!(fitted.len(), 1, "only the matching group is fitted");
+    assert_eq!(
+        (fitted[0].student.as_str(), fitted[0].config.as_str()),
+        ("30K", "offline")
+    );
+    assert_eq!(
+        fitted[0].t_star,
+        Some(Estimate {
+            value: 250000.0,
+            lo: 180000.0,
+            hi: 330000.0
+        })
+    );
+    assert!(
+        f.notes
+            .iter()
+            .any(|n| n.contains("1 stored capacity-gap fit(s) are of other runs")),
+        "{:?}",
+        f.notes
+    );
+    assert!(
+        f.optimal_teacher
+            .points
+            .iter()
+            .any(|p| p.fitted && p.t_star == 250000.0)
+    );
+    assert_eq!(f.optimal_teacher.better.as_deref(), Some("linear"));
+    assert!(matches!(
+        f.optimal_teacher.linear.as_ref().map(|t| t.form),
+        Some(TrendForm::Linear { a, .. }) if a == 8.3
+    ));
+    let report = pdsweep::report::build(&data).expect("draw");
+    assert!(
+        !report.missing.iter().any(|m| m.contains("no fits yet")),
+        "{:?}",
+        report.missing
+    );
+    let dir = tmp.path().join("stored");
+    report.write(&dir).expect("write");
+    for name in ["supervised_fits", "capacity_gap", "optimal_teacher"] {
+        check_figure(&dir, name);
+    }
+    assert!(report.html.contains("pdsweep recommend"));
+    keep(&dir);
+}

@@ -221,10 +221,42 @@ fn recommendation(h: &mut String, data: &ReportData) {
         h.push_str("</ul></div>\n");
         return;
     }
-    h.push_str(
-        "<div class=\"answer\"><p>No fits yet: run <code>pdsweep fit</code> to locate the optimal \
-         teacher on a fitted curve, with an interval.</p>",
-    );
+    if data.fits.any_fit() {
+        h.push_str(
+            "<div class=\"answer\"><p>The fits are below; <code>pdsweep recommend</code> answers \
+             for a student size, inside the sweep or beyond it.</p>",
+        );
+    } else {
+        h.push_str(
+            "<div class=\"answer\"><p>No fits yet: run <code>pdsweep fit</code> to locate the \
+             optimal teacher on a fitted curve, with an interval.</p>",
+        );
+    }
+    let fitted: Vec<_> = data
+        .fits
+        .optimal_teacher
+        .points
+        .iter()
+        .filter(|p| p.fitted)
+        .collect();
+    if !fitted.is_empty() {
+        h.push_str("<p>Optimal teacher on the fitted capacity-gap curves:</p><ul>\n");
+        for p in fitted {
+            let _ = writeln!(
+                h,
+                "<li>{}: teacher of {} non-embedding parameters{}</li>",
+                esc(&p.label),
+                si(p.t_star),
+                p.ci.map_or(String::new(), |(a, b)| format!(
+                    " (interval {} – {})",
+                    si(a),
+                    si(b)
+                ))
+            );
+        }
+        h.push_str("</ul></div>\n");
+        return;
+    }
     let grid = &data.fits.optimal_teacher.points;
     if grid.is_empty() {
         h.push_str("<p>No student has been distilled from two or more teachers yet.</p></div>\n");
