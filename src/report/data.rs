@@ -165,6 +165,8 @@ pub struct Curve {
     pub name: String,
     /// Non-embedding parameters.
     pub n: f64,
+    /// The run's state (a failed or unfinished run's curve stops early).
+    pub state: RunState,
     /// (tokens, held-out loss in nats/token), by step.
     pub points: Vec<(f64, f64)>,
 }

@@ -228,6 +228,7 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
                 kind: r.kind,
                 name: r.name.clone(),
                 n: r.n,
+                state: r.state,
                 points,
             })
         })

@@ -19,7 +19,7 @@ pub fn missing(data: &ReportData) -> Vec<String> {
         .collect();
     if !failed.is_empty() {
         out.push(format!(
-            "{} run(s) failed and are left out: {} (errors in the runs table; `pdsweep run --retry-failed` tries them again)",
+            "{} run(s) failed: {} (no results; errors in the runs table; `pdsweep run --retry-failed` tries them again)",
             failed.len(),
             list(&failed)
         ));

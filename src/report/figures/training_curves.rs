@@ -3,7 +3,7 @@
 
 use super::Figure;
 use crate::plan::RunKind;
-use crate::report::data::{Curve, ReportData};
+use crate::report::data::{Curve, ReportData, RunState};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
@@ -62,13 +62,13 @@ impl Figure for TrainingCurves<'_> {
 
     fn caption(&self) -> String {
         "Held-out cross-entropy (nats/token) against tokens seen, one line per run and one panel \
-         per run kind; markers are the held-out evaluations. Loss and tokens share one scale \
+         per run kind; markers are the held-out evaluations; runs that failed or have not finished are marked in the legend. Loss and tokens share one scale \
          across panels."
             .into()
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (7.0, style::rows_height(self.panels.len(), 2.9))
+        (7.0, style::rows_height(self.panels.len(), 3.2))
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
@@ -95,7 +95,11 @@ impl Figure for TrainingCurves<'_> {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    let mut e = LegendEntry::series(c.name.clone(), color(i), None);
+                    let label = match c.state {
+                        RunState::Done => c.name.clone(),
+                        other => format!("{} ({})", c.name, other.as_str()),
+                    };
+                    let mut e = LegendEntry::series(label, color(i), None);
                     e.marker = Some((Marker::nth(i), style::filled(i)));
                     e
                 })
