@@ -1008,9 +1008,11 @@ pub fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), Repor
                 }
             }
         }
+        let text_x = x0 + sample + pt(5.0) as i32;
+        let room = (area.dim_in_pixel().0 as i32 - text_x).max(0) as u32;
         area.draw(&Text::new(
-            e.label.clone(),
-            (x0 + sample + pt(5.0) as i32, y),
+            fit_text(area, &e.label, room)?,
+            (text_x, y),
             font(size::TICK).pos(plotters::style::text_anchor::Pos::new(
                 plotters::style::text_anchor::HPos::Left,
                 plotters::style::text_anchor::VPos::Center,
@@ -1026,6 +1028,30 @@ pub fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), Repor
         ))?;
     }
     Ok(())
+}
+
+/// `text`, shortened with an ellipsis in the middle if it is wider than `room` pixels at the
+/// legend's font.
+fn fit_text(area: &Area<'_>, text: &str, room: u32) -> Result<String, ReportError> {
+    let style = font(size::TICK);
+    let width = |s: &str| area.estimate_text_size(s, &style).map(|(w, _)| w);
+    if width(text)? <= room {
+        return Ok(text.to_string());
+    }
+    let chars: Vec<char> = text.chars().collect();
+    for keep in (4..chars.len()).rev() {
+        let head = keep / 2;
+        let tail = keep - head;
+        let candidate: String = chars[..head]
+            .iter()
+            .chain(['…'].iter())
+            .chain(chars[chars.len() - tail..].iter())
+            .collect();
+        if width(&candidate)? <= room {
+            return Ok(candidate);
+        }
+    }
+    Ok("…".to_string())
 }
 
 /// A line of muted text at the bottom-left of `area` (e.g. what is missing from a figure).

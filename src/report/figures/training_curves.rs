@@ -68,7 +68,7 @@ impl Figure for TrainingCurves<'_> {
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (7.0, style::rows_height(self.panels.len(), 3.2))
+        (7.6, style::rows_height(self.panels.len(), 3.2))
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
@@ -104,7 +104,7 @@ impl Figure for TrainingCurves<'_> {
                     e
                 })
                 .collect();
-            let plot_area = with_legend(area, &entries, 2.5)?;
+            let plot_area = with_legend(area, &entries, 3.0)?;
             let mut plot = panel(&plot_area, panel_title(*kind), x.clone(), y.clone())?;
             for (i, c) in curves.iter().enumerate() {
                 let pts: Vec<(f64, f64)> = c.points.iter().copied().filter(|p| p.0 > 0.0).collect();
