@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::commands::{PlanCommand, RunCommand, SizeCommand, StatusCommand};
+use crate::commands::{
+    ExportCommand, PlanCommand, ReportCommand, RunCommand, SizeCommand, StatusCommand,
+};
 use pdsweep::plan::PlanFormat;
+use pdsweep::report::export::ExportFormat;
 
 /// Plan, run and analyse pre-training distillation sweeps: which teacher is best for a student?
 #[derive(Debug, Parser)]
@@ -31,6 +34,12 @@ pub enum Command {
     /// Print the exact parameter counts of a model: an explicit shape, or the shape pdsweep
     /// derives from a target size.
     Size(SizeArgs),
+    /// Draw every figure of a sweep (PNG at 300 dpi and SVG) and a self-contained
+    /// index.html into reports/NAME/, and say what is missing.
+    Report(ReportArgs),
+    /// Write a sweep's runs, metrics and fits as CSV, Parquet or JSON tables (default
+    /// folder results/NAME/export/).
+    Export(ExportArgs),
 }
 
 /// Output formats of `plan`.
@@ -205,6 +214,73 @@ impl SizeArgs {
             head_dim: self.head_dim,
             kv_groups: self.kv_groups,
             json: self.json,
+        }
+    }
+}
+
+/// `pdsweep report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The sweep file (or a sweep's name); without it, the only sweep under --results.
+    pub sweep: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Where to write the report (default: reports/NAME).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl ReportArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> ReportCommand {
+        ReportCommand {
+            sweep: self.sweep,
+            results: self.results,
+            out: self.out,
+        }
+    }
+}
+
+/// Output formats of `export`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormatArg {
+    /// runs.csv, metrics.csv, fits.csv.
+    Csv,
+    /// runs.parquet, metrics.parquet, fits.parquet.
+    Parquet,
+    /// export.json: {"runs": [...], "fits": [...], "metrics": [...]}.
+    Json,
+}
+
+/// `pdsweep export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The sweep file (or a sweep's name); without it, the only sweep under --results.
+    pub sweep: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "csv")]
+    pub format: ExportFormatArg,
+    /// Where to write the tables (default: results/NAME/export).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> ExportCommand {
+        ExportCommand {
+            sweep: self.sweep,
+            results: self.results,
+            format: match self.format {
+                ExportFormatArg::Csv => ExportFormat::Csv,
+                ExportFormatArg::Parquet => ExportFormat::Parquet,
+                ExportFormatArg::Json => ExportFormat::Json,
+            },
+            out: self.out,
         }
     }
 }

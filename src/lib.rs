@@ -2,7 +2,7 @@
 //!
 //! A sweep file ([`spec`]) expands into a graph of runs ([`plan`]) stored in one SQLite database
 //! per sweep ([`store`]); [`run`] executes them: corpora and tokens ([`data`]), the transformer
-//! ([`model`]) and the training loop ([`train`]).
+//! ([`model`]) and the training loop ([`train`]); [`report`] draws figures and exports tables.
 #![warn(missing_docs)]
 
 pub mod alloc;
@@ -10,6 +10,7 @@ pub mod data;
 pub mod distill;
 pub mod model;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod spec;
 pub mod store;

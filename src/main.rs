@@ -18,6 +18,8 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run(args.into_command()),
         Command::Status(args) => commands::status(args.into_command()),
         Command::Size(args) => commands::size(args.into_command()),
+        Command::Report(args) => commands::report(args.into_command()),
+        Command::Export(args) => commands::export(args.into_command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,6 +48,10 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         130
     } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()
+        || matches!(
+            err.downcast_ref::<pdsweep::report::ReportError>(),
+            Some(pdsweep::report::ReportError::NoPlan { .. })
+        )
     {
         2
     } else {

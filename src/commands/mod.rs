@@ -1,13 +1,18 @@
 //! The subcommands, each taking its own plain options (converted from clap in `cli.rs`) and
 //! returning `anyhow` errors to `main`.
 
+mod export;
+mod locate;
 mod plan;
 mod progress;
+mod report;
 mod run;
 mod size;
 mod status;
 
+pub use export::{ExportCommand, export};
 pub use plan::{PlanCommand, plan};
+pub use report::{ReportCommand, report};
 pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
 pub use status::{StatusCommand, status};

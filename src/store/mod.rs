@@ -5,8 +5,10 @@ mod error;
 mod runs;
 mod schema;
 mod status;
+mod tables;
 
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
 pub use runs::{Metric, RunResult, STALE_AFTER_S, this_process};
 pub use status::{RunStatus, remaining_seconds};
+pub use tables::{MetricRow, PlanInfo, RawTable, RunRow};

@@ -1,0 +1,60 @@
+//! `pdsweep report`: draws every figure of a sweep (PNG at 300 dpi and SVG) and a
+//! self-contained `index.html` into `reports/NAME/`, and says what is missing.
+
+use std::path::PathBuf;
+
+use pdsweep::report::{self, load};
+use pdsweep::store::SweepDb;
+
+use super::locate::locate;
+
+/// Options of `pdsweep report`.
+#[derive(Debug, Clone)]
+pub struct ReportCommand {
+    /// The sweep file or name (the only sweep under `results` when absent).
+    pub sweep: Option<PathBuf>,
+    /// Results folder.
+    pub results: PathBuf,
+    /// Output folder (default `reports/NAME`).
+    pub out: Option<PathBuf>,
+}
+
+/// Runs `pdsweep report`.
+pub fn report(cmd: ReportCommand) -> anyhow::Result<()> {
+    let located = locate(cmd.sweep.as_deref(), &cmd.results)?;
+    let db = SweepDb::open(&located.db_path)?;
+    let source = located.sweep.as_ref().map(|s| load::SweepSource {
+        path: &s.path,
+        text: &s.source,
+    });
+    let data = load::gather(&db, source)?;
+    let drawn = report::build(&data)?;
+    let dir = cmd
+        .out
+        .unwrap_or_else(|| PathBuf::from("reports").join(&located.name));
+    drawn.write(&dir)?;
+    let done = data.runs.iter().filter(|r| r.done()).count();
+    println!(
+        "report of sweep `{}` ({done} of {} runs done) in {}/",
+        located.name,
+        data.runs.len(),
+        dir.display()
+    );
+    println!("  index.html");
+    for f in &drawn.figures {
+        println!(
+            "  {0}.png ({1}×{2} px, 300 dpi), {0}.svg",
+            f.name, f.size_px.0, f.size_px.1
+        );
+    }
+    for s in &drawn.skipped {
+        println!("  not drawn: {} ({})", s.name, s.reason);
+    }
+    if !drawn.missing.is_empty() {
+        println!("missing:");
+        for m in &drawn.missing {
+            println!("  - {m}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,46 @@
+//! JSON export: one file, `export.json`, holding `{"runs": [...], "fits": [...],
+//! "metrics": [...]}`, each table an array of row objects.
+
+use polars::prelude::{JsonFormat, JsonWriter, SerWriter};
+use serde_json::{Map, Value};
+
+use super::{Exporter, Tables};
+use crate::report::error::ReportError;
+
+/// One JSON object of row arrays.
+pub struct Json;
+
+impl Exporter for Json {
+    fn format(&self) -> &'static str {
+        "json"
+    }
+
+    fn files(&self, tables: &mut Tables) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
+        let mut object = Map::new();
+        for (name, df) in tables.named() {
+            let fail = |reason: String| ReportError::Export {
+                table: name.to_string(),
+                format: "json",
+                reason,
+            };
+            let rows = if df.width() == 0 || df.height() == 0 {
+                Value::Array(Vec::new())
+            } else {
+                let mut bytes = Vec::new();
+                JsonWriter::new(&mut bytes)
+                    .with_json_format(JsonFormat::Json)
+                    .finish(df)
+                    .map_err(|e| fail(e.to_string()))?;
+                serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?
+            };
+            object.insert(name.to_string(), rows);
+        }
+        let text =
+            serde_json::to_vec_pretty(&Value::Object(object)).map_err(|e| ReportError::Export {
+                table: "all".into(),
+                format: "json",
+                reason: e.to_string(),
+            })?;
+        Ok(vec![("export.json".to_string(), text)])
+    }
+}

@@ -1,0 +1,44 @@
+//! `pdsweep export`: the sweep's runs, metrics and fits as polars tables, written by one
+//! [`Exporter`] per format (CSV, Parquet, JSON).
+
+mod csv;
+mod json;
+mod parquet;
+mod tables;
+
+pub use csv::Csv;
+pub use json::Json;
+pub use parquet::Parquet;
+pub use tables::{Tables, tables};
+
+use super::error::ReportError;
+
+/// One output format: turns the tables into named files (bytes); `write.rs` writes them.
+pub trait Exporter {
+    /// The format's name (`csv`).
+    fn format(&self) -> &'static str;
+    /// The files of this format: (file name, bytes).
+    fn files(&self, tables: &mut Tables) -> Result<Vec<(String, Vec<u8>)>, ReportError>;
+}
+
+/// The formats `export` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// `runs.csv`, `metrics.csv`, `fits.csv`.
+    Csv,
+    /// `runs.parquet`, `metrics.parquet`, `fits.parquet`.
+    Parquet,
+    /// `export.json`: `{"runs": [...], "fits": [...], "metrics": [...]}`.
+    Json,
+}
+
+impl ExportFormat {
+    /// The exporter of this format.
+    pub fn exporter(self) -> Box<dyn Exporter> {
+        match self {
+            ExportFormat::Csv => Box::new(Csv),
+            ExportFormat::Parquet => Box::new(Parquet),
+            ExportFormat::Json => Box::new(Json),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Distillation gain against student size (Peng et al.'s scaling figure): the matching
+//! baseline's held-out loss minus the student's, one series per teacher and config.
+
+use super::Figure;
+use crate::plan::RunKind;
+use crate::report::data::{ReportData, RunView, mean_by};
+use crate::report::error::ReportError;
+use crate::report::render::Area;
+use crate::report::style::{
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, size, with_legend,
+};
+
+/// One series of students: a teacher (and config) and (student size, value) points.
+pub(super) struct StudentSeries {
+    /// Legend label.
+    pub label: String,
+    /// Teacher size, for ordering.
+    pub teacher_n: f64,
+    /// (student non-embedding parameters, value), one per finished student.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Finished students grouped by teacher and distillation config, with `value` of each.
+pub(super) fn student_series(
+    data: &ReportData,
+    value: impl Fn(&RunView) -> Option<f64>,
+) -> Vec<StudentSeries> {
+    let mut series: Vec<StudentSeries> = Vec::new();
+    for s in data
+        .runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Student && r.done())
+    {
+        let (Some(t), Some(v)) = (&s.teacher, value(s)) else {
+            continue;
+        };
+        let mut label = format!("teacher {}", t.label);
+        if !s.distill.is_empty() {
+            label += ", ";
+            label += &s.distill;
+        }
+        match series.iter_mut().find(|x| x.label == label) {
+            Some(x) => x.points.push((s.n, v)),
+            None => series.push(StudentSeries {
+                label,
+                teacher_n: t.n,
+                points: vec![(s.n, v)],
+            }),
+        }
+    }
+    series.sort_by(|a, b| {
+        a.teacher_n
+            .total_cmp(&b.teacher_n)
+            .then(a.label.cmp(&b.label))
+    });
+    series
+}
+
+/// Draws `series` against student size on one panel.
+pub(super) fn draw_series(
+    area: &Area<'_>,
+    title: &str,
+    series: &[StudentSeries],
+    y: Axis,
+    zero_line: bool,
+) -> Result<(), ReportError> {
+    let x = Axis::log(
+        "Student non-embedding parameters",
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.0))
+            .collect::<Vec<_>>(),
+        TickFormat::Si,
+    );
+    let mut plot = panel(area, title, x, y)?;
+    if zero_line {
+        plot.hline(0.0, MUTED, LineKind::Dashed)?;
+    }
+    for (i, s) in series.iter().enumerate() {
+        let means = mean_by(&s.points, |p| *p);
+        plot.line(&means, color(i), LineKind::Solid, size::LINE)?;
+        plot.markers(&s.points, color(i), Marker::nth(i), style::filled(i))?;
+    }
+    Ok(())
+}
+
+/// Legend entries of `series`.
+pub(super) fn legend(series: &[StudentSeries]) -> Vec<LegendEntry> {
+    series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut e = LegendEntry::series(s.label.clone(), color(i), Some(Marker::nth(i)));
+            e.marker = Some((Marker::nth(i), style::filled(i)));
+            e
+        })
+        .collect()
+}
+
+/// Gain against student size.
+pub struct DistillGain {
+    series: Vec<StudentSeries>,
+}
+
+impl DistillGain {
+    /// Title on the report page.
+    pub const TITLE: &'static str = "Distillation gain vs student size";
+
+    /// Students with a gain; an error when none has both itself and its baseline finished.
+    pub fn build(data: &ReportData) -> Result<Self, String> {
+        let series = student_series(data, |r| r.gain);
+        if series.is_empty() {
+            return Err("no distilled student has a finished baseline to compare with yet".into());
+        }
+        Ok(DistillGain { series })
+    }
+}
+
+impl Figure for DistillGain {
+    fn name(&self) -> &'static str {
+        "distill_gain"
+    }
+
+    fn title(&self) -> &'static str {
+        Self::TITLE
+    }
+
+    fn caption(&self) -> String {
+        "Distillation gain: held-out loss of the same student trained without a teacher minus \
+         the distilled student's (nats/token; above the dashed zero line distillation helped), \
+         against student size, one line per teacher (after Peng et al., 2025, who report the \
+         gain on benchmarks)."
+            .into()
+    }
+
+    fn size_in(&self) -> (f64, f64) {
+        (7.0, 4.0)
+    }
+
+    fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
+        let plot_area = with_legend(area, &legend(&self.series), 2.2)?;
+        let y = Axis::linear(
+            "Gain over baseline (nats/token)",
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.1))
+                .chain([0.0])
+                .collect::<Vec<_>>(),
+            TickFormat::Plain,
+        );
+        draw_series(
+            &plot_area,
+            "Baseline loss − student loss",
+            &self.series,
+            y,
+            true,
+        )
+    }
+}

@@ -1,0 +1,294 @@
+//! Supervised fits: held-out loss of teachers and baselines against N for each D and against
+//! D for each N, with the fitted law drawn through them and its residuals when fitted.
+
+use super::Figure;
+use crate::plan::RunKind;
+use crate::report::data::{LawView, ReportData, SupervisedPoint, sig};
+use crate::report::error::ReportError;
+use crate::report::render::Area;
+use crate::report::style::{
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, si, with_legend,
+};
+
+/// The supervised law and its data.
+pub struct SupervisedFits<'a> {
+    points: &'a [SupervisedPoint],
+    law: Option<&'a LawView>,
+}
+
+impl<'a> SupervisedFits<'a> {
+    /// Title on the report page.
+    pub const TITLE: &'static str = "Supervised scaling (teachers and baselines)";
+
+    /// The finished supervised runs; an error when there are none.
+    pub fn build(data: &'a ReportData) -> Result<Self, String> {
+        let points = data.fits.supervised.points.as_slice();
+        if points.is_empty() {
+            return Err("no teacher or baseline has finished yet".into());
+        }
+        Ok(SupervisedFits {
+            points,
+            law: data.fits.supervised.law.as_ref(),
+        })
+    }
+
+    /// Distinct values of `key`, sorted.
+    fn distinct(&self, key: impl Fn(&SupervisedPoint) -> f64) -> Vec<f64> {
+        let mut v: Vec<f64> = self.points.iter().map(key).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v
+    }
+
+    fn law_name(&self) -> String {
+        match self.law.map(|l| l.law.as_str()) {
+            Some("chinchilla") => "fitted law: E + A/N^α + B/D^β".into(),
+            Some("busbridge") => "fitted law: E + (A/N^α + B/D^β)^γ".into(),
+            Some(other) => format!("fitted law ({other})"),
+            None => String::new(),
+        }
+    }
+}
+
+/// One of the two top panels: loss against N (one series per D) or against D (per N).
+struct LawPanel<'a> {
+    title: &'a str,
+    /// Whether N is on the horizontal axis.
+    vs_n: bool,
+    /// The values that make the series (D for `vs_n`, else N).
+    groups: &'a [f64],
+    x_axis: &'a Axis,
+    /// Where the law's curve is sampled along the horizontal axis.
+    samples: &'a [f64],
+}
+
+/// Log-spaced samples from `lo` to `hi`.
+fn logspace(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let (a, b) = (lo.ln(), hi.ln());
+    (0..n)
+        .map(|i| (a + (b - a) * i as f64 / (n - 1).max(1) as f64).exp())
+        .collect()
+}
+
+fn marker_of(kind: RunKind) -> Marker {
+    if kind == RunKind::Teacher {
+        Marker::Circle
+    } else {
+        Marker::Square
+    }
+}
+
+impl Figure for SupervisedFits<'_> {
+    fn name(&self) -> &'static str {
+        "supervised_fits"
+    }
+
+    fn title(&self) -> &'static str {
+        Self::TITLE
+    }
+
+    fn caption(&self) -> String {
+        let mut c = String::from(
+            "Final held-out loss of the runs trained without a teacher (teachers: circles; \
+             baselines: squares) against non-embedding parameters N, one colour per token \
+             budget D (left), and against D, one colour per N (right).",
+        );
+        match self.law {
+            Some(law) => {
+                c += &format!(
+                    " Lines: the {} evaluated at each D (left) and N (right). Bottom: residuals, \
+                     100·(log L − log L̂) in percent.",
+                    self.law_name().trim_start_matches("fitted law: ")
+                );
+                if let Some(e) = law.extrapolation_error {
+                    c += &format!(
+                        " Predicting the largest run from the others is off by {:.1}%.",
+                        100.0 * e
+                    );
+                }
+            }
+            None => c += " No law fitted yet: run `pdsweep fit`.",
+        }
+        c
+    }
+
+    fn size_in(&self) -> (f64, f64) {
+        (
+            8.0,
+            style::rows_height(if self.law.is_some() { 2 } else { 1 }, 3.5)
+                + if self.law.is_some() { 0.25 } else { 0.0 },
+        )
+    }
+
+    fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
+        let ds = self.distinct(|p| p.d);
+        let ns = self.distinct(|p| p.n);
+        let rows = if self.law.is_some() { 2 } else { 1 };
+        // With a law, a strip at the bottom names it and its parameters.
+        let (panels_area, note_area) = if self.law.is_some() {
+            let (_, h) = area.dim_in_pixel();
+            let (a, b) = area.split_vertically(h as i32 - style::px(16.0) as i32);
+            (a, Some(b))
+        } else {
+            (area.clone(), None)
+        };
+        let areas = style::grid(&panels_area, 2 * rows, 2);
+        let y_label = "Held-out loss (nats/token)";
+        let n_axis = Axis::log(
+            "Non-embedding parameters N",
+            ns.iter().copied(),
+            TickFormat::Si,
+        );
+        let d_axis = Axis::log("Training tokens D", ds.iter().copied(), TickFormat::Si);
+        let mut losses: Vec<f64> = self.points.iter().map(|p| p.loss).collect();
+        let curve_n = logspace(n_axis.lo, n_axis.hi, 60);
+        let curve_d = logspace(d_axis.lo, d_axis.hi, 60);
+        if let Some(law) = self.law {
+            for &d in &ds {
+                losses.extend(curve_n.iter().filter_map(|&n| law.predict(n, d)));
+            }
+            for &n in &ns {
+                losses.extend(curve_d.iter().filter_map(|&d| law.predict(n, d)));
+            }
+        }
+        let y_axis = Axis::linear(y_label, losses, TickFormat::Plain);
+        let panels = [
+            LawPanel {
+                title: "Loss vs N, per budget D",
+                vs_n: true,
+                groups: &ds,
+                x_axis: &n_axis,
+                samples: &curve_n,
+            },
+            LawPanel {
+                title: "Loss vs D, per size N",
+                vs_n: false,
+                groups: &ns,
+                x_axis: &d_axis,
+                samples: &curve_d,
+            },
+        ];
+        for (i, p) in panels.into_iter().enumerate() {
+            let LawPanel {
+                title,
+                vs_n,
+                groups,
+                x_axis,
+                samples,
+            } = p;
+            let mut entries: Vec<LegendEntry> = groups
+                .iter()
+                .enumerate()
+                .map(|(k, g)| {
+                    let label = if vs_n {
+                        format!("D = {}", si(*g))
+                    } else {
+                        format!("N = {}", si(*g))
+                    };
+                    LegendEntry {
+                        label,
+                        color: color(k),
+                        line: if self.law.is_some() {
+                            LineKind::Solid
+                        } else {
+                            LineKind::None
+                        },
+                        marker: Some((Marker::Circle, true)),
+                    }
+                })
+                .collect();
+            entries.push(LegendEntry::series("teacher", MUTED, Some(Marker::Circle)));
+            entries.push(LegendEntry::series("baseline", MUTED, Some(Marker::Square)));
+            if let Some(last) = entries.last_mut() {
+                last.line = LineKind::None;
+            }
+            if let Some(e) = entries.iter_mut().rev().nth(1) {
+                e.line = LineKind::None;
+            }
+            let plot_area = with_legend(&areas[i], &entries, 1.3)?;
+            let mut plot = panel(&plot_area, title, (*x_axis).clone(), y_axis.clone())?;
+            for (k, g) in groups.iter().enumerate() {
+                if let Some(law) = self.law {
+                    let curve: Vec<(f64, f64)> = samples
+                        .iter()
+                        .filter_map(|&s| {
+                            let (n, d) = if vs_n { (s, *g) } else { (*g, s) };
+                            Some((s, law.predict(n, d)?))
+                        })
+                        .collect();
+                    plot.line(&curve, color(k), LineKind::Solid, 1.2)?;
+                }
+                for kind in [RunKind::Teacher, RunKind::Baseline] {
+                    let pts: Vec<(f64, f64)> = self
+                        .points
+                        .iter()
+                        .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
+                        .map(|p| (if vs_n { p.n } else { p.d }, p.loss))
+                        .collect();
+                    plot.markers(&pts, color(k), marker_of(kind), true)?;
+                }
+            }
+        }
+        let Some(law) = self.law else {
+            return Ok(());
+        };
+        let residual = |p: &SupervisedPoint| {
+            law.predict(p.n, p.d)
+                .filter(|l| *l > 0.0)
+                .map(|l| 100.0 * (p.loss.ln() - l.ln()))
+        };
+        let r_axis = Axis::linear(
+            "Residual (%)",
+            self.points
+                .iter()
+                .filter_map(residual)
+                .chain([0.0])
+                .collect::<Vec<_>>(),
+            TickFormat::Plain,
+        );
+        for (i, vs_n) in [(2, true), (3, false)] {
+            let (groups, x_axis) = if vs_n { (&ds, &n_axis) } else { (&ns, &d_axis) };
+            let entries: Vec<LegendEntry> = groups
+                .iter()
+                .enumerate()
+                .map(|(k, g)| LegendEntry {
+                    label: format!("{} = {}", if vs_n { "D" } else { "N" }, si(*g)),
+                    color: color(k),
+                    line: LineKind::None,
+                    marker: Some((Marker::Circle, true)),
+                })
+                .collect();
+            let plot_area = with_legend(&areas[i], &entries, 1.3)?;
+            let title = if vs_n {
+                "Residuals vs N"
+            } else {
+                "Residuals vs D"
+            };
+            let mut plot = panel(&plot_area, title, (*x_axis).clone(), r_axis.clone())?;
+            plot.hline(0.0, MUTED, LineKind::Dashed)?;
+            for (k, g) in groups.iter().enumerate() {
+                for kind in [RunKind::Teacher, RunKind::Baseline] {
+                    let pts: Vec<(f64, f64)> = self
+                        .points
+                        .iter()
+                        .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
+                        .filter_map(|p| Some((if vs_n { p.n } else { p.d }, residual(p)?)))
+                        .collect();
+                    plot.markers(&pts, color(k), marker_of(kind), true)?;
+                }
+            }
+        }
+        let params: Vec<String> = law
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", sig(*v)))
+            .collect();
+        if let Some(note_area) = note_area {
+            style::note(
+                &note_area,
+                &format!("{}; {}", self.law_name(), params.join(", ")),
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! The integration point between stored fits (`pdsweep fit`, the `fits` table) and the
+//! report's views: the one place that turns fitted laws into [`FitViews`] fields.
+//!
+//! It reads the table's JSON columns by field name (the `result_json` of each fit, as
+//! `src/fit/store.rs` writes it: a `Fit`, a `CapacityGap` or a `TStarScaling`), so the report
+//! does not depend on the fitting code's Rust types, and a fit it cannot read is reported as
+//! such rather than failing the report.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::Value as Sql;
+use serde_json::Value;
+
+use super::data::{
+    CapacityGapView, Estimate, LawView, OptimalPoint, ReportData, TrendForm, TrendView,
+};
+use super::error::ReportError;
+use super::load::series_label;
+use crate::store::SweepDb;
+
+/// One stored fit: the newest row of its (scope, key, law).
+#[derive(Debug, Clone)]
+struct Stored {
+    law: String,
+    scope: String,
+    key: String,
+    created_at: String,
+    result: Value,
+}
+
+/// Reads the newest fit of each (scope, key, law) from the `fits` table (none without one).
+fn stored(db: &SweepDb) -> Result<(Vec<Stored>, usize), ReportError> {
+    let table = db.raw_table("fits")?;
+    let col = |name: &str| table.columns.iter().position(|c| c == name);
+    let (Some(id), Some(law), Some(scope), Some(key), Some(result)) = (
+        col("id"),
+        col("law"),
+        col("scope"),
+        col("key"),
+        col("result_json"),
+    ) else {
+        return Ok((Vec::new(), table.rows.len()));
+    };
+    let created = col("created_at");
+    let text = |row: &[Sql], i: usize| match row.get(i) {
+        Some(Sql::Text(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let mut newest: BTreeMap<(String, String, String), (i64, Stored)> = BTreeMap::new();
+    let mut unreadable = 0;
+    for row in &table.rows {
+        let row_id = match row.get(id) {
+            Some(Sql::Integer(i)) => *i,
+            _ => 0,
+        };
+        let Ok(result) = serde_json::from_str::<Value>(&text(row, result)) else {
+            unreadable += 1;
+            continue;
+        };
+        let fit = Stored {
+            law: text(row, law),
+            scope: text(row, scope),
+            key: text(row, key),
+            created_at: created.map(|c| text(row, c)).unwrap_or_default(),
+            result,
+        };
+        let k = (fit.scope.clone(), fit.key.clone(), fit.law.clone());
+        if newest.get(&k).is_none_or(|(old, _)| *old < row_id) {
+            newest.insert(k, (row_id, fit));
+        }
+    }
+    Ok((newest.into_values().map(|(_, f)| f).collect(), unreadable))
+}
+
+fn num(v: &Value) -> Option<f64> {
+    v.as_f64().filter(|x| x.is_finite())
+}
+
+fn pair(v: &Value) -> Option<(f64, f64)> {
+    Some((num(v.get(0)?)?, num(v.get(1)?)?))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The supervised law of a stored `Fit`.
+fn law_view(fit: &Stored) -> Option<LawView> {
+    let r = &fit.result;
+    let params: BTreeMap<String, f64> = r["params"]
+        .as_object()?
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), num(v)?)))
+        .collect();
+    let ci = r["ci"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), pair(v)?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let law = r["law"].as_str().unwrap_or(&fit.law).to_string();
+    Some(LawView {
+        law,
+        params,
+        ci,
+        extrapolation_error: num(&r["extrapolation"]["mean_abs_rel_error"]),
+    })
+}
+
+/// Fills `view`'s fitted curve and T* from a stored `CapacityGap`; `false` when the fit is of
+/// other runs (a stale fit).
+fn fill_gap(view: &mut CapacityGapView, gap: &Value) -> bool {
+    let mut stored: Vec<(f64, f64)> = gap["points"]
+        .as_array()
+        .map(|ps| {
+            ps.iter()
+                .filter_map(|p| Some((num(&p["teacher_params"])?, num(&p["student_loss"])?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ours: Vec<(f64, f64)> = view
+        .points
+        .iter()
+        .map(|p| (p.teacher_n, p.student_loss))
+        .collect();
+    stored.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    ours.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let same = stored.len() == ours.len()
+        && stored
+            .iter()
+            .zip(&ours)
+            .all(|(a, b)| close(a.0, b.0) && close(a.1, b.1));
+    if !same {
+        return false;
+    }
+    let curve = &gap["by_teacher_params"];
+    let samples: Vec<(f64, f64)> = curve["samples"]
+        .as_array()
+        .map(|s| s.iter().filter_map(pair).collect())
+        .unwrap_or_default();
+    if samples.len() >= 2 {
+        view.fitted = Some(samples);
+    }
+    let optimum = &curve["optimum"];
+    if optimum["kind"] == "interior"
+        && let Some(at) = num(&optimum["at"])
+    {
+        let (lo, hi) = pair(&optimum["ci"]).unwrap_or((at, at));
+        view.t_star = Some(Estimate { value: at, lo, hi });
+    }
+    true
+}
+
+/// A T*(S) fit of a stored `TStarScaling`.
+fn trend(fit: &Value) -> Option<TrendView> {
+    let (p0, p1) = pair(&fit["params"])?;
+    let form = match fit["form"].as_str()? {
+        "linear" => TrendForm::Linear { a: p0, b: p1 },
+        _ => TrendForm::Power { c: p0, k: p1 },
+    };
+    let names = match form {
+        TrendForm::Linear { .. } => ["a", "b"],
+        TrendForm::Power { .. } => ["c", "k"],
+    };
+    let ci = fit["ci"]
+        .as_array()
+        .map(|cis| {
+            names
+                .iter()
+                .zip(cis)
+                .filter_map(|(n, c)| Some((n.to_string(), pair(c)?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(TrendView {
+        form,
+        ci,
+        r2: None,
+        band: Vec::new(),
+    })
+}
+
+/// Fills the fitted pieces of `data.fits` (the supervised law, fitted capacity-gap curves with
+/// T* and its interval, T*(S) fits) from the fits stored in `db`, and says in
+/// `data.fits.notes` what could not be used. The recommendation is not stored by `pdsweep
+/// fit` (`pdsweep recommend` computes it for a student size), so it stays empty here.
+pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
+    let (fits, unreadable) = stored(db)?;
+    let f = &mut data.fits;
+    if unreadable > 0 {
+        f.notes.push(format!(
+            "{unreadable} stored fit(s) could not be read (see `pdsweep export`)"
+        ));
+    }
+    if fits.is_empty() {
+        return Ok(());
+    }
+    let newest = fits
+        .iter()
+        .map(|s| s.created_at.as_str())
+        .max()
+        .unwrap_or("");
+    f.source = Some(format!("`pdsweep fit` (newest fit {newest})"));
+    let supervised: Vec<&Stored> = fits.iter().filter(|s| s.scope == "supervised").collect();
+    // Prefer the Busbridge form when both were fitted (it nests Chinchilla's).
+    let best = supervised
+        .iter()
+        .find(|s| s.law == "busbridge")
+        .or_else(|| supervised.first());
+    if let Some(law) = best.and_then(|s| law_view(s)) {
+        f.supervised.law = Some(law);
+    }
+    let mut stale = 0;
+    for gap in fits.iter().filter(|s| s.scope == "capacity_gap") {
+        let r = &gap.result;
+        let (Some(s), Some(d)) = (num(&r["student_params"]), num(&r["student_tokens"])) else {
+            continue;
+        };
+        let mut matched = false;
+        for view in f
+            .capacity_gap
+            .iter_mut()
+            .filter(|v| close(v.student_n, s) && close(v.budget, d) && v.fitted.is_none())
+        {
+            if fill_gap(view, r) {
+                matched = true;
+                break;
+            }
+        }
+        if !matched {
+            stale += 1;
+        }
+    }
+    if stale > 0 {
+        f.notes.push(format!(
+            "{stale} stored capacity-gap fit(s) are of other runs than the finished ones: run `pdsweep fit` again"
+        ));
+    }
+    // Fitted T* replaces the grid's best teacher where the curve has an interior optimum.
+    for view in &f.capacity_gap {
+        if let Some(t) = view.t_star {
+            let label = series_label(view);
+            f.optimal_teacher.points.retain(|p| p.label != label);
+            f.optimal_teacher.points.push(OptimalPoint {
+                student_n: view.student_n,
+                label,
+                t_star: t.value,
+                ci: (t.lo < t.hi).then_some((t.lo, t.hi)),
+                fitted: true,
+                at_edge: false,
+            });
+        }
+    }
+    f.optimal_teacher
+        .points
+        .sort_by(|a, b| a.student_n.total_cmp(&b.student_n));
+    let tstars: Vec<&Stored> = fits.iter().filter(|s| s.scope == "tstar").collect();
+    let widest = tstars
+        .iter()
+        .max_by_key(|s| s.result["points"].as_array().map_or(0, |p| p.len()));
+    if let Some(t) = widest {
+        f.optimal_teacher.linear = trend(&t.result["linear"]);
+        f.optimal_teacher.power = trend(&t.result["power"]);
+        f.optimal_teacher.better = t.result["better"].as_str().map(str::to_string);
+        if tstars.len() > 1 {
+            f.notes.push(format!(
+                "{} T*(S) fits are stored (one per budget and config); the figure shows `{}`",
+                tstars.len(),
+                t.key
+            ));
+        }
+    }
+    Ok(())
+}

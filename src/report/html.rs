@@ -1,0 +1,503 @@
+//! The report page `index.html`: one self-contained file (figures as inline SVG, the font as a
+//! data URL, no scripts, nothing fetched) with what is missing, the recommendation, every
+//! figure, fitted parameters with intervals, the runs and their results, the sweep file and
+//! provenance.
+
+use std::fmt::Write as _;
+
+use super::data::{LawView, ReportData, RunState, TrendView, sig};
+use super::figures::Figure;
+use super::render::{Rendered, font_face_css};
+use super::style::si;
+use crate::plan::RunKind;
+
+/// A drawn figure with what the page says about it.
+pub struct PageFigure<'a> {
+    /// The figure.
+    pub figure: &'a dyn Figure,
+    /// Its drawings.
+    pub rendered: &'a Rendered,
+}
+
+/// A figure left out, and why.
+pub struct PageSkip<'a> {
+    /// Title.
+    pub title: &'a str,
+    /// What is missing.
+    pub reason: &'a str,
+}
+
+/// Escapes text for HTML.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text with `backticked` spans set as code (the rest escaped).
+fn rich(s: &str) -> String {
+    s.split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{}</code>", esc(part))
+            } else {
+                esc(part)
+            }
+        })
+        .collect()
+}
+
+const CSS: &str = r#"
+:root{--ink:#222;--muted:#666;--line:#ddd;--accent:#0072b2;--warn:#fff6e0;--warnline:#e6a700}
+*{box-sizing:border-box}
+body{font-family:'DejaVu Sans',sans-serif;color:var(--ink);max-width:1180px;margin:0 auto;padding:24px 28px 60px;line-height:1.45;font-size:15px;background:#fff}
+h1{font-size:26px;margin:0 0 4px}h2{font-size:20px;margin:36px 0 10px;padding-bottom:4px;border-bottom:1px solid var(--line)}
+h3{font-size:16px;margin:20px 0 6px}
+.sub{color:var(--muted);margin:0 0 18px}
+code,pre{font-family:'DejaVu Sans Mono',monospace;font-size:13px}
+code{background:#f3f3f3;padding:1px 4px;border-radius:3px}
+pre{background:#f7f7f7;border:1px solid var(--line);padding:12px;overflow-x:auto;white-space:pre}
+.missing{background:var(--warn);border-left:4px solid var(--warnline);padding:10px 16px;margin:16px 0}
+.missing ul{margin:6px 0 0;padding-left:20px}
+.answer{background:#eef6fb;border-left:4px solid var(--accent);padding:10px 16px}
+figure{margin:18px 0 30px}
+figure .fig{border:1px solid #eee}figure svg{width:100%;height:auto;display:block}
+h1 code{font-size:inherit;background:none;padding:0}
+figcaption{color:#333;font-size:14px;margin-top:6px}
+figcaption .files{color:var(--muted);font-size:13px}
+table{border-collapse:collapse;font-size:13px;margin:8px 0}
+th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;white-space:nowrap}
+th{background:#f5f5f5;position:sticky;top:0}
+td.l,th.l{text-align:left}
+.scroll{overflow-x:auto;max-width:100%}
+tr.failed td{background:#fdecea}tr.planned td,tr.running td{color:var(--muted)}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:4px 16px}dt{color:var(--muted)}dd{margin:0;word-break:break-all}
+nav a{margin-right:14px}
+"#;
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "–".to_string(), f)
+}
+
+fn loss(v: f64) -> String {
+    format!("{v:.4}")
+}
+
+/// Builds the page.
+pub fn page(
+    data: &ReportData,
+    figures: &[PageFigure],
+    skipped: &[PageSkip],
+    missing: &[String],
+) -> String {
+    let mut h = String::new();
+    let name = esc(&data.sweep.name);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>pdsweep report: {name}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n",
+        font_face_css()
+    );
+    let _ = writeln!(h, "<h1>Sweep <code>{name}</code></h1>");
+    let done = data
+        .runs
+        .iter()
+        .filter(|r| r.state == RunState::Done)
+        .count();
+    let _ = writeln!(
+        h,
+        "<p class=\"sub\">{}{done} of {} runs done · report drawn {} by pdsweep {}</p>",
+        data.sweep
+            .description
+            .as_deref()
+            .map_or(String::new(), |d| format!("{} · ", esc(d))),
+        data.runs.len(),
+        esc(&data.provenance.date_utc),
+        esc(&data.provenance.pdsweep_version),
+    );
+    h += "<nav><a href=\"#answer\">Recommendation</a><a href=\"#figures\">Figures</a>\
+          <a href=\"#fits\">Fitted parameters</a><a href=\"#runs\">Runs</a>\
+          <a href=\"#config\">Configuration</a><a href=\"#provenance\">Provenance</a></nav>\n";
+    if !missing.is_empty() {
+        h +=
+            "<div class=\"missing\" id=\"missing\"><strong>Missing from this report</strong><ul>\n";
+        for m in missing {
+            let _ = writeln!(h, "<li>{}</li>", rich(m));
+        }
+        h += "</ul></div>\n";
+    }
+    recommendation(&mut h, data);
+    h += "<h2 id=\"figures\">Figures</h2>\n";
+    for f in figures {
+        let stem = esc(&f.rendered.name);
+        // 1 inch of figure = 110 CSS pixels, so text has one size in every figure.
+        let width_px = (f.figure.size_in().0 * 110.0).round();
+        let _ = write!(
+            h,
+            "<figure id=\"fig-{stem}\">\n<h3>{}</h3>\n<div class=\"fig\" style=\"max-width:{width_px}px\">{}</div>\n<figcaption>{} \
+             <span class=\"files\">Files: <a href=\"{stem}.png\">{stem}.png</a> (300 dpi), \
+             <a href=\"{stem}.svg\">{stem}.svg</a>.</span></figcaption>\n</figure>\n",
+            esc(f.figure.title()),
+            strip_xml_decl(&f.rendered.svg_bare),
+            rich(&f.figure.caption()),
+        );
+    }
+    if !skipped.is_empty() {
+        h += "<h3>Figures not drawn</h3><ul>\n";
+        for s in skipped {
+            let _ = writeln!(h, "<li>{}: {}</li>", esc(s.title), rich(s.reason));
+        }
+        h += "</ul>\n";
+    }
+    fits(&mut h, data);
+    runs(&mut h, data);
+    let _ = write!(
+        h,
+        "<h2 id=\"config\">Sweep configuration</h2>\n<p>From <code>{}</code>:</p>\n<pre>{}</pre>\n",
+        esc(&data.sweep.path),
+        esc(&data.sweep.toml)
+    );
+    provenance(&mut h, data);
+    h += "</body>\n</html>\n";
+    h
+}
+
+fn strip_xml_decl(svg: &str) -> &str {
+    match svg.find("<svg") {
+        Some(i) => &svg[i..],
+        None => svg,
+    }
+}
+
+fn recommendation(h: &mut String, data: &ReportData) {
+    h.push_str("<h2 id=\"answer\">Recommendation</h2>\n");
+    if let Some(r) = &data.fits.recommendation {
+        let _ = write!(
+            h,
+            "<div class=\"answer\"><p>For a student of <strong>{}</strong> non-embedding parameters{}, \
+             the optimal teacher has <strong>{}</strong> non-embedding parameters \
+             (interval {} – {}){}.</p><ul>",
+            si(r.student_n),
+            r.tokens
+                .map_or(String::new(), |t| format!(" trained on {} tokens", si(t))),
+            si(r.teacher_n.value),
+            si(r.teacher_n.lo),
+            si(r.teacher_n.hi),
+            if r.extrapolation {
+                ", <strong>an extrapolation</strong> beyond the student sizes of the sweep"
+            } else {
+                ""
+            },
+        );
+        if let Some(l) = r.predicted_loss {
+            let _ = write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>");
+        }
+        if let Some(g) = r.predicted_gain {
+            let _ = write!(
+                h,
+                "<li>Predicted gain over no teacher: {g:.4} nats/token</li>"
+            );
+        }
+        if let Some(c) = r.teacher_cost_flops {
+            let _ = write!(
+                h,
+                "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>"
+            );
+        }
+        if !r.note.is_empty() {
+            let _ = write!(h, "<li>{}</li>", rich(&r.note));
+        }
+        h.push_str("</ul></div>\n");
+        return;
+    }
+    if data.fits.any_fit() {
+        h.push_str(
+            "<div class=\"answer\"><p>The fits are below; <code>pdsweep recommend</code> answers \
+             for a student size, inside the sweep or beyond it.</p>",
+        );
+    } else {
+        h.push_str(
+            "<div class=\"answer\"><p>No fits yet: run <code>pdsweep fit</code> to locate the \
+             optimal teacher on a fitted curve, with an interval.</p>",
+        );
+    }
+    let fitted: Vec<_> = data
+        .fits
+        .optimal_teacher
+        .points
+        .iter()
+        .filter(|p| p.fitted)
+        .collect();
+    if !fitted.is_empty() {
+        h.push_str("<p>Optimal teacher on the fitted capacity-gap curves:</p><ul>\n");
+        for p in fitted {
+            let _ = writeln!(
+                h,
+                "<li>{}: teacher of {} non-embedding parameters{}</li>",
+                esc(&p.label),
+                si(p.t_star),
+                p.ci.map_or(String::new(), |(a, b)| format!(
+                    " (interval {} – {})",
+                    si(a),
+                    si(b)
+                ))
+            );
+        }
+        h.push_str("</ul></div>\n");
+        return;
+    }
+    let grid = &data.fits.optimal_teacher.points;
+    if grid.is_empty() {
+        h.push_str("<p>No student has been distilled from two or more teachers yet.</p></div>\n");
+        return;
+    }
+    h.push_str("<p>Best teacher on the grid so far (lowest student loss):</p><ul>\n");
+    for p in grid {
+        let _ = writeln!(
+            h,
+            "<li>{}: teacher of {} non-embedding parameters{}</li>",
+            esc(&p.label),
+            si(p.t_star),
+            if p.at_edge {
+                " — at the edge of the grid, so the optimum may lie beyond it"
+            } else {
+                ""
+            }
+        );
+    }
+    h.push_str("</ul></div>\n");
+}
+
+fn law_table(h: &mut String, law: &LawView) {
+    h.push_str("<table><tr><th class=\"l\">parameter</th><th>value</th><th>interval</th></tr>\n");
+    // The law's own order (E, A, α, B, β, γ), then anything else.
+    const ORDER: [&str; 6] = ["E", "A", "alpha", "B", "beta", "gamma"];
+    let mut names: Vec<&String> = law.params.keys().collect();
+    names.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
+    for k in names {
+        let v = &law.params[k];
+        let ci = law.ci.get(k).map_or("–".to_string(), |(a, b)| {
+            format!("[{}, {}]", sig(*a), sig(*b))
+        });
+        let shown = match k.as_str() {
+            "alpha" => "α",
+            "beta" => "β",
+            "gamma" => "γ",
+            other => other,
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{ci}</td></tr>",
+            esc(shown),
+            sig(*v)
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+fn trend_row(h: &mut String, name: &str, t: &TrendView) {
+    let cis: Vec<String> =
+        t.ci.iter()
+            .map(|(k, (a, b))| format!("{k} ∈ [{}, {}]", sig(*a), sig(*b)))
+            .collect();
+    let _ = writeln!(
+        h,
+        "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
+        esc(name),
+        esc(&t.formula()),
+        esc(&cis.join(", ")),
+        opt(t.r2, |r| format!("{r:.3}"))
+    );
+}
+
+fn fits(h: &mut String, data: &ReportData) {
+    h.push_str("<h2 id=\"fits\">Fitted parameters</h2>\n");
+    let f = &data.fits;
+    if !f.any_fit() {
+        h.push_str("<p>No fits yet: run <code>pdsweep fit</code>.</p>\n");
+    }
+    for n in &f.notes {
+        let _ = writeln!(h, "<p>{}</p>", rich(n));
+    }
+    if let Some(src) = &f.source {
+        let _ = writeln!(h, "<p>From {}.</p>", rich(src));
+    }
+    if let Some(law) = &f.supervised.law {
+        let _ = writeln!(
+            h,
+            "<h3>Supervised law ({}), fitted to {} runs</h3>",
+            esc(&law.law),
+            f.supervised.points.len()
+        );
+        law_table(h, law);
+        if let Some(e) = law.extrapolation_error {
+            let _ = writeln!(
+                h,
+                "<p>Leave-largest-out extrapolation error: {:.2}%.</p>",
+                100.0 * e
+            );
+        }
+    }
+    let stars: Vec<_> = f
+        .capacity_gap
+        .iter()
+        .filter(|g| g.t_star.is_some())
+        .collect();
+    if !stars.is_empty() {
+        h.push_str(
+            "<h3>Optimal teacher per student</h3><table><tr><th class=\"l\">student</th>\
+             <th>tokens</th><th class=\"l\">config</th><th>T*</th><th>interval</th></tr>\n",
+        );
+        for g in stars {
+            if let Some(t) = g.t_star {
+                let _ = writeln!(
+                    h,
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>[{}, {}]</td></tr>",
+                    esc(&g.student),
+                    si(g.budget),
+                    esc(&g.config),
+                    si(t.value),
+                    si(t.lo),
+                    si(t.hi)
+                );
+            }
+        }
+        h.push_str("</table>\n");
+    }
+    let ot = &f.optimal_teacher;
+    if ot.linear.is_some() || ot.power.is_some() {
+        h.push_str(
+            "<h3>T*(S)</h3><table><tr><th class=\"l\">form</th><th class=\"l\">fit</th>\
+             <th class=\"l\">intervals</th><th>R²</th></tr>\n",
+        );
+        if let Some(t) = &ot.linear {
+            trend_row(h, "linear", t);
+        }
+        if let Some(t) = &ot.power {
+            trend_row(h, "power law", t);
+        }
+        h.push_str("</table>\n");
+        if let Some(b) = &ot.better {
+            let _ = writeln!(h, "<p>Better fit: {}.</p>", esc(b));
+        }
+    }
+}
+
+fn runs(h: &mut String, data: &ReportData) {
+    h.push_str("<h2 id=\"runs\">Runs and results</h2>\n");
+    if data.runs.is_empty() {
+        h.push_str("<p>The plan has no runs.</p>\n");
+        return;
+    }
+    h.push_str(
+        "<p>Losses are held-out cross-entropy in nats/token; gain is the matching baseline's loss \
+         minus the student's; N is non-embedding parameters.</p>\n<div class=\"scroll\"><table>\n\
+         <tr><th class=\"l\">run</th><th class=\"l\">kind</th><th class=\"l\">state</th>\
+         <th>params</th><th>N</th><th>tokens</th><th class=\"l\">teacher</th>\
+         <th>val loss</th><th>bits/byte</th><th>tokens/s</th><th>wall (s)</th>\
+         <th>agreement</th><th>KL(T‖S)</th><th>gain</th></tr>\n",
+    );
+    for r in &data.runs {
+        let _ = writeln!(
+            h,
+            "<tr class=\"{}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            r.state.as_str(),
+            esc(&r.name),
+            r.kind,
+            r.state.as_str(),
+            si(r.params_total as f64),
+            si(r.n),
+            si(r.tokens),
+            r.teacher.as_ref().map_or(String::new(), |t| esc(&t.name)),
+            opt(r.val_loss, loss),
+            opt(r.val_bpb.filter(|_| r.done()), |v| format!("{v:.3}")),
+            opt(r.tokens_per_s.filter(|_| r.done()), |v| format!("{v:.0}")),
+            opt(r.wall_s.filter(|_| r.done()), |v| format!("{v:.1}")),
+            opt(r.agreement, |v| format!("{:.1}%", 100.0 * v)),
+            opt(r.kl_teacher_student, |v| format!("{v:.4}")),
+            opt(r.gain, |v| format!("{v:+.4}")),
+        );
+    }
+    h.push_str("</table></div>\n");
+    let failed: Vec<_> = data
+        .runs
+        .iter()
+        .filter(|r| r.state == RunState::Failed)
+        .collect();
+    if !failed.is_empty() {
+        h.push_str("<h3>Failed runs</h3>\n");
+        for r in failed {
+            let _ = writeln!(
+                h,
+                "<p><code>{}</code> ({}):</p><pre>{}</pre>",
+                esc(&r.name),
+                r.kind,
+                esc(r.error.as_deref().unwrap_or("no reason recorded"))
+            );
+        }
+    }
+    let logits = data
+        .runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Logits)
+        .count();
+    if logits > 0 {
+        let _ = writeln!(
+            h,
+            "<p>{logits} logit pass(es) score the students' tokens with a finished teacher; their \
+             loss is the teacher's on held-out text.</p>"
+        );
+    }
+}
+
+fn provenance(h: &mut String, data: &ReportData) {
+    let p = &data.provenance;
+    let _ = write!(
+        h,
+        "<h2 id=\"provenance\">Provenance</h2>\n<dl>\
+         <dt>sweep file</dt><dd><code>{}</code></dd>\
+         <dt>sweep file SHA-256</dt><dd><code>{}</code></dd>\
+         <dt>pdsweep</dt><dd>{} (planned with {} at {})</dd>\
+         <dt>git commit</dt><dd><code>{}</code></dd>\
+         <dt>date</dt><dd>{}</dd>\
+         <dt>fits</dt><dd>{}</dd></dl>\n",
+        esc(&data.sweep.path),
+        esc(&p.sweep_sha256),
+        esc(&p.pdsweep_version),
+        esc(&p.planned_with),
+        esc(&p.planned_at),
+        esc(p.git_commit.as_deref().unwrap_or("none")),
+        esc(&p.date_utc),
+        data.fits
+            .source
+            .as_deref()
+            .map_or("none yet".to_string(), rich),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped_and_backticks_become_code() {
+        assert_eq!(esc("<a & 'b'>"), "&lt;a &amp; &#39;b&#39;&gt;");
+        assert_eq!(
+            rich("run `pdsweep fit` <now>"),
+            "run <code>pdsweep fit</code> &lt;now&gt;"
+        );
+    }
+}

@@ -1,0 +1,393 @@
+//! Gathers a report's data from the sweep database: runs of the current plan with their
+//! results, held-out curves, the points of the capacity-gap and supervised views, and
+//! provenance (sweep-file hash, versions, git commit, date).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::data::{
+    CapacityGapView, Curve, GapPoint, OptimalPoint, Provenance, ReportData, RunState, RunView,
+    SupervisedPoint, SweepInfo, TeacherRef, mean_by,
+};
+use super::error::ReportError;
+use super::fits;
+use crate::plan::RunKind;
+use crate::spec::hex;
+use crate::store::{RunRow, SweepDb};
+
+/// The sweep file the user named, if any (its path and text).
+#[derive(Debug, Clone, Copy)]
+pub struct SweepSource<'a> {
+    /// Where it was read from.
+    pub path: &'a Path,
+    /// Its text.
+    pub text: &'a str,
+}
+
+/// Reads everything the report shows from `db`: the current plan's runs, curves and views,
+/// then the stored fits (see [`fits::attach`]). `sweep` is the sweep file the user named; without
+/// one, the text recorded with the plan is used.
+pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, ReportError> {
+    let plan_id = db.current_plan()?.ok_or_else(|| ReportError::NoPlan {
+        path: db.path().to_path_buf(),
+    })?;
+    let plan = db.plan_info(plan_id)?.ok_or_else(|| ReportError::NoPlan {
+        path: db.path().to_path_buf(),
+    })?;
+    let rows = db.run_rows(plan_id)?;
+    let runs = run_views(&rows);
+    let curves = curves(db, plan_id, &runs)?;
+    let (toml, path) = match sweep {
+        Some(s) => (s.text.to_string(), s.path.display().to_string()),
+        None => (plan.sweep_toml.clone(), plan.sweep_path.clone()),
+    };
+    let description = toml::from_str::<toml::Table>(&toml).ok().and_then(|t| {
+        t.get("description")
+            .and_then(|d| d.as_str())
+            .map(str::to_string)
+    });
+    let git_dir = sweep
+        .and_then(|s| s.path.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut data = ReportData {
+        sweep: SweepInfo {
+            name: plan.sweep_name.clone(),
+            description,
+            path,
+            toml: toml.clone(),
+        },
+        provenance: Provenance {
+            sweep_sha256: hex(&Sha256::digest(toml.as_bytes())),
+            pdsweep_version: env!("CARGO_PKG_VERSION").to_string(),
+            planned_with: plan.pdsweep_version.clone(),
+            planned_at: plan.created_at.clone(),
+            git_commit: git_commit(git_dir),
+            date_utc: now_utc(),
+        },
+        runs,
+        curves,
+        fits: Default::default(),
+    };
+    data.fits.supervised.points = supervised_points(&data.runs);
+    data.fits.capacity_gap = capacity_gap_views(&data.runs);
+    data.fits.optimal_teacher.points = grid_optima(&data.fits.capacity_gap);
+    fits::attach(db, &mut data)?;
+    Ok(data)
+}
+
+fn kind_of(s: &str) -> RunKind {
+    match s {
+        "teacher" => RunKind::Teacher,
+        "logits" => RunKind::Logits,
+        "student" => RunKind::Student,
+        _ => RunKind::Baseline,
+    }
+}
+
+/// The distillation knobs of a student's configuration, each as a short label.
+fn distill_knobs(config: &Value) -> BTreeMap<&'static str, String> {
+    let d = &config["distill"];
+    let mut knobs = BTreeMap::new();
+    if d.is_null() {
+        return knobs;
+    }
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    knobs.insert("mode", text(&d["mode"]));
+    knobs.insert("loss", text(&d["loss"]));
+    let alpha = &d["alpha"];
+    let alpha_label = match alpha["schedule"].as_str() {
+        Some("constant") | None => format!("α={}", text(&alpha["peak"])),
+        Some(s) => format!("α={s} {}", text(&alpha["peak"])),
+    };
+    knobs.insert("alpha", alpha_label);
+    knobs.insert("temperature", format!("τ={}", text(&d["temperature"])));
+    knobs.insert(
+        "truncation",
+        format!(
+            "top-{}-{}",
+            text(&d["truncation"]["top_p"]),
+            text(&d["truncation"]["top_k"])
+        ),
+    );
+    knobs
+}
+
+fn run_views(rows: &[RunRow]) -> Vec<RunView> {
+    let configs: Vec<Value> = rows
+        .iter()
+        .map(|r| serde_json::from_str(&r.config_json).unwrap_or(Value::Null))
+        .collect();
+    // Only the knobs that differ between students go into their labels.
+    let knobs: Vec<BTreeMap<&str, String>> = configs.iter().map(distill_knobs).collect();
+    let mut varying: BTreeSet<&str> = BTreeSet::new();
+    let students: Vec<&BTreeMap<&str, String>> = rows
+        .iter()
+        .zip(&knobs)
+        .filter(|(r, _)| r.kind == "student")
+        .map(|(_, k)| k)
+        .collect();
+    if let Some(first) = students.first() {
+        for k in students.iter().skip(1) {
+            for (key, value) in k.iter() {
+                if first.get(key) != Some(value) {
+                    varying.insert(key);
+                }
+            }
+        }
+    }
+    let by_id: BTreeMap<&str, (&RunRow, &Value)> = rows
+        .iter()
+        .zip(&configs)
+        .map(|(r, c)| (r.id.as_str(), (r, c)))
+        .collect();
+    let label_of = |c: &Value| c["model"]["label"].as_str().unwrap_or("?").to_string();
+    rows.iter()
+        .zip(&configs)
+        .zip(&knobs)
+        .map(|((r, config), knobs)| {
+            let teacher = r.teacher_id.as_deref().map(|tid| match by_id.get(tid) {
+                Some((t, tc)) => TeacherRef {
+                    id: t.id.clone(),
+                    name: t.name.clone(),
+                    label: label_of(tc),
+                    n: t.params_non_embedding as f64,
+                    val_loss: t.val_loss,
+                },
+                None => TeacherRef {
+                    id: tid.to_string(),
+                    name: r.teacher_name.clone().unwrap_or_else(|| tid.to_string()),
+                    label: "?".into(),
+                    n: f64::NAN,
+                    val_loss: None,
+                },
+            });
+            let distill = if r.kind == "student" {
+                knobs
+                    .iter()
+                    .filter(|(k, _)| varying.contains(*k))
+                    .map(|(_, v)| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            } else {
+                String::new()
+            };
+            let state = RunState::parse(&r.state);
+            RunView {
+                id: r.id.clone(),
+                kind: kind_of(&r.kind),
+                name: r.name.clone(),
+                state,
+                error: r.error.clone(),
+                label: label_of(config),
+                seed: config["data"]["seed"].as_u64().unwrap_or(0),
+                params_total: r.params_total.max(0) as u64,
+                n: r.params_non_embedding.max(0) as f64,
+                tokens: r.tokens.max(0) as f64,
+                flops: r.flops,
+                teacher,
+                distill,
+                val_loss: r.val_loss.filter(|_| state == RunState::Done),
+                val_bpb: r.val_bpb,
+                tokens_per_s: r.tokens_per_s,
+                wall_s: r.wall_s,
+                agreement: r.agreement,
+                kl_teacher_student: r.kl_teacher_student,
+                gain: r.gain,
+            }
+        })
+        .collect()
+}
+
+fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, ReportError> {
+    let metrics = db.metric_rows(plan_id)?;
+    let mut by_run: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for m in metrics
+        .iter()
+        .filter(|m| m.kind == "val" && m.loss.is_finite())
+    {
+        by_run
+            .entry(m.run_id.as_str())
+            .or_default()
+            .push((m.tokens as f64, m.loss));
+    }
+    Ok(runs
+        .iter()
+        .filter(|r| r.kind != RunKind::Logits)
+        .filter_map(|r| {
+            let points = by_run.remove(r.id.as_str())?;
+            Some(Curve {
+                run_id: r.id.clone(),
+                kind: r.kind,
+                name: r.name.clone(),
+                n: r.n,
+                state: r.state,
+                points,
+            })
+        })
+        .collect())
+}
+
+fn supervised_points(runs: &[RunView]) -> Vec<SupervisedPoint> {
+    runs.iter()
+        .filter(|r| matches!(r.kind, RunKind::Teacher | RunKind::Baseline))
+        .filter_map(|r| {
+            Some(SupervisedPoint {
+                name: r.name.clone(),
+                kind: r.kind,
+                n: r.n,
+                d: r.tokens,
+                loss: r.val_loss.filter(|_| r.done())?,
+            })
+        })
+        .collect()
+}
+
+/// One series per (student size, budget, distillation config), from finished students; the
+/// baseline is the mean of the matching baselines that finished.
+fn capacity_gap_views(runs: &[RunView]) -> Vec<CapacityGapView> {
+    let mut groups: BTreeMap<(u64, u64, String), CapacityGapView> = BTreeMap::new();
+    for s in runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Student && r.done())
+    {
+        let (Some(teacher), Some(loss)) = (&s.teacher, s.val_loss) else {
+            continue;
+        };
+        let view = groups
+            .entry((s.n as u64, s.tokens as u64, s.distill.clone()))
+            .or_insert_with(|| CapacityGapView {
+                student: s.label.clone(),
+                student_n: s.n,
+                budget: s.tokens,
+                config: s.distill.clone(),
+                ..CapacityGapView::default()
+            });
+        view.points.push(GapPoint {
+            teacher: teacher.label.clone(),
+            teacher_n: teacher.n,
+            teacher_loss: teacher.val_loss,
+            student_loss: loss,
+        });
+    }
+    let mut views: Vec<CapacityGapView> = groups.into_values().collect();
+    for v in &mut views {
+        v.points.sort_by(|a, b| a.teacher_n.total_cmp(&b.teacher_n));
+        let baselines: Vec<f64> = runs
+            .iter()
+            .filter(|b| b.kind == RunKind::Baseline && b.done())
+            .filter(|b| b.n == v.student_n && b.tokens == v.budget)
+            .filter_map(|b| b.val_loss)
+            .collect();
+        if !baselines.is_empty() {
+            v.baseline_loss = Some(baselines.iter().sum::<f64>() / baselines.len() as f64);
+        }
+    }
+    views
+}
+
+/// The best teacher on the grid of every series with at least two teachers.
+fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
+    views
+        .iter()
+        .filter(|v| mean_by(&v.points, |p| (p.teacher_n, p.student_loss)).len() >= 2)
+        .filter_map(|v| {
+            let (t, _, at_edge) = v.grid_best()?;
+            Some(OptimalPoint {
+                student_n: v.student_n,
+                label: series_label(v),
+                t_star: t,
+                ci: None,
+                fitted: false,
+                at_edge,
+            })
+        })
+        .collect()
+}
+
+/// `30K, 300K tokens, offline` — how a capacity-gap series is named in legends.
+pub fn series_label(v: &CapacityGapView) -> String {
+    let mut label = format!(
+        "{} student, {} tokens",
+        v.student,
+        super::style::si(v.budget)
+    );
+    if !v.config.is_empty() {
+        label += ", ";
+        label += &v.config;
+    }
+    label
+}
+
+/// `git rev-parse HEAD` in `dir` (with ` (modified)` when its work tree has changes), or
+/// `None` outside a repository or without git.
+pub fn git_commit(dir: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "HEAD"]).filter(|h| !h.is_empty())?;
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty {
+        format!("{head} (modified)")
+    } else {
+        head
+    })
+}
+
+/// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn now_utc() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+/// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian calendar).
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_match_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_796_020_230), "2026-11-30T06:30:30Z");
+    }
+}
