@@ -2,12 +2,13 @@
 //!
 //! A sweep file ([`spec`]) expands into a graph of runs ([`plan`]) stored in one SQLite database
 //! per sweep ([`store`]); [`run`] executes them: corpora and tokens ([`data`]), the transformer
-//! ([`model`]) and the training loop ([`train`]).
+//! ([`model`]) and the training loop ([`train`]); [`fit`] fits scaling laws to the results.
 #![warn(missing_docs)]
 
 pub mod alloc;
 pub mod data;
 pub mod distill;
+pub mod fit;
 pub mod model;
 pub mod plan;
 pub mod run;
