@@ -1,13 +1,17 @@
 //! The subcommands, each taking its own plain options (converted from clap in `cli.rs`) and
 //! returning `anyhow` errors to `main`.
 
+mod fit;
 mod plan;
 mod progress;
+mod recommend;
 mod run;
 mod size;
 mod status;
 
+pub use fit::{FitCommand, FitTarget, fit_command as fit};
 pub use plan::{PlanCommand, plan};
+pub use recommend::{RecommendCommand, recommend};
 pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
 pub use status::{StatusCommand, status};

@@ -58,7 +58,10 @@ impl Quadratic {
         // Back to x: d0 + d1 (x − μ) + d2 (x − μ)².
         let coef = [d0 - d1 * mean + d2 * mean * mean, d1 - 2.0 * d2 * mean, d2];
         let q = Quadratic { coef, rmse: 0.0 };
-        let rmse = (points.iter().map(|&(x, y)| (q.at(x) - y).powi(2)).sum::<f64>()
+        let rmse = (points
+            .iter()
+            .map(|&(x, y)| (q.at(x) - y).powi(2))
+            .sum::<f64>()
             / points.len() as f64)
             .sqrt();
         Some(Quadratic { coef, rmse })
@@ -141,6 +144,10 @@ pub struct GapCurve {
     pub samples: Vec<[f64; 2]>,
     /// The optimum.
     pub optimum: Optimum,
+    /// The optimum's value in each bootstrap resample (`None` where the resample had no
+    /// interior optimum); empty without a bootstrap. Not serialised.
+    #[serde(skip)]
+    pub draws: Vec<Option<f64>>,
 }
 
 /// The optimum from the fitted distillation law.
@@ -189,7 +196,10 @@ pub fn gap_curve(
     bootstrap: usize,
     seed: u64,
 ) -> GapCurve {
-    let xy: Vec<(f64, f64)> = points.iter().map(|p| (var(p).ln(), p.student_loss)).collect();
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (var(p).ln(), p.student_loss))
+        .collect();
     let lo = xy.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = xy.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let Some(q) = Quadratic::fit(&xy, None) else {
@@ -198,6 +208,7 @@ pub fn gap_curve(
             fit: None,
             samples: Vec::new(),
             optimum: Optimum::TooFewPoints,
+            draws: Vec::new(),
         };
     };
     let samples = (0..50)
@@ -206,6 +217,7 @@ pub fn gap_curve(
             [x.exp(), q.at(x)]
         })
         .collect();
+    let mut draws = Vec::new();
     let optimum = match q.interior_min(lo, hi) {
         Some(x) => {
             // Resampling needs more points than the quadratic has coefficients.
@@ -222,12 +234,17 @@ pub fn gap_curve(
                         .filter(|(_, w)| **w > 0.0)
                         .map(|(p, w)| (*p, *w))
                         .unzip();
-                    if let Some(x) = Quadratic::fit(&xs, Some(&ws)).and_then(|q| q.interior_min(lo, hi)) {
-                        hits.push(x.exp());
-                    }
+                    let draw = Quadratic::fit(&xs, Some(&ws))
+                        .and_then(|q| q.interior_min(lo, hi))
+                        .map(f64::exp);
+                    hits.extend(draw);
+                    draws.push(draw);
                 }
                 let frac = hits.len() as f64 / bootstrap as f64;
-                ((!hits.is_empty()).then(|| percentile_interval(&hits, 0.95)), Some(frac))
+                (
+                    (!hits.is_empty()).then(|| percentile_interval(&hits, 0.95)),
+                    Some(frac),
+                )
             } else {
                 (None, None)
             };
@@ -251,13 +268,19 @@ pub fn gap_curve(
         fit: Some(q),
         samples,
         optimum,
+        draws,
     }
 }
 
 /// The teacher loss minimising `law` for a student of `n_s` parameters on `d_s` tokens whose
 /// supervised loss is `l_sup`: a dense scan of ln L_T over [ln 0.01, ln 100] refined by golden
 /// section; `None` when the minimum is at the edge of that range.
-pub fn optimal_teacher_loss(law: &DistillLaw, n_s: f64, d_s: f64, l_sup: f64) -> Option<(f64, f64)> {
+pub fn optimal_teacher_loss(
+    law: &DistillLaw,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+) -> Option<(f64, f64)> {
     let f = |x: f64| law.predict(n_s, d_s, x.exp(), l_sup);
     let (lo, hi, n) = (0.01f64.ln(), 100f64.ln(), 4000);
     let step = (hi - lo) / n as f64;
@@ -272,7 +295,10 @@ pub fn optimal_teacher_loss(law: &DistillLaw, n_s: f64, d_s: f64, l_sup: f64) ->
     if best_i == 0 || best_i == n || !best.is_finite() {
         return None;
     }
-    let (mut a, mut b) = (lo + step * (best_i - 1) as f64, lo + step * (best_i + 1) as f64);
+    let (mut a, mut b) = (
+        lo + step * (best_i - 1) as f64,
+        lo + step * (best_i + 1) as f64,
+    );
     let g = (5f64.sqrt() - 1.0) / 2.0;
     for _ in 0..100 {
         let (c, d) = (b - g * (b - a), a + g * (b - a));
@@ -374,7 +400,11 @@ fn fit_form(form: &str, points: &[[f64; 2]]) -> Option<TStarFit> {
         .iter()
         .map(|p| {
             let v = f.at(p[0]);
-            if v > 0.0 { (v.ln() - p[1].ln()).powi(2) } else { f64::INFINITY }
+            if v > 0.0 {
+                (v.ln() - p[1].ln()).powi(2)
+            } else {
+                f64::INFINITY
+            }
         })
         .sum();
     f.rmse_log = (sq / points.len() as f64).sqrt();
@@ -404,10 +434,18 @@ pub fn tstar_scaling(
             .collect();
         if reps.len() >= 20 {
             let col = |k: usize| reps.iter().map(|r| r[k]).collect::<Vec<_>>();
-            f.ci = Some([percentile_interval(&col(0), 0.95), percentile_interval(&col(1), 0.95)]);
+            f.ci = Some([
+                percentile_interval(&col(0), 0.95),
+                percentile_interval(&col(1), 0.95),
+            ]);
         }
     }
-    let better = if power.rmse_log < linear.rmse_log { "power" } else { "linear" }.to_string();
+    let better = if power.rmse_log < linear.rmse_log {
+        "power"
+    } else {
+        "linear"
+    }
+    .to_string();
     Some(TStarScaling {
         student_tokens,
         config: config.into(),
@@ -432,7 +470,8 @@ mod tests {
             .map(|(i, &t): (usize, &f64)| GapPoint {
                 teacher_params: t,
                 teacher_loss: 3.0,
-                student_loss: 3.0 + 0.02 * (t.ln() - 1e8f64.ln()).powi(2)
+                student_loss: 3.0
+                    + 0.02 * (t.ln() - 1e8f64.ln()).powi(2)
                     + 0.002 * ((i % 3) as f64 - 1.0),
             })
             .collect();

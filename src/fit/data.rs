@@ -27,6 +27,9 @@ pub struct DataPoint {
     /// Teacher parameters, when known (distillation only; used for capacity-gap curves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub teacher_params: Option<f64>,
+    /// Teacher training tokens, when known (distillation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_tokens: Option<f64>,
     /// The measured loss (the student's, for distillation).
     pub loss: f64,
 }
@@ -40,6 +43,7 @@ impl DataPoint {
             teacher_loss: None,
             supervised_loss: None,
             teacher_params: None,
+            teacher_tokens: None,
             loss,
         }
     }
@@ -58,6 +62,7 @@ impl DataPoint {
             teacher_loss: Some(teacher_loss),
             supervised_loss: Some(supervised_loss),
             teacher_params: None,
+            teacher_tokens: None,
             loss: student_loss,
         }
     }
@@ -106,9 +111,7 @@ impl ColumnMap {
                 reason,
                 roles: known.join(", "),
             };
-            let (role, column) = entry
-                .split_once('=')
-                .ok_or_else(|| bad("no `=`".into()))?;
+            let (role, column) = entry.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
             let (role, column) = (role.trim(), column.trim());
             if !known.contains(&role) {
                 return Err(bad(format!(
@@ -278,7 +281,11 @@ pub fn read_csv(
 
 /// A named set of points, checked to be fittable by `law`: enough points for its parameters,
 /// and at least two model sizes (and, for distillation, two teacher losses).
-pub fn check_fittable(law: LawKind, source: &str, points: &[DataPoint]) -> Result<Vec<String>, FitError> {
+pub fn check_fittable(
+    law: LawKind,
+    source: &str,
+    points: &[DataPoint],
+) -> Result<Vec<String>, FitError> {
     let too_little = |reason: String| FitError::TooLittleData {
         law: law.to_string(),
         source_name: source.to_string(),
@@ -293,7 +300,13 @@ pub fn check_fittable(law: LawKind, source: &str, points: &[DataPoint]) -> Resul
         )));
     }
     for p in points {
-        let vals = [Some(p.params), Some(p.tokens), Some(p.loss), p.teacher_loss, p.supervised_loss];
+        let vals = [
+            Some(p.params),
+            Some(p.tokens),
+            Some(p.loss),
+            p.teacher_loss,
+            p.supervised_loss,
+        ];
         if vals.iter().flatten().any(|v| !v.is_finite() || *v <= 0.0) {
             return Err(too_little(format!(
                 "a point has a non-positive or non-finite value: {p:?}"
@@ -311,7 +324,11 @@ pub fn check_fittable(law: LawKind, source: &str, points: &[DataPoint]) -> Resul
         v.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs());
         v.len()
     };
-    let size = if law.is_distill() { "student size" } else { "model size" };
+    let size = if law.is_distill() {
+        "student size"
+    } else {
+        "model size"
+    };
     if distinct(&|p| p.params) < 2 {
         return Err(too_little(format!(
             "every point has the same {size}, so the size exponent cannot be fitted"
@@ -346,8 +363,11 @@ mod tests {
     #[test]
     fn mapped_columns_with_spaces_and_flops() {
         let f = csv("Model Size,Training FLOP,loss\n1e6,6e15,3.5\n2e6,1.2e16,3.4\n");
-        let map = ColumnMap::parse("params=Model Size, flops=Training FLOP", LawKind::Chinchilla)
-            .unwrap();
+        let map = ColumnMap::parse(
+            "params=Model Size, flops=Training FLOP",
+            LawKind::Chinchilla,
+        )
+        .unwrap();
         let pts = read_csv(f.path(), LawKind::Chinchilla, &map, None).unwrap();
         assert_eq!(pts.len(), 2);
         assert!((pts[0].tokens - 1e9).abs() < 1e-3);
@@ -356,9 +376,18 @@ mod tests {
     #[test]
     fn bad_cells_name_line_and_column() {
         for (text, want) in [
-            ("params,tokens,loss\n1e6,1e9,3\n1e6,1e9,nan\n", "line 3, column `loss`: `nan` is not a finite number"),
-            ("params,tokens,loss\n1e6,,3\n", "line 2, column `tokens`: `` is empty"),
-            ("params,tokens,loss\n-1,1e9,3\n", "column `params`: `-1` must be positive"),
+            (
+                "params,tokens,loss\n1e6,1e9,3\n1e6,1e9,nan\n",
+                "line 3, column `loss`: `nan` is not a finite number",
+            ),
+            (
+                "params,tokens,loss\n1e6,,3\n",
+                "line 2, column `tokens`: `` is empty",
+            ),
+            (
+                "params,tokens,loss\n-1,1e9,3\n",
+                "column `params`: `-1` must be positive",
+            ),
             ("params,tokens,loss\n1e6,1e9,abc\n", "`abc` is not a number"),
         ] {
             let f = csv(text);
@@ -371,15 +400,24 @@ mod tests {
         let err = read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("no column `loss`") && err.contains("hint:"), "{err}");
+        assert!(
+            err.contains("no column `loss`") && err.contains("hint:"),
+            "{err}"
+        );
     }
 
     #[test]
     fn degenerate_sets_are_refused() {
-        let pts: Vec<_> = (0..4).map(|i| DataPoint::supervised(1e6 * (i + 1) as f64, 1e9, 3.0)).collect();
+        let pts: Vec<_> = (0..4)
+            .map(|i| DataPoint::supervised(1e6 * (i + 1) as f64, 1e9, 3.0))
+            .collect();
         assert!(check_fittable(LawKind::Chinchilla, "x", &pts).is_err());
-        let pts: Vec<_> = (0..10).map(|i| DataPoint::supervised(1e6, 1e9 * (i + 1) as f64, 3.0)).collect();
-        let err = check_fittable(LawKind::Chinchilla, "x", &pts).unwrap_err().to_string();
+        let pts: Vec<_> = (0..10)
+            .map(|i| DataPoint::supervised(1e6, 1e9 * (i + 1) as f64, 3.0))
+            .collect();
+        let err = check_fittable(LawKind::Chinchilla, "x", &pts)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("same model size"), "{err}");
     }
 }

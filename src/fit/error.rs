@@ -41,7 +41,9 @@ pub enum FitError {
         problem: &'static str,
     },
     /// `--columns` could not be understood.
-    #[error("cannot read `--columns` entry `{entry}`: {reason}\n\nhint: write `ROLE=COLUMN` pairs separated by commas, e.g. `--columns \"params=Model Size,tokens=Training Tokens,loss=loss\"`; roles: {roles}")]
+    #[error(
+        "cannot read `--columns` entry `{entry}`: {reason}\n\nhint: write `ROLE=COLUMN` pairs separated by commas, e.g. `--columns \"params=Model Size,tokens=Training Tokens,loss=loss\"`; roles: {roles}"
+    )]
     Columns {
         /// The offending entry.
         entry: String,
@@ -64,7 +66,9 @@ pub enum FitError {
     #[error("{0}")]
     Invalid(String),
     /// No start of the grid produced a finite fit.
-    #[error("no start of the {law} grid gave a finite fit to {source_name}\n\nhint: check the data for outliers, or widen the start grid")]
+    #[error(
+        "no start of the {law} grid gave a finite fit to {source_name}\n\nhint: check the data for outliers, or widen the start grid"
+    )]
     NoFit {
         /// The law.
         law: String,
@@ -82,4 +86,12 @@ pub enum FitError {
         /// What went wrong.
         reason: String,
     },
+}
+
+impl FitError {
+    /// Whether the user must change their input (file, columns, flags) rather than something
+    /// having failed underneath.
+    pub fn is_user_input(&self) -> bool {
+        !matches!(self, FitError::Store(_) | FitError::Decode { .. })
+    }
 }

@@ -202,6 +202,14 @@ fn fit_with<L: Law>(
         .zip(natural.iter().copied())
         .collect();
 
+    // Refits start next to an optimum, where SciPy-style tolerances would stop at once and
+    // shrink the intervals; they are cheap, so run them to tight tolerances.
+    let refit = Optimiser {
+        tol_grad: opt.tol_grad * 1e-4,
+        tol_cost: opt.tol_cost * 1e-4,
+        ..opt.clone()
+    };
+    let opt = &refit;
     let thetas = bootstrap_thetas::<L>(&points, &starts, opt, opts.bootstrap, opts.seed);
     let samples: Vec<Vec<f64>> = thetas
         .into_iter()
@@ -234,7 +242,10 @@ fn fit_with<L: Law>(
             }
         })
         .collect();
-    let rmse_log = (residuals.iter().map(|r| r.log_residual.powi(2)).sum::<f64>()
+    let rmse_log = (residuals
+        .iter()
+        .map(|r| r.log_residual.powi(2))
+        .sum::<f64>()
         / residuals.len() as f64)
         .sqrt();
 
@@ -249,7 +260,7 @@ fn fit_with<L: Law>(
         ci_level: opts.ci_level,
         bootstrap: opts.bootstrap,
         bootstrap_ok: samples.len(),
-        delta: opt.delta,
+        delta: opts.optimiser.delta,
         seed: opts.seed,
         starts: grid_fit.starts,
         starts_finite: grid_fit.finite,

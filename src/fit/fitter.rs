@@ -229,6 +229,9 @@ mod tests {
         let fit = minimize::<Chinchilla>(&points, &[5.0, 5.0, 0.5, 0.5, 0.5], &opt).unwrap();
         let got = Chinchilla::from_theta(&fit.theta);
         assert!(fit.objective < 1e-12, "{fit:?}");
-        assert!((got.E - 1.7).abs() < 1e-3 && (got.alpha - 0.34).abs() < 1e-3, "{got:?}");
+        assert!(
+            (got.E - 1.7).abs() < 1e-3 && (got.alpha - 0.34).abs() < 1e-3,
+            "{got:?}"
+        );
     }
 }

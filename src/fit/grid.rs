@@ -54,9 +54,7 @@ impl StartGrid {
                     self.names.join(", ")
                 ))
             };
-            let (name, values) = entry
-                .split_once('=')
-                .ok_or_else(|| bad("no `=`".into()))?;
+            let (name, values) = entry.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
             let name = name.trim();
             let k = self
                 .names
@@ -84,7 +82,10 @@ impl StartGrid {
                 let n = ((stop - start) / step + 1e-9).floor() as usize;
                 (0..=n).map(|i| start + step * i as f64).collect()
             } else {
-                values.split(',').map(number).collect::<Result<Vec<_>, _>>()?
+                values
+                    .split(',')
+                    .map(number)
+                    .collect::<Result<Vec<_>, _>>()?
             };
             if axis.is_empty() {
                 return Err(bad("no values".into()));
@@ -124,7 +125,10 @@ mod tests {
         assert_eq!(g.axes[2], vec![-1.0, 1.0]);
         for bad in ["zeta=1", "alpha=1:0:1", "alpha=x", "alpha"] {
             assert!(
-                LawKind::Chinchilla.default_grid().with_overrides(bad).is_err(),
+                LawKind::Chinchilla
+                    .default_grid()
+                    .with_overrides(bad)
+                    .is_err(),
                 "{bad}"
             );
         }

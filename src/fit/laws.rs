@@ -391,6 +391,21 @@ impl DistillLaw {
         d1: 1.315,
     };
 
+    /// The law from natural parameters in [`Law::NAMES`] order.
+    pub fn from_natural(v: &[f64]) -> DistillLaw {
+        DistillLaw {
+            A: v[0],
+            B: v[1],
+            alpha: v[2],
+            beta: v[3],
+            gamma: v[4],
+            c0: v[5],
+            c1: v[6],
+            f1: v[7],
+            d1: v[8],
+        }
+    }
+
     /// L_S for a student of `n_s` parameters on `d_s` tokens, taught by a teacher of loss
     /// `teacher_loss`, where the supervised law gives `supervised_loss` (L̃_S) for the student.
     pub fn predict(&self, n_s: f64, d_s: f64, teacher_loss: f64, supervised_loss: f64) -> f64 {
@@ -409,9 +424,8 @@ impl DistillLaw {
 
 impl Law for DistillLaw {
     const KIND: LawKind = LawKind::Distill;
-    const NAMES: &'static [&'static str] = &[
-        "A", "B", "alpha", "beta", "gamma", "c0", "c1", "f1", "d1",
-    ];
+    const NAMES: &'static [&'static str] =
+        &["A", "B", "alpha", "beta", "gamma", "c0", "c1", "f1", "d1"];
     const THETA_NAMES: &'static [&'static str] = &[
         "a", "b", "alpha", "beta", "gamma", "c0", "ln_c1", "ln_f1", "ln_d1",
     ];

@@ -21,7 +21,12 @@ pub fn huber_grad(r: f64, delta: f64) -> f64 {
 }
 
 /// The objective at θ, writing its gradient into `grad` (length θ.len()).
-pub fn value_and_grad<L: Law>(theta: &[f64], points: &[Point], delta: f64, grad: &mut [f64]) -> f64 {
+pub fn value_and_grad<L: Law>(
+    theta: &[f64],
+    points: &[Point],
+    delta: f64,
+    grad: &mut [f64],
+) -> f64 {
     let k = theta.len();
     grad.fill(0.0);
     let mut total = 0.0;
