@@ -199,6 +199,14 @@ pub fn read_csv(
         loss: usize,
     }
     let cols = if law.is_distill() {
+        for role in [
+            "student_params",
+            "student_tokens",
+            "teacher_loss",
+            "student_loss",
+        ] {
+            need(role)?;
+        }
         let lsup = find("supervised_loss");
         if lsup.is_none() && supervised.is_none() {
             return Err(FitError::Invalid(format!(

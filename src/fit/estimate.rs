@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::bootstrap::{bootstrap_thetas, percentile_interval};
 use super::data::{DataPoint, check_fittable};
 use super::error::FitError;
-use super::fitter::{LocalFit, Optimiser, minimize_from_starts, minimize_grid};
+use super::fitter::{LocalFit, Optimiser, minimize, minimize_from_starts, minimize_grid};
 use super::grid::StartGrid;
 use super::laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind, Point};
 
@@ -191,8 +191,25 @@ fn fit_with<L: Law>(
             law: L::KIND.to_string(),
             source_name: source.to_string(),
         })?;
-    let best = &grid_fit.best;
-    let starts: Vec<Vec<f64>> = grid_fit.optima.iter().map(|f| f.theta.clone()).collect();
+    // Polish the distinct optima with tight tolerances (SciPy-style ones stop early when the
+    // objective is small); bootstrap refits and the extrapolation check start from them too.
+    let refit = Optimiser {
+        tol_grad: opt.tol_grad * 1e-4,
+        tol_cost: opt.tol_cost * 1e-4,
+        ..opt.clone()
+    };
+    let mut optima: Vec<LocalFit> = grid_fit
+        .optima
+        .iter()
+        .map(|f| {
+            minimize::<L>(&points, &f.theta, &refit)
+                .filter(|g| g.objective <= f.objective)
+                .unwrap_or_else(|| f.clone())
+        })
+        .collect();
+    optima.sort_by(|a, b| a.objective.total_cmp(&b.objective));
+    let best = &optima[0];
+    let starts: Vec<Vec<f64>> = optima.iter().map(|f| f.theta.clone()).collect();
 
     let names = L::NAMES;
     let natural = L::from_theta(&best.theta).natural();
@@ -203,12 +220,7 @@ fn fit_with<L: Law>(
         .collect();
 
     // Refits start next to an optimum, where SciPy-style tolerances would stop at once and
-    // shrink the intervals; they are cheap, so run them to tight tolerances.
-    let refit = Optimiser {
-        tol_grad: opt.tol_grad * 1e-4,
-        tol_cost: opt.tol_cost * 1e-4,
-        ..opt.clone()
-    };
+    // shrink the intervals; they are cheap, so they run to the tight tolerances too.
     let opt = &refit;
     let thetas = bootstrap_thetas::<L>(&points, &starts, opt, opts.bootstrap, opts.seed);
     let samples: Vec<Vec<f64>> = thetas

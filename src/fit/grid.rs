@@ -104,7 +104,6 @@ impl StartGrid {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::fit::LawKind;
 
     #[test]

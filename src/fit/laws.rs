@@ -580,7 +580,7 @@ mod tests {
         assert!((lhs - b.predict(1e9, 2e10)).abs() < 1e-12);
         // The distillation law written out directly (Eq. 8).
         let d = DistillLaw::PUBLISHED;
-        let (n, dd, lt) = (5e8, 1e10, 2.5);
+        let (n, dd, lt): (f64, f64, f64) = (5e8, 1e10, 2.5);
         let lsup = b.predict(n, dd);
         let direct = lt
             + lt.powf(-d.c0)

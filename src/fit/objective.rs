@@ -58,8 +58,8 @@ mod tests {
 
     fn points() -> Vec<Point> {
         let mut out = Vec::new();
-        for (i, n) in [1e7, 5e7, 2e8, 1e9].iter().enumerate() {
-            for (j, d) in [1e9, 5e9, 3e10].iter().enumerate() {
+        for (i, n) in [1e7f64, 5e7, 2e8, 1e9].iter().enumerate() {
+            for (j, d) in [1e9f64, 5e9, 3e10].iter().enumerate() {
                 let lt = 2.0 + 0.3 * i as f64;
                 out.push(Point {
                     ln_n: n.ln(),
