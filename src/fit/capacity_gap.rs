@@ -92,8 +92,9 @@ fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
         v.swap(col, piv);
         for r in col + 1..3 {
             let f = m[r][col] / m[col][col];
-            for c in col..3 {
-                m[r][c] -= f * m[col][c];
+            let pivot_row = m[col];
+            for (x, p) in m[r].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
             }
             v[r] -= f * v[col];
         }
