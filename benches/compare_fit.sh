@@ -26,4 +26,5 @@ print(f"objective: pdsweep {r['objective']:.12e}, scipy {s['objective']:.12e}")
 for k in ["E", "A", "B", "alpha", "beta"]:
     print(f"  {k:6s} pdsweep {r['params'][k]:.6g}  scipy {s['params'][k]:.6g}")
 print(f"  alpha 95% CI: pdsweep {r['ci']['alpha']}, scipy {s['ci']['alpha']}")
+print(f"  beta  95% CI: pdsweep {r['ci']['beta']}, scipy {s['ci']['beta']}")
 PY

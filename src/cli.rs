@@ -5,8 +5,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{
-    ExportCommand, PlanCommand, ReportCommand, RunCommand, SizeCommand, StatusCommand,
+    ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
+    SizeCommand, StatusCommand,
 };
+use pdsweep::fit::LawKind;
 use pdsweep::plan::PlanFormat;
 use pdsweep::report::export::ExportFormat;
 
@@ -40,6 +42,13 @@ pub enum Command {
     /// Write a sweep's runs, metrics and fits as CSV, Parquet or JSON tables (default
     /// folder results/NAME/export/).
     Export(ExportArgs),
+    /// Fit scaling laws with bootstrap intervals: to a sweep (supervised law on teachers and
+    /// baselines, distillation law on students, capacity-gap optima; stored in its database)
+    /// or to any CSV file (`--data`).
+    Fit(FitArgs),
+    /// The optimal teacher for a student size and budget, from a sweep's fits or from
+    /// Busbridge et al.'s published law (`--law busbridge2025`).
+    Recommend(RecommendArgs),
 }
 
 /// Output formats of `plan`.
@@ -281,6 +290,159 @@ impl ExportArgs {
                 ExportFormatArg::Json => ExportFormat::Json,
             },
             out: self.out,
+        }
+    }
+}
+
+/// Laws `fit` knows.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LawArg {
+    /// L = E + A/N^alpha + B/D^beta.
+    Chinchilla,
+    /// L = E + (A/N^alpha + B/D^beta)^gamma.
+    Busbridge,
+    /// Busbridge et al. (2025) Eq. 8 on (student_params, student_tokens, teacher_loss, student_loss).
+    Distill,
+}
+
+/// Output formats of `fit` and `recommend`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ReportFormat {
+    /// A readable table.
+    Table,
+    /// JSON.
+    Json,
+}
+
+/// `pdsweep fit`.
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// The sweep file (its database is results/NAME/sweep.db).
+    #[arg(required_unless_present_any = ["db", "data"])]
+    pub sweep: Option<PathBuf>,
+    /// A sweep database to fit instead of a sweep file's.
+    #[arg(long, value_name = "PATH", conflicts_with = "sweep")]
+    pub db: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Fit a CSV file instead of a sweep.
+    #[arg(long, value_name = "FILE.csv", conflicts_with_all = ["sweep", "db"])]
+    pub data: Option<PathBuf>,
+    /// The law: for --data the law to fit (default chinchilla); on a sweep the supervised law.
+    #[arg(long, value_enum)]
+    pub law: Option<LawArg>,
+    /// Map CSV columns: `ROLE=COLUMN,...`, e.g. "params=Model Size,tokens=Training Tokens".
+    /// Roles: params, tokens, loss (or flops instead of tokens: D = C/(6N)); for distill
+    /// student_params, student_tokens, teacher_loss, student_loss, supervised_loss.
+    #[arg(long, value_name = "MAP")]
+    pub columns: Option<String>,
+    /// For a distillation CSV without a supervised_loss column: `busbridge2025` or
+    /// "E=..,A=..,B=..,alpha=..,beta=..[,gamma=..]".
+    #[arg(long, value_name = "LAW")]
+    pub supervised: Option<String>,
+    /// Huber delta on log residuals.
+    #[arg(long, default_value_t = 1e-3)]
+    pub delta: f64,
+    /// Bootstrap resamples for the confidence intervals (0: none).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub bootstrap: usize,
+    /// Seed of the bootstrap.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Override start-grid axes: "alpha=0:2:0.5;e=-1,0,1" (theta names: a, b, e, alpha, beta,
+    /// gamma; distill: a, b, alpha, beta, gamma, c0, ln_c1, ln_f1, ln_d1).
+    #[arg(long, value_name = "SPEC")]
+    pub grid: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
+
+impl FitArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> FitCommand {
+        let target = match (self.data, self.db, self.sweep) {
+            (Some(d), _, _) => FitTarget::Data(d),
+            (_, Some(db), _) => FitTarget::Db(db),
+            (_, _, Some(s)) => FitTarget::Sweep(s),
+            (None, None, None) => FitTarget::Sweep(PathBuf::new()),
+        };
+        FitCommand {
+            target,
+            results: self.results,
+            law: self.law.map(|l| match l {
+                LawArg::Chinchilla => LawKind::Chinchilla,
+                LawArg::Busbridge => LawKind::Busbridge,
+                LawArg::Distill => LawKind::Distill,
+            }),
+            columns: self.columns,
+            supervised: self.supervised,
+            delta: self.delta,
+            bootstrap: self.bootstrap,
+            seed: self.seed,
+            grid: self.grid,
+            json: matches!(self.format, ReportFormat::Json),
+        }
+    }
+}
+
+/// Where `recommend` takes its laws from.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RecommendLaw {
+    /// Busbridge et al. (2025)'s published coefficients; no sweep needed.
+    Busbridge2025,
+}
+
+/// `pdsweep recommend`.
+#[derive(Debug, Args)]
+pub struct RecommendArgs {
+    /// The sweep file whose fits to use (run `pdsweep fit` on it first).
+    #[arg(required_unless_present_any = ["db", "law"])]
+    pub sweep: Option<PathBuf>,
+    /// A sweep database instead of a sweep file's.
+    #[arg(long, value_name = "PATH", conflicts_with = "sweep")]
+    pub db: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// Use published coefficients instead of a sweep.
+    #[arg(long, value_enum, conflicts_with_all = ["sweep", "db"])]
+    pub law: Option<RecommendLaw>,
+    /// The student's non-embedding size, e.g. 1.9B.
+    #[arg(long, value_name = "SIZE")]
+    pub student: String,
+    /// The student's training tokens, e.g. 100B (default: the sweep's student budget).
+    #[arg(long, value_name = "D")]
+    pub tokens: Option<String>,
+    /// The teacher's training tokens (default: the sweep's teacher budget).
+    #[arg(long, value_name = "D_T")]
+    pub teacher_tokens: Option<String>,
+    /// Part of the distillation-config key whose law to use (default: the one with most runs).
+    #[arg(long, value_name = "TEXT")]
+    pub config: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
+
+impl RecommendArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> RecommendCommand {
+        let target = match (self.db, self.sweep) {
+            (Some(db), _) => Some(FitTarget::Db(db)),
+            (_, Some(s)) => Some(FitTarget::Sweep(s)),
+            _ => None,
+        };
+        RecommendCommand {
+            target,
+            results: self.results,
+            published: self.law.is_some(),
+            student: self.student,
+            tokens: self.tokens,
+            teacher_tokens: self.teacher_tokens,
+            config: self.config,
+            json: matches!(self.format, ReportFormat::Json),
         }
     }
 }

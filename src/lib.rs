@@ -2,12 +2,14 @@
 //!
 //! A sweep file ([`spec`]) expands into a graph of runs ([`plan`]) stored in one SQLite database
 //! per sweep ([`store`]); [`run`] executes them: corpora and tokens ([`data`]), the transformer
-//! ([`model`]) and the training loop ([`train`]); [`report`] draws figures and exports tables.
+//! ([`model`]) and the training loop ([`train`]); [`fit`] fits scaling laws to the results and
+//! [`report`] draws figures and exports tables.
 #![warn(missing_docs)]
 
 pub mod alloc;
 pub mod data;
 pub mod distill;
+pub mod fit;
 pub mod model;
 pub mod plan;
 pub mod report;

@@ -20,6 +20,8 @@ fn main() -> ExitCode {
         Command::Size(args) => commands::size(args.into_command()),
         Command::Report(args) => commands::report(args.into_command()),
         Command::Export(args) => commands::export(args.into_command()),
+        Command::Fit(args) => commands::fit(args.into_command()),
+        Command::Recommend(args) => commands::recommend(args.into_command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,7 +41,7 @@ fn restore_default_sigpipe() {
     }
 }
 
-/// 2 for input the user must fix (sweep file, arguments), 3 when a sweep ran but some runs
+/// 2 for input the user must fix (sweep file, arguments, data to fit), 3 when a sweep ran but some runs
 /// failed, 130 when it was stopped on request, 1 for everything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<commands::RunsFailed>().is_some() {
@@ -52,6 +54,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             err.downcast_ref::<pdsweep::report::ReportError>(),
             Some(pdsweep::report::ReportError::NoPlan { .. })
         )
+        || err
+            .downcast_ref::<pdsweep::fit::FitError>()
+            .is_some_and(|e| e.is_user_input())
     {
         2
     } else {

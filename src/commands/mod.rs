@@ -2,16 +2,20 @@
 //! returning `anyhow` errors to `main`.
 
 mod export;
+mod fit;
 mod locate;
 mod plan;
 mod progress;
+mod recommend;
 mod report;
 mod run;
 mod size;
 mod status;
 
 pub use export::{ExportCommand, export};
+pub use fit::{FitCommand, FitTarget, fit_command as fit};
 pub use plan::{PlanCommand, plan};
+pub use recommend::{RecommendCommand, recommend};
 pub use report::{ReportCommand, report};
 pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};

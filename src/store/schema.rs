@@ -118,6 +118,29 @@ WHERE s.kind = 'student';
 /// is taken over at once rather than after its heartbeat goes stale.
 const V5: &str = "ALTER TABLE runs ADD COLUMN owner TEXT;";
 
+/// Version 6: fitted laws, capacity-gap curves and T*(S) fits (`pdsweep fit`). Each fit is a
+/// new row (history is kept); readers take the newest per (scope, key, law).
+const V6: &str = r#"
+CREATE TABLE fits (
+    id           INTEGER PRIMARY KEY,
+    law          TEXT NOT NULL,
+    scope        TEXT NOT NULL,
+    key          TEXT NOT NULL,
+    params_json  TEXT NOT NULL,
+    ci_json      TEXT NOT NULL,
+    objective    REAL,
+    n_points     INTEGER NOT NULL,
+    points_json  TEXT NOT NULL,
+    delta        REAL,
+    bootstrap    INTEGER NOT NULL,
+    seed         INTEGER NOT NULL,
+    samples_json TEXT,
+    result_json  TEXT NOT NULL,
+    created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+CREATE INDEX fits_scope ON fits (scope, key, law, id);
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -126,6 +149,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V3).foreign_key_check(),
         M::up(V4),
         M::up(V5),
+        M::up(V6),
     ])
 }
 

@@ -1,0 +1,346 @@
+//! `pdsweep fit`: fit the laws to a sweep (stored in its database) or to any CSV file, and
+//! print the parameters with their bootstrap intervals as a table or JSON.
+
+use std::path::{Path, PathBuf};
+
+use comfy_table::Table;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+
+use pdsweep::fit::{
+    Busbridge, Chinchilla, ColumnMap, Fit, FitOptions, FitRecord, LawKind, Optimiser, Optimum,
+    SCOPE_DISTILL, SCOPE_SUPERVISED, SupervisedSource, SweepFitOptions, SweepFits, finished_runs,
+    fit, fit_sweep, read_csv, save_fits,
+};
+use pdsweep::spec::Sweep;
+use pdsweep::spec::units::format_count;
+use pdsweep::store::SweepDb;
+
+use super::UsageError;
+
+/// What to fit.
+#[derive(Debug, Clone)]
+pub enum FitTarget {
+    /// A sweep file (its database under the results folder).
+    Sweep(PathBuf),
+    /// A sweep database.
+    Db(PathBuf),
+    /// A CSV file.
+    Data(PathBuf),
+}
+
+/// Options of `pdsweep fit`.
+#[derive(Debug, Clone)]
+pub struct FitCommand {
+    /// What to fit.
+    pub target: FitTarget,
+    /// Results folder (for a sweep file).
+    pub results: PathBuf,
+    /// The law (CSV: the law to fit; sweep: the supervised law).
+    pub law: Option<LawKind>,
+    /// `ROLE=COLUMN,...`.
+    pub columns: Option<String>,
+    /// Where L̃_S comes from for a distillation CSV without that column.
+    pub supervised: Option<String>,
+    /// Huber δ.
+    pub delta: f64,
+    /// Bootstrap resamples.
+    pub bootstrap: usize,
+    /// Bootstrap seed.
+    pub seed: u64,
+    /// Start grid overrides.
+    pub grid: Option<String>,
+    /// JSON output.
+    pub json: bool,
+}
+
+/// Runs `pdsweep fit`.
+pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
+    let mut opts = FitOptions {
+        optimiser: Optimiser {
+            delta: cmd.delta,
+            ..Optimiser::default()
+        },
+        bootstrap: cmd.bootstrap,
+        seed: cmd.seed,
+        ..FitOptions::default()
+    };
+    match &cmd.target {
+        FitTarget::Data(path) => {
+            let law = cmd.law.unwrap_or(LawKind::Chinchilla);
+            if let Some(spec) = &cmd.grid {
+                opts.grid = Some(law.default_grid().with_overrides(spec)?);
+            }
+            let columns = ColumnMap::parse(cmd.columns.as_deref().unwrap_or(""), law)?;
+            let supervised = cmd
+                .supervised
+                .as_deref()
+                .map(parse_supervised)
+                .transpose()?;
+            let points = read_csv(path, law, &columns, supervised)?;
+            let result = fit(law, &path.display().to_string(), &points, &opts)?;
+            if cmd.json {
+                println!("{}", serde_json::to_string_pretty(&result)?);
+            } else {
+                print!("{}", fit_table(&result));
+            }
+            Ok(())
+        }
+        FitTarget::Sweep(_) | FitTarget::Db(_) => {
+            if cmd.columns.is_some() || cmd.supervised.is_some() {
+                return Err(UsageError(
+                    "`--columns` and `--supervised` apply to `--data` files only".into(),
+                )
+                .into());
+            }
+            let law = cmd.law.unwrap_or(LawKind::Chinchilla);
+            if law.is_distill() {
+                return Err(UsageError("on a sweep, `--law` picks the supervised law (chinchilla or busbridge); the distillation law is always fitted to the students".into()).into());
+            }
+            if let Some(spec) = &cmd.grid {
+                opts.grid = Some(law.default_grid().with_overrides(spec)?);
+            }
+            let db_path = locate_db(&cmd.target, &cmd.results)?;
+            let mut db = SweepDb::open(&db_path)?;
+            let runs = finished_runs(&db)?;
+            let fits = fit_sweep(
+                &runs,
+                &SweepFitOptions {
+                    fit: opts,
+                    supervised_law: law,
+                },
+            );
+            let mut records = Vec::new();
+            if let Some(f) = &fits.supervised {
+                records.push(FitRecord::Law {
+                    scope: SCOPE_SUPERVISED.into(),
+                    key: String::new(),
+                    fit: Box::new(f.clone()),
+                });
+            }
+            for (key, f) in &fits.distill {
+                records.push(FitRecord::Law {
+                    scope: SCOPE_DISTILL.into(),
+                    key: key.clone(),
+                    fit: Box::new(f.clone()),
+                });
+            }
+            records.extend(
+                fits.capacity_gaps
+                    .iter()
+                    .map(|g| FitRecord::Gap(Box::new(g.clone()))),
+            );
+            records.extend(
+                fits.tstar
+                    .iter()
+                    .map(|t| FitRecord::TStar(Box::new(t.clone()))),
+            );
+            save_fits(&mut db, &records)?;
+            if cmd.json {
+                println!("{}", serde_json::to_string_pretty(&fits)?);
+            } else {
+                print!("{}", sweep_report(&fits, runs.len(), &db_path));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The database of a sweep file (as `pdsweep status` finds it) or the one given by `--db`.
+pub fn locate_db(target: &FitTarget, results: &Path) -> anyhow::Result<PathBuf> {
+    let (path, hint) = match target {
+        FitTarget::Sweep(file) => {
+            let sweep = Sweep::load(file)?;
+            (
+                SweepDb::path_for(results, sweep.file.name.as_str()),
+                format!("run `pdsweep run {}` first", file.display()),
+            )
+        }
+        FitTarget::Db(path) => (path.clone(), "check the `--db` path".to_string()),
+        FitTarget::Data(path) => (path.clone(), String::new()),
+    };
+    if !path.exists() {
+        return Err(UsageError(format!(
+            "no sweep database at `{}`\n\nhint: {hint}",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(path)
+}
+
+fn parse_supervised(text: &str) -> anyhow::Result<SupervisedSource> {
+    if text == "busbridge2025" {
+        return Ok(SupervisedSource::Busbridge(Busbridge::PUBLISHED));
+    }
+    let mut vals = std::collections::BTreeMap::new();
+    for entry in text.split(',').filter(|e| !e.trim().is_empty()) {
+        let parsed = entry
+            .split_once('=')
+            .and_then(|(k, v)| Some((k.trim().to_string(), v.trim().parse::<f64>().ok()?)));
+        let Some((k, v)) = parsed else {
+            return Err(UsageError(format!("cannot read `--supervised` entry `{entry}`\n\nhint: `--supervised busbridge2025` or `--supervised \"E=1.82,A=482,B=2085,alpha=0.348,beta=0.366[,gamma=..]\"`")).into());
+        };
+        vals.insert(k, v);
+    }
+    let get = |k: &str| {
+        vals.get(k).copied().ok_or_else(|| {
+            UsageError(format!("`--supervised` has no `{k}`\n\nhint: give E, A, B, alpha, beta (and gamma for the Busbridge form)"))
+        })
+    };
+    let (e, a, b, alpha, beta) = (get("E")?, get("A")?, get("B")?, get("alpha")?, get("beta")?);
+    Ok(match vals.get("gamma") {
+        Some(&gamma) => SupervisedSource::Busbridge(Busbridge {
+            E: e,
+            A: a,
+            B: b,
+            alpha,
+            beta,
+            gamma,
+        }),
+        None => SupervisedSource::Chinchilla(Chinchilla {
+            E: e,
+            A: a,
+            B: b,
+            alpha,
+            beta,
+        }),
+    })
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 || (1e-3..1e5).contains(&v.abs()) {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.4e}")
+    }
+}
+
+/// A fit as a readable table.
+pub fn fit_table(f: &Fit) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header([
+        "parameter",
+        "value",
+        &format!("{:.0}% CI", f.ci_level * 100.0),
+    ]);
+    for name in f.law.param_names() {
+        let ci = f.ci.get(*name).map_or("-".to_string(), |[lo, hi]| {
+            format!("[{}, {}]", num(*lo), num(*hi))
+        });
+        t.add_row([name.to_string(), num(f.param(name)), ci]);
+    }
+    let mut out = format!(
+        "{} law on {} points of {}\nobjective (sum of Huber, delta {}): {:.6e}; {} of {} starts finite; bootstrap {} of {} resamples\n{t}\nrms log residual: {:.4}\n",
+        f.law,
+        f.n_points,
+        f.source,
+        f.delta,
+        f.objective,
+        f.starts_finite,
+        f.starts,
+        f.bootstrap_ok,
+        f.bootstrap,
+        f.rmse_log
+    );
+    if let Some(x) = &f.extrapolation {
+        out += &format!(
+            "leave-largest-out: fitted without N = {} ({} points held out), mean |error| {:.2}%, max {:.2}%\n",
+            format_count(x.held_out_params),
+            x.n_held_out,
+            100.0 * x.mean_abs_rel_error,
+            100.0 * x.max_abs_rel_error
+        );
+    }
+    for w in &f.warnings {
+        out += &format!("warning: {w}\n");
+    }
+    out
+}
+
+fn optimum_text(o: &Optimum, unit: &dyn Fn(f64) -> String) -> String {
+    match o {
+        Optimum::Interior {
+            at,
+            ci,
+            student_loss,
+            ..
+        } => format!(
+            "{} (student loss {:.4}){}",
+            unit(*at),
+            student_loss,
+            ci.map_or(String::new(), |[lo, hi]| format!(
+                ", 95% CI [{}, {}]",
+                unit(lo),
+                unit(hi)
+            ))
+        ),
+        Optimum::Boundary { at, edge } => {
+            format!(
+                "boundary: no interior optimum (lowest at the {edge} measured, {})",
+                unit(*at)
+            )
+        }
+        Optimum::TooFewPoints => "fewer than 3 teachers: no curve".into(),
+    }
+}
+
+fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
+    let mut out = format!(
+        "{n_runs} finished runs; fits stored in `{}`\n\n",
+        db.display()
+    );
+    if let Some(s) = &f.supervised {
+        out += &format!(
+            "supervised law (teachers and baselines):\n{}\n",
+            fit_table(s)
+        );
+    }
+    for (key, d) in &f.distill {
+        out += &format!("distillation law ({key}):\n{}\n", fit_table(d));
+    }
+    for g in &f.capacity_gaps {
+        out += &format!(
+            "capacity gap: student {} on {} tokens ({}), {} teachers{}\n  by teacher size: {}\n  by teacher loss: {}\n",
+            format_count(g.student_params),
+            format_count(g.student_tokens),
+            g.config,
+            g.points.len(),
+            g.baseline_loss
+                .map_or(String::new(), |b| format!(", baseline loss {b:.4}")),
+            optimum_text(&g.by_teacher_params.optimum, &|x| format_count(x)),
+            optimum_text(&g.by_teacher_loss.optimum, &|x| format!("{x:.4}")),
+        );
+        if let Some(l) = &g.from_law {
+            out += &format!(
+                "  from the distillation law: L_T* {:.4}{}, student loss {:.4}{}\n",
+                l.teacher_loss,
+                l.teacher_loss_ci
+                    .map_or(String::new(), |[a, b]| format!(" [{a:.4}, {b:.4}]")),
+                l.student_loss,
+                l.teacher_params
+                    .map_or(String::new(), |n| format!(", teacher {}", format_count(n)))
+            );
+        }
+    }
+    for t in &f.tstar {
+        out += &format!(
+            "T*(S) on {} tokens ({}), {} student sizes: linear T* = {:.3}·S + {:.3e} (rms log {:.3}); power T* = {:.3e}·S^{:.3} (rms log {:.3}); better: {} (lower rms log residual)\n",
+            format_count(t.student_tokens),
+            t.config,
+            t.points.len(),
+            t.linear.params[0],
+            t.linear.params[1],
+            t.linear.rmse_log,
+            t.power.params[0],
+            t.power.params[1],
+            t.power.rmse_log,
+            t.better
+        );
+    }
+    for s in &f.skipped {
+        let first = s.reason.lines().next().unwrap_or("");
+        out += &format!("not fitted: {}: {first}\n", s.what);
+    }
+    out
+}

@@ -1,0 +1,520 @@
+//! The capacity gap (DESIGN.md §6): for one student size, budget and distillation config, the
+//! student's loss against teacher size and against teacher loss, a quadratic in the log fitted
+//! to each with its optimum and a bootstrap interval (or an honest "boundary" when the minimum
+//! is at the edge of what was measured); the optimum from the fitted distillation law; and the
+//! optimal teacher size T*(S) across student sizes fitted as a line and as a power law.
+
+use serde::{Deserialize, Serialize};
+
+use super::bootstrap::{percentile_interval, resample_counts};
+use super::data::SupervisedSource;
+use super::laws::DistillLaw;
+
+/// One distilled student in a capacity-gap group.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GapPoint {
+    /// Teacher parameters.
+    pub teacher_params: f64,
+    /// Teacher held-out loss.
+    pub teacher_loss: f64,
+    /// Student held-out loss.
+    pub student_loss: f64,
+}
+
+/// y = c0 + c1·x + c2·x² with x = ln(variable), fitted by least squares.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Quadratic {
+    /// Coefficients c0, c1, c2.
+    pub coef: [f64; 3],
+    /// Root mean square residual of y.
+    pub rmse: f64,
+}
+
+impl Quadratic {
+    /// Least squares through `(x, y)` (x already logged); `None` with fewer than 3 distinct x.
+    pub fn fit(points: &[(f64, f64)], weights: Option<&[f64]>) -> Option<Quadratic> {
+        let mut xs: Vec<f64> = points.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup_by(|a, b| (*a - *b).abs() < 1e-12);
+        if xs.len() < 3 {
+            return None;
+        }
+        let w = |i: usize| weights.map_or(1.0, |w| w[i]);
+        let mean = points.iter().map(|p| p.0).sum::<f64>() / points.len() as f64;
+        // Normal equations in the centred variable u = x − mean, for conditioning.
+        let mut m = [[0.0; 3]; 3];
+        let mut v = [0.0; 3];
+        for (i, &(x, y)) in points.iter().enumerate() {
+            let u = x - mean;
+            let phi = [1.0, u, u * u];
+            for r in 0..3 {
+                v[r] += w(i) * phi[r] * y;
+                for c in 0..3 {
+                    m[r][c] += w(i) * phi[r] * phi[c];
+                }
+            }
+        }
+        let [d0, d1, d2] = solve3(m, v)?;
+        // Back to x: d0 + d1 (x − μ) + d2 (x − μ)².
+        let coef = [d0 - d1 * mean + d2 * mean * mean, d1 - 2.0 * d2 * mean, d2];
+        let q = Quadratic { coef, rmse: 0.0 };
+        let rmse = (points
+            .iter()
+            .map(|&(x, y)| (q.at(x) - y).powi(2))
+            .sum::<f64>()
+            / points.len() as f64)
+            .sqrt();
+        Some(Quadratic { coef, rmse })
+    }
+
+    /// The curve at x.
+    pub fn at(&self, x: f64) -> f64 {
+        self.coef[0] + self.coef[1] * x + self.coef[2] * x * x
+    }
+
+    /// The minimum's x when the curve is convex and its vertex lies in `[lo, hi]`.
+    pub fn interior_min(&self, lo: f64, hi: f64) -> Option<f64> {
+        if self.coef[2] <= 0.0 {
+            return None;
+        }
+        let x = -self.coef[1] / (2.0 * self.coef[2]);
+        (x >= lo && x <= hi).then_some(x)
+    }
+}
+
+fn solve3(mut m: [[f64; 3]; 3], mut v: [f64; 3]) -> Option<[f64; 3]> {
+    for col in 0..3 {
+        let piv = (col..3).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[piv][col].abs() < 1e-300 {
+            return None;
+        }
+        m.swap(col, piv);
+        v.swap(col, piv);
+        for r in col + 1..3 {
+            let f = m[r][col] / m[col][col];
+            let pivot_row = m[col];
+            for (x, p) in m[r].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
+            }
+            v[r] -= f * v[col];
+        }
+    }
+    let mut x = [0.0; 3];
+    for r in (0..3).rev() {
+        let s: f64 = (r + 1..3).map(|c| m[r][c] * x[c]).sum();
+        x[r] = (v[r] - s) / m[r][r];
+    }
+    x.iter().all(|t| t.is_finite()).then_some(x)
+}
+
+/// Where a curve is lowest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Optimum {
+    /// The fitted curve has its minimum inside the measured range.
+    Interior {
+        /// The optimal value of the variable (teacher size or loss).
+        at: f64,
+        /// The fitted student loss there.
+        student_loss: f64,
+        /// Bootstrap percentile interval of `at`, when there are enough points to resample.
+        ci: Option<[f64; 2]>,
+        /// Fraction of bootstrap resamples that also had an interior minimum.
+        interior_fraction: Option<f64>,
+    },
+    /// No interior optimum: the fitted curve is lowest at an edge of the measured range, so
+    /// the optimum is there or beyond it.
+    Boundary {
+        /// The edge value of the variable.
+        at: f64,
+        /// `smallest` or `largest` (of the measured range).
+        edge: String,
+    },
+    /// Fewer than three distinct values: no curve fitted.
+    TooFewPoints,
+}
+
+/// A fitted curve of student loss against ln(variable), with samples for plotting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GapCurve {
+    /// The variable: `teacher_params` or `teacher_loss`.
+    pub variable: String,
+    /// The quadratic in ln(variable), if fitted.
+    pub fit: Option<Quadratic>,
+    /// (variable, fitted student loss) at 50 points across the measured range.
+    pub samples: Vec<[f64; 2]>,
+    /// The optimum.
+    pub optimum: Optimum,
+    /// The optimum's value in each bootstrap resample (`None` where the resample had no
+    /// interior optimum); empty without a bootstrap. Not serialised.
+    #[serde(skip)]
+    pub draws: Vec<Option<f64>>,
+}
+
+/// The optimum from the fitted distillation law.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LawOptimum {
+    /// L_T*: the teacher loss minimising the law at this student size and budget.
+    pub teacher_loss: f64,
+    /// Its bootstrap interval.
+    pub teacher_loss_ci: Option<[f64; 2]>,
+    /// The predicted student loss at L_T*.
+    pub student_loss: f64,
+    /// The teacher size reaching L_T* on the teachers' token budget, by the supervised law
+    /// (`None` when the supervised law cannot reach it on that budget).
+    pub teacher_params: Option<f64>,
+    /// Its bootstrap interval.
+    pub teacher_params_ci: Option<[f64; 2]>,
+}
+
+/// Everything about one (student size, budget, config) group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityGap {
+    /// Student parameters.
+    pub student_params: f64,
+    /// Student tokens.
+    pub student_tokens: f64,
+    /// The distillation config (a readable key).
+    pub config: String,
+    /// The matching no-teacher baseline's loss, if measured.
+    pub baseline_loss: Option<f64>,
+    /// The students.
+    pub points: Vec<GapPoint>,
+    /// Student loss against teacher size.
+    pub by_teacher_params: GapCurve,
+    /// Student loss against teacher loss.
+    pub by_teacher_loss: GapCurve,
+    /// The optimum by the fitted distillation law, when one was fitted.
+    pub from_law: Option<LawOptimum>,
+}
+
+/// Fits the curve of `student_loss` against ln(`var`) with a `bootstrap`-resample interval of
+/// its optimum.
+pub fn gap_curve(
+    variable: &str,
+    points: &[GapPoint],
+    var: fn(&GapPoint) -> f64,
+    bootstrap: usize,
+    seed: u64,
+) -> GapCurve {
+    let xy: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (var(p).ln(), p.student_loss))
+        .collect();
+    let lo = xy.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+    let hi = xy.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+    let Some(q) = Quadratic::fit(&xy, None) else {
+        return GapCurve {
+            variable: variable.into(),
+            fit: None,
+            samples: Vec::new(),
+            optimum: Optimum::TooFewPoints,
+            draws: Vec::new(),
+        };
+    };
+    let samples = (0..50)
+        .map(|i| {
+            let x = lo + (hi - lo) * i as f64 / 49.0;
+            [x.exp(), q.at(x)]
+        })
+        .collect();
+    let mut draws = Vec::new();
+    let optimum = match q.interior_min(lo, hi) {
+        Some(x) => {
+            // Resampling needs more points than the quadratic has coefficients.
+            let (ci, frac) = if xy.len() > 3 && bootstrap > 0 {
+                let mut hits = Vec::new();
+                for i in 0..bootstrap {
+                    let w: Vec<f64> = resample_counts(xy.len(), seed, i)
+                        .into_iter()
+                        .map(f64::from)
+                        .collect();
+                    let (xs, ws): (Vec<(f64, f64)>, Vec<f64>) = xy
+                        .iter()
+                        .zip(&w)
+                        .filter(|(_, w)| **w > 0.0)
+                        .map(|(p, w)| (*p, *w))
+                        .unzip();
+                    let draw = Quadratic::fit(&xs, Some(&ws))
+                        .and_then(|q| q.interior_min(lo, hi))
+                        .map(f64::exp);
+                    hits.extend(draw);
+                    draws.push(draw);
+                }
+                let frac = hits.len() as f64 / bootstrap as f64;
+                (
+                    (!hits.is_empty()).then(|| percentile_interval(&hits, 0.95)),
+                    Some(frac),
+                )
+            } else {
+                (None, None)
+            };
+            Optimum::Interior {
+                at: x.exp(),
+                student_loss: q.at(x),
+                ci,
+                interior_fraction: frac,
+            }
+        }
+        None => {
+            let edge = if q.at(lo) <= q.at(hi) { lo } else { hi };
+            Optimum::Boundary {
+                at: edge.exp(),
+                edge: if edge == lo { "smallest" } else { "largest" }.into(),
+            }
+        }
+    };
+    GapCurve {
+        variable: variable.into(),
+        fit: Some(q),
+        samples,
+        optimum,
+        draws,
+    }
+}
+
+/// The teacher loss minimising `law` for a student of `n_s` parameters on `d_s` tokens whose
+/// supervised loss is `l_sup`: a dense scan of ln L_T over [ln 0.01, ln 100] refined by golden
+/// section; `None` when the minimum is at the edge of that range.
+pub fn optimal_teacher_loss(
+    law: &DistillLaw,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+) -> Option<(f64, f64)> {
+    let f = |x: f64| law.predict(n_s, d_s, x.exp(), l_sup);
+    let (lo, hi, n) = (0.01f64.ln(), 100f64.ln(), 4000);
+    let step = (hi - lo) / n as f64;
+    let (mut best_i, mut best) = (0, f64::INFINITY);
+    for i in 0..=n {
+        let v = f(lo + step * i as f64);
+        if v < best {
+            best = v;
+            best_i = i;
+        }
+    }
+    if best_i == 0 || best_i == n || !best.is_finite() {
+        return None;
+    }
+    let (mut a, mut b) = (
+        lo + step * (best_i - 1) as f64,
+        lo + step * (best_i + 1) as f64,
+    );
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..100 {
+        let (c, d) = (b - g * (b - a), a + g * (b - a));
+        if f(c) < f(d) {
+            b = d;
+        } else {
+            a = c;
+        }
+    }
+    let x = (a + b) / 2.0;
+    Some((x.exp(), f(x)))
+}
+
+/// The model size at which `law` reaches `loss` on `tokens` tokens (bisection in ln N over
+/// [1e3, 1e15]); `None` when the law cannot reach it in that range.
+pub fn size_for_loss(law: &SupervisedSource, loss: f64, tokens: f64) -> Option<f64> {
+    let (mut lo, mut hi) = (1e3f64.ln(), 1e15f64.ln());
+    let f = |x: f64| law.predict(x.exp(), tokens) - loss;
+    if !(f(lo) > 0.0 && f(hi) < 0.0) {
+        return None;
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) > 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some((0.5 * (lo + hi)).exp())
+}
+
+/// A two-parameter fit of T* against student size S.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TStarFit {
+    /// `linear` (T* = a·S + b) or `power` (T* = c·S^k).
+    pub form: String,
+    /// (a, b) or (c, k).
+    pub params: [f64; 2],
+    /// Bootstrap intervals of each.
+    pub ci: Option<[[f64; 2]; 2]>,
+    /// Root mean square of ln(fitted) − ln(T*), the comparison criterion (both forms have two
+    /// parameters, so this ranks them as AIC would).
+    pub rmse_log: f64,
+}
+
+impl TStarFit {
+    /// T* at student size `s`.
+    pub fn at(&self, s: f64) -> f64 {
+        match self.form.as_str() {
+            "linear" => self.params[0] * s + self.params[1],
+            _ => self.params[0] * s.powf(self.params[1]),
+        }
+    }
+}
+
+/// T*(S) across student sizes of one budget and config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TStarScaling {
+    /// Student tokens.
+    pub student_tokens: f64,
+    /// The distillation config.
+    pub config: String,
+    /// (S, T*) of each student size with an interior optimum.
+    pub points: Vec<[f64; 2]>,
+    /// T* = a·S + b.
+    pub linear: TStarFit,
+    /// T* = c·S^k.
+    pub power: TStarFit,
+    /// The form with the lower `rmse_log`.
+    pub better: String,
+}
+
+fn line(points: &[[f64; 2]]) -> Option<[f64; 2]> {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p[0]).sum::<f64>() / n;
+    let my = points.iter().map(|p| p[1]).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p[0] - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p[0] - mx) * (p[1] - my)).sum();
+    (sxx > 0.0).then(|| [sxy / sxx, my - sxy / sxx * mx])
+}
+
+fn fit_form(form: &str, points: &[[f64; 2]]) -> Option<TStarFit> {
+    let params = match form {
+        "linear" => line(points)?,
+        _ => {
+            let logs: Vec<[f64; 2]> = points.iter().map(|p| [p[0].ln(), p[1].ln()]).collect();
+            let [k, lc] = line(&logs)?;
+            [lc.exp(), k]
+        }
+    };
+    let mut f = TStarFit {
+        form: form.into(),
+        params,
+        ci: None,
+        rmse_log: 0.0,
+    };
+    let sq: f64 = points
+        .iter()
+        .map(|p| {
+            let v = f.at(p[0]);
+            if v > 0.0 {
+                (v.ln() - p[1].ln()).powi(2)
+            } else {
+                f64::INFINITY
+            }
+        })
+        .sum();
+    f.rmse_log = (sq / points.len() as f64).sqrt();
+    Some(f)
+}
+
+/// Fits T*(S) as a line and as a power law to `points` (S, T*), with intervals from
+/// `draws`: each draw is one bootstrap replicate of every T* (same order as `points`).
+pub fn tstar_scaling(
+    student_tokens: f64,
+    config: &str,
+    points: Vec<[f64; 2]>,
+    draws: &[Vec<f64>],
+) -> Option<TStarScaling> {
+    if points.len() < 2 {
+        return None;
+    }
+    let mut linear = fit_form("linear", &points)?;
+    let mut power = fit_form("power", &points)?;
+    for f in [&mut linear, &mut power] {
+        let reps: Vec<[f64; 2]> = draws
+            .iter()
+            .filter_map(|d| {
+                let pts: Vec<[f64; 2]> = points.iter().zip(d).map(|(p, t)| [p[0], *t]).collect();
+                fit_form(&f.form, &pts).map(|g| g.params)
+            })
+            .collect();
+        if reps.len() >= 20 {
+            let col = |k: usize| reps.iter().map(|r| r[k]).collect::<Vec<_>>();
+            f.ci = Some([
+                percentile_interval(&col(0), 0.95),
+                percentile_interval(&col(1), 0.95),
+            ]);
+        }
+    }
+    let better = if power.rmse_log < linear.rmse_log {
+        "power"
+    } else {
+        "linear"
+    }
+    .to_string();
+    Some(TStarScaling {
+        student_tokens,
+        config: config.into(),
+        points,
+        linear,
+        power,
+        better,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fit::laws::Busbridge;
+
+    #[test]
+    fn quadratic_finds_an_interior_optimum_with_an_interval() {
+        // U-shape in ln T with its minimum at T = 1e8, plus a little deterministic noise.
+        let pts: Vec<GapPoint> = [2e7, 4e7, 8e7, 1.6e8, 3.2e8, 6.4e8, 1e8, 5e7]
+            .iter()
+            .enumerate()
+            .map(|(i, &t): (usize, &f64)| GapPoint {
+                teacher_params: t,
+                teacher_loss: 3.0,
+                student_loss: 3.0
+                    + 0.02 * (t.ln() - 1e8f64.ln()).powi(2)
+                    + 0.002 * ((i % 3) as f64 - 1.0),
+            })
+            .collect();
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);
+        let Optimum::Interior { at, ci, .. } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        assert!((at / 1e8 - 1.0).abs() < 0.1, "{at}");
+        let [lo, hi] = ci.unwrap();
+        assert!(lo < at && at < hi, "{lo} {at} {hi}");
+    }
+
+    #[test]
+    fn monotone_curves_report_the_boundary() {
+        let pts: Vec<GapPoint> = [1e7, 2e7, 4e7, 8e7]
+            .iter()
+            .map(|&t: &f64| GapPoint {
+                teacher_params: t,
+                teacher_loss: 3.0,
+                student_loss: 4.0 - 0.1 * t.ln(),
+            })
+            .collect();
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 100, 1);
+        let Optimum::Boundary { at, edge } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        assert!((at / 8e7 - 1.0).abs() < 1e-9 && edge == "largest");
+    }
+
+    #[test]
+    fn size_for_loss_inverts_the_supervised_law() {
+        let law = SupervisedSource::Busbridge(Busbridge::PUBLISHED);
+        let n = size_for_loss(&law, law.predict(3e8, 1e10), 1e10).unwrap();
+        assert!((n / 3e8 - 1.0).abs() < 1e-6);
+        assert!(size_for_loss(&law, 1.0, 1e10).is_none());
+    }
+
+    #[test]
+    fn tstar_forms_are_compared() {
+        let pts: Vec<[f64; 2]> = [1e7, 3e7, 1e8, 3e8].iter().map(|&s| [s, 2.5 * s]).collect();
+        let t = tstar_scaling(1e9, "kl", pts, &[]).unwrap();
+        assert!((t.linear.params[0] - 2.5).abs() < 1e-9);
+        assert!((t.power.params[1] - 1.0).abs() < 1e-9);
+    }
+}

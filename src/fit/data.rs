@@ -1,0 +1,431 @@
+//! Data to fit: supervised points (N, D, L) and distillation points (N_S, D_S, L_T, L̃_S, L_S),
+//! read from any CSV with a column mapping and checked cell by cell, or built in code.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::FitError;
+use super::laws::{Busbridge, Chinchilla, LawKind, Point};
+
+/// One measured run: for supervised data `params`, `tokens`, `loss`; for distillation data the
+/// student's `params` and `tokens`, the teacher's loss, the supervised law (or baseline) at the
+/// student's size and budget, and the student's `loss`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DataPoint {
+    /// Model parameters N (the student's, for distillation).
+    pub params: f64,
+    /// Training tokens D (the student's, for distillation).
+    pub tokens: f64,
+    /// Teacher loss L_T (distillation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_loss: Option<f64>,
+    /// L̃_S: the supervised loss at the student's N and D (distillation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervised_loss: Option<f64>,
+    /// Teacher parameters, when known (distillation only; used for capacity-gap curves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_params: Option<f64>,
+    /// Teacher training tokens, when known (distillation only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_tokens: Option<f64>,
+    /// The measured loss (the student's, for distillation).
+    pub loss: f64,
+}
+
+impl DataPoint {
+    /// A supervised point.
+    pub fn supervised(params: f64, tokens: f64, loss: f64) -> DataPoint {
+        DataPoint {
+            params,
+            tokens,
+            teacher_loss: None,
+            supervised_loss: None,
+            teacher_params: None,
+            teacher_tokens: None,
+            loss,
+        }
+    }
+
+    /// A distillation point.
+    pub fn distill(
+        student_params: f64,
+        student_tokens: f64,
+        teacher_loss: f64,
+        supervised_loss: f64,
+        student_loss: f64,
+    ) -> DataPoint {
+        DataPoint {
+            params: student_params,
+            tokens: student_tokens,
+            teacher_loss: Some(teacher_loss),
+            supervised_loss: Some(supervised_loss),
+            teacher_params: None,
+            teacher_tokens: None,
+            loss: student_loss,
+        }
+    }
+
+    /// The point in the fitter's log form (weight 1).
+    pub fn to_point(&self) -> Point {
+        Point {
+            ln_n: self.params.ln(),
+            ln_d: self.tokens.ln(),
+            ln_lt: self.teacher_loss.map_or(0.0, f64::ln),
+            ln_lsup: self.supervised_loss.map_or(0.0, f64::ln),
+            ln_loss: self.loss.ln(),
+            w: 1.0,
+        }
+    }
+}
+
+/// The columns a law reads, by role.
+pub fn roles(law: LawKind) -> &'static [&'static str] {
+    if law.is_distill() {
+        &[
+            "student_params",
+            "student_tokens",
+            "teacher_loss",
+            "student_loss",
+            "supervised_loss",
+            "teacher_params",
+        ]
+    } else {
+        &["params", "tokens", "loss", "flops"]
+    }
+}
+
+/// Which CSV column plays which role: the defaults are the role names themselves.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ColumnMap(pub BTreeMap<String, String>);
+
+impl ColumnMap {
+    /// Parses `ROLE=COLUMN,ROLE=COLUMN` (column names may contain spaces) for `law`.
+    pub fn parse(spec: &str, law: LawKind) -> Result<ColumnMap, FitError> {
+        let known = roles(law);
+        let mut map = BTreeMap::new();
+        for entry in spec.split(',').filter(|e| !e.trim().is_empty()) {
+            let bad = |reason: String| FitError::Columns {
+                entry: entry.trim().to_string(),
+                reason,
+                roles: known.join(", "),
+            };
+            let (role, column) = entry.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
+            let (role, column) = (role.trim(), column.trim());
+            if !known.contains(&role) {
+                return Err(bad(format!(
+                    "`{role}` is not a column role of the {law} law"
+                )));
+            }
+            if column.is_empty() {
+                return Err(bad("empty column name".into()));
+            }
+            map.insert(role.to_string(), column.to_string());
+        }
+        Ok(ColumnMap(map))
+    }
+
+    /// The column name for `role`.
+    pub fn column<'a>(&'a self, role: &'a str) -> &'a str {
+        self.0.get(role).map_or(role, String::as_str)
+    }
+}
+
+/// Where L̃_S comes from when a distillation CSV has no `supervised_loss` column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SupervisedSource {
+    /// A Chinchilla law.
+    Chinchilla(Chinchilla),
+    /// A Busbridge supervised law (e.g. [`Busbridge::PUBLISHED`]).
+    Busbridge(Busbridge),
+}
+
+impl SupervisedSource {
+    /// L̃(N, D).
+    pub fn predict(&self, n: f64, d: f64) -> f64 {
+        match self {
+            SupervisedSource::Chinchilla(l) => l.predict(n, d),
+            SupervisedSource::Busbridge(l) => l.predict(n, d),
+        }
+    }
+}
+
+/// Reads the points of `law` from the CSV file `path`. Every used cell must be a finite
+/// positive number; the first bad one is reported with its line and column.
+pub fn read_csv(
+    path: &Path,
+    law: LawKind,
+    columns: &ColumnMap,
+    supervised: Option<SupervisedSource>,
+) -> Result<Vec<DataPoint>, FitError> {
+    let read_err = |reason: String| FitError::Read {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::Headers)
+        .from_path(path)
+        .map_err(|e| read_err(e.to_string()))?;
+    let header: Vec<String> = reader
+        .headers()
+        .map_err(|e| read_err(e.to_string()))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    let find = |role: &str| header.iter().position(|h| h == columns.column(role));
+    let missing = |role: &str| FitError::MissingColumn {
+        path: path.to_path_buf(),
+        column: columns.column(role).to_string(),
+        role: role.to_string(),
+        available: header
+            .iter()
+            .map(|h| format!("`{h}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let need = |role: &str| find(role).ok_or_else(|| missing(role));
+    // Explicitly mapped optional columns must exist.
+    for role in columns.0.keys() {
+        need(role)?;
+    }
+    struct Cols {
+        n: usize,
+        d: Option<usize>,
+        flops: Option<usize>,
+        lt: Option<usize>,
+        lsup: Option<usize>,
+        nt: Option<usize>,
+        loss: usize,
+    }
+    let cols = if law.is_distill() {
+        for role in [
+            "student_params",
+            "student_tokens",
+            "teacher_loss",
+            "student_loss",
+        ] {
+            need(role)?;
+        }
+        let lsup = find("supervised_loss");
+        if lsup.is_none() && supervised.is_none() {
+            return Err(FitError::Invalid(format!(
+                "data file `{}` has no `{}` column (L̃_S, the supervised loss at the student's size and budget)\n\nhint: add that column, map it with `--columns \"supervised_loss=NAME\"`, or give `--supervised busbridge2025` or `--supervised \"E=..,A=..,B=..,alpha=..,beta=..[,gamma=..]\"`",
+                path.display(),
+                columns.column("supervised_loss")
+            )));
+        }
+        Cols {
+            n: need("student_params")?,
+            d: Some(need("student_tokens")?),
+            flops: None,
+            lt: Some(need("teacher_loss")?),
+            lsup,
+            nt: find("teacher_params"),
+            loss: need("student_loss")?,
+        }
+    } else {
+        let d = find("tokens");
+        let flops = find("flops");
+        if d.is_none() && flops.is_none() {
+            return Err(missing("tokens"));
+        }
+        Cols {
+            n: need("params")?,
+            d,
+            flops: if d.is_some() { None } else { flops },
+            lt: None,
+            lsup: None,
+            nt: None,
+            loss: need("loss")?,
+        }
+    };
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| read_err(e.to_string()))?;
+        let line = record.position().map_or(0, |p| p.line());
+        let cell = |i: usize| -> Result<f64, FitError> {
+            let text = record.get(i).unwrap_or("").trim();
+            let bad = |problem: &'static str| FitError::BadCell {
+                path: path.to_path_buf(),
+                line,
+                column: header[i].clone(),
+                value: text.to_string(),
+                problem,
+            };
+            if text.is_empty() {
+                return Err(bad("is empty"));
+            }
+            let v: f64 = text.parse().map_err(|_| bad("is not a number"))?;
+            if !v.is_finite() {
+                return Err(bad("is not a finite number"));
+            }
+            if v <= 0.0 {
+                return Err(bad("must be positive"));
+            }
+            Ok(v)
+        };
+        let n = cell(cols.n)?;
+        let d = match (cols.d, cols.flops) {
+            (Some(i), _) => cell(i)?,
+            (None, Some(i)) => cell(i)? / (6.0 * n),
+            (None, None) => unreachable!("checked above"),
+        };
+        let loss = cell(cols.loss)?;
+        let mut p = DataPoint::supervised(n, d, loss);
+        if let Some(i) = cols.lt {
+            p.teacher_loss = Some(cell(i)?);
+            p.supervised_loss = Some(match (cols.lsup, supervised) {
+                (Some(j), _) => cell(j)?,
+                (None, Some(s)) => s.predict(n, d),
+                (None, None) => unreachable!("checked above"),
+            });
+            p.teacher_params = cols.nt.map(cell).transpose()?;
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// A named set of points, checked to be fittable by `law`: enough points for its parameters,
+/// and at least two model sizes (and, for distillation, two teacher losses).
+pub fn check_fittable(
+    law: LawKind,
+    source: &str,
+    points: &[DataPoint],
+) -> Result<Vec<String>, FitError> {
+    let too_little = |reason: String| FitError::TooLittleData {
+        law: law.to_string(),
+        source_name: source.to_string(),
+        reason,
+    };
+    let k = law.n_params();
+    if points.len() <= k {
+        return Err(too_little(format!(
+            "{} points for {k} parameters; at least {} are needed",
+            points.len(),
+            k + 1
+        )));
+    }
+    for p in points {
+        let vals = [
+            Some(p.params),
+            Some(p.tokens),
+            Some(p.loss),
+            p.teacher_loss,
+            p.supervised_loss,
+        ];
+        if vals.iter().flatten().any(|v| !v.is_finite() || *v <= 0.0) {
+            return Err(too_little(format!(
+                "a point has a non-positive or non-finite value: {p:?}"
+            )));
+        }
+        if law.is_distill() && (p.teacher_loss.is_none() || p.supervised_loss.is_none()) {
+            return Err(too_little(
+                "a point has no teacher loss or supervised loss".into(),
+            ));
+        }
+    }
+    let distinct = |f: &dyn Fn(&DataPoint) -> f64| {
+        let mut v: Vec<f64> = points.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs());
+        v.len()
+    };
+    let size = if law.is_distill() {
+        "student size"
+    } else {
+        "model size"
+    };
+    if distinct(&|p| p.params) < 2 {
+        return Err(too_little(format!(
+            "every point has the same {size}, so the size exponent cannot be fitted"
+        )));
+    }
+    let mut warnings = Vec::new();
+    if distinct(&|p| p.tokens) < 2 {
+        warnings.push(format!(
+            "every point has the same token budget: B and beta are not identified (only their sum with {} is)",
+            if law.is_distill() { "the other terms" } else { "E" }
+        ));
+    }
+    if law.is_distill() && distinct(&|p| p.teacher_loss.unwrap_or(0.0)) < 2 {
+        return Err(too_little(
+            "every point has the same teacher loss, so the teacher terms cannot be fitted".into(),
+        ));
+    }
+    Ok(warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn csv(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn mapped_columns_with_spaces_and_flops() {
+        let f = csv("Model Size,Training FLOP,loss\n1e6,6e15,3.5\n2e6,1.2e16,3.4\n");
+        let map = ColumnMap::parse(
+            "params=Model Size, flops=Training FLOP",
+            LawKind::Chinchilla,
+        )
+        .unwrap();
+        let pts = read_csv(f.path(), LawKind::Chinchilla, &map, None).unwrap();
+        assert_eq!(pts.len(), 2);
+        assert!((pts[0].tokens - 1e9).abs() < 1e-3);
+    }
+
+    #[test]
+    fn bad_cells_name_line_and_column() {
+        for (text, want) in [
+            (
+                "params,tokens,loss\n1e6,1e9,3\n1e6,1e9,nan\n",
+                "line 3, column `loss`: `nan` is not a finite number",
+            ),
+            (
+                "params,tokens,loss\n1e6,,3\n",
+                "line 2, column `tokens`: `` is empty",
+            ),
+            (
+                "params,tokens,loss\n-1,1e9,3\n",
+                "column `params`: `-1` must be positive",
+            ),
+            ("params,tokens,loss\n1e6,1e9,abc\n", "`abc` is not a number"),
+        ] {
+            let f = csv(text);
+            let err = read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{err}");
+        }
+        let f = csv("params,tokens,lossy\n1,1,1\n");
+        let err = read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no column `loss`") && err.contains("hint:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn degenerate_sets_are_refused() {
+        let pts: Vec<_> = (0..4)
+            .map(|i| DataPoint::supervised(1e6 * (i + 1) as f64, 1e9, 3.0))
+            .collect();
+        assert!(check_fittable(LawKind::Chinchilla, "x", &pts).is_err());
+        let pts: Vec<_> = (0..10)
+            .map(|i| DataPoint::supervised(1e6, 1e9 * (i + 1) as f64, 3.0))
+            .collect();
+        let err = check_fittable(LawKind::Chinchilla, "x", &pts)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("same model size"), "{err}");
+    }
+}

@@ -1,0 +1,38 @@
+//! Scaling laws and their fits (DESIGN.md §6): the Chinchilla and Busbridge supervised laws and
+//! Busbridge's distillation law, fitted in log space by L-BFGS on the sum of Huber losses from
+//! a grid of starts, with bootstrap confidence intervals; capacity-gap curves and the optimal
+//! teacher; `recommend`; fits stored in the sweep database.
+
+mod bootstrap;
+mod capacity_gap;
+mod data;
+mod error;
+mod estimate;
+mod fitter;
+mod grid;
+mod laws;
+mod objective;
+mod recommend;
+mod store;
+mod sweep;
+
+pub use bootstrap::{percentile_interval, quantile, resample_counts};
+pub use capacity_gap::{
+    CapacityGap, GapCurve, GapPoint, LawOptimum, Optimum, Quadratic, TStarFit, TStarScaling,
+    gap_curve, optimal_teacher_loss, size_for_loss, tstar_scaling,
+};
+pub use data::{ColumnMap, DataPoint, SupervisedSource, check_fittable, read_csv, roles};
+pub use error::FitError;
+pub use estimate::{Extrapolation, Fit, FitOptions, Residual, fit};
+pub use fitter::{GridFit, LocalFit, Optimiser, minimize, minimize_grid};
+pub use grid::StartGrid;
+pub use laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind, MAX_THETA, Point};
+pub use objective::{huber, value, value_and_grad};
+pub use recommend::{Recommendation, recommend_from_fits, recommend_published};
+pub use store::{
+    FitRecord, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit,
+    gap_key, save_fits, stored_fits, tstar_key,
+};
+pub use sweep::{
+    FinishedRun, Skipped, SweepFitOptions, SweepFits, finished_runs, fit_sweep, law_optimum,
+};

@@ -1,0 +1,384 @@
+//! Fitting a whole sweep from its database: teachers and baselines → the supervised law,
+//! students → the distillation law per distillation config, and per (student size, budget,
+//! config) the capacity-gap curves, their optima and T*(S).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::capacity_gap::{
+    CapacityGap, GapPoint, LawOptimum, Optimum, TStarScaling, gap_curve, optimal_teacher_loss,
+    size_for_loss, tstar_scaling,
+};
+use super::data::{DataPoint, SupervisedSource};
+use super::error::FitError;
+use super::estimate::{Fit, FitOptions, fit};
+use super::laws::{Busbridge, Chinchilla, DistillLaw, LawKind};
+use crate::store::SweepDb;
+
+/// One finished run as the fits use it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FinishedRun {
+    /// Run id.
+    pub id: String,
+    /// `teacher`, `student` or `baseline`.
+    pub kind: String,
+    /// Non-embedding parameters.
+    pub params: f64,
+    /// Tokens trained on.
+    pub tokens: f64,
+    /// Held-out loss (nats/token).
+    pub loss: f64,
+    /// For students: the teacher run's id.
+    pub teacher: Option<String>,
+    /// For students: the distillation config (without the teacher), as a readable key.
+    pub config: Option<String>,
+    /// For students: the matching baseline's held-out loss.
+    pub baseline_loss: Option<f64>,
+}
+
+/// The finished teacher, student and baseline runs of the sweep's current plan.
+pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
+    let runs = match db.current_plan()? {
+        Some(plan) => db.plan_runs(plan)?,
+        None => db.runs()?,
+    };
+    let mut out = Vec::new();
+    for r in runs
+        .iter()
+        .filter(|r| r.state == "done" && r.kind != "logits")
+    {
+        let Some((loss, _, _)) = db.result(&r.id)? else {
+            continue;
+        };
+        let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
+        let distill = &config["distill"];
+        let (teacher, key) = if r.kind == "student" {
+            let teacher = distill["teacher"].as_str().map(str::to_string);
+            (teacher, Some(config_key(distill)))
+        } else {
+            (None, None)
+        };
+        let baseline_loss = if r.kind == "student" {
+            db.gain(&r.id)?.map(|g| loss + g)
+        } else {
+            None
+        };
+        out.push(FinishedRun {
+            id: r.id.clone(),
+            kind: r.kind.clone(),
+            params: r.params_non_embedding as f64,
+            tokens: r.tokens as f64,
+            loss,
+            teacher,
+            config: key,
+            baseline_loss,
+        });
+    }
+    Ok(out)
+}
+
+/// A readable key of a student's distillation settings: `loss=kl alpha=0.9 tau=1 top_p=0.95
+/// top_k=32 mode=offline`.
+fn config_key(distill: &Value) -> String {
+    let alpha = &distill["alpha"];
+    let alpha = match alpha["schedule"].as_str() {
+        Some("constant") | None => alpha["peak"].to_string(),
+        Some(s) => format!("{s}:{}", alpha["peak"]),
+    };
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "loss={} alpha={alpha} tau={} top_p={} top_k={} mode={}",
+        s(&distill["loss"]),
+        s(&distill["temperature"]),
+        s(&distill["truncation"]["top_p"]),
+        s(&distill["truncation"]["top_k"]),
+        s(&distill["mode"]),
+    )
+}
+
+/// What `pdsweep fit` does to a sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepFitOptions {
+    /// Settings shared by every law fit.
+    pub fit: FitOptions,
+    /// The supervised law (`chinchilla` or `busbridge`).
+    pub supervised_law: LawKind,
+}
+
+/// A fit that could not be made, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// What was not fitted.
+    pub what: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Everything fitted on a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepFits {
+    /// The supervised law on teachers and baselines.
+    pub supervised: Option<Fit>,
+    /// The distillation law per distillation config.
+    pub distill: BTreeMap<String, Fit>,
+    /// Capacity-gap groups.
+    pub capacity_gaps: Vec<CapacityGap>,
+    /// T*(S) per budget and config.
+    pub tstar: Vec<TStarScaling>,
+    /// Fits that could not be made.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Fits everything the sweep's finished runs allow; what cannot be fitted is listed in
+/// `skipped` with the reason, never fitted with nonsense.
+pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
+    let mut skipped = Vec::new();
+    let supervised_points: Vec<DataPoint> = runs
+        .iter()
+        .filter(|r| r.kind == "teacher" || r.kind == "baseline")
+        .map(|r| DataPoint::supervised(r.params, r.tokens, r.loss))
+        .collect();
+    let supervised = match fit(
+        opts.supervised_law,
+        "the sweep's teachers and baselines",
+        &supervised_points,
+        &opts.fit,
+    ) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            skipped.push(Skipped {
+                what: format!("{} law on teachers and baselines", opts.supervised_law),
+                reason: e.to_string(),
+            });
+            None
+        }
+    };
+    let sup_law = supervised.as_ref().and_then(Fit::supervised);
+    let by_id: BTreeMap<&str, &FinishedRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
+
+    // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
+    let mut by_config: BTreeMap<String, Vec<(DataPoint, f64)>> = BTreeMap::new();
+    for s in runs.iter().filter(|r| r.kind == "student") {
+        let (Some(t), Some(config)) = (s.teacher.as_deref().and_then(|t| by_id.get(t)), &s.config)
+        else {
+            continue;
+        };
+        let lsup = sup_law
+            .map(|l| l.predict(s.params, s.tokens))
+            .or(s.baseline_loss);
+        let Some(lsup) = lsup else {
+            skipped.push(Skipped {
+                what: format!("student `{}`", s.id),
+                reason: "no supervised law and no finished baseline to give L̃_S".into(),
+            });
+            continue;
+        };
+        let mut p = DataPoint::distill(s.params, s.tokens, t.loss, lsup, s.loss);
+        p.teacher_params = Some(t.params);
+        p.teacher_tokens = Some(t.tokens);
+        by_config
+            .entry(config.clone())
+            .or_default()
+            .push((p, t.tokens));
+    }
+
+    let mut distill = BTreeMap::new();
+    for (config, pts) in &by_config {
+        let points: Vec<DataPoint> = pts.iter().map(|(p, _)| *p).collect();
+        match fit(
+            LawKind::Distill,
+            &format!("students ({config})"),
+            &points,
+            &opts.fit,
+        ) {
+            Ok(f) => {
+                distill.insert(config.clone(), f);
+            }
+            Err(e) => skipped.push(Skipped {
+                what: format!("distillation law for {config}"),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    let mut capacity_gaps = Vec::new();
+    let boot = opts.fit.bootstrap;
+    for (config, pts) in &by_config {
+        let mut groups: BTreeMap<(u64, u64), Vec<(DataPoint, f64)>> = BTreeMap::new();
+        for (p, dt) in pts {
+            groups
+                .entry((p.params.to_bits(), p.tokens.to_bits()))
+                .or_default()
+                .push((*p, *dt));
+        }
+        for group in groups.values() {
+            let first = group[0].0;
+            let gap_points: Vec<GapPoint> = group
+                .iter()
+                .map(|(p, _)| GapPoint {
+                    teacher_params: p.teacher_params.unwrap_or(f64::NAN),
+                    teacher_loss: p.teacher_loss.unwrap_or(f64::NAN),
+                    student_loss: p.loss,
+                })
+                .collect();
+            let baseline_loss = runs
+                .iter()
+                .find(|r| {
+                    r.kind == "student"
+                        && r.params == first.params
+                        && r.tokens == first.tokens
+                        && r.baseline_loss.is_some()
+                })
+                .and_then(|r| r.baseline_loss);
+            let mut teacher_tokens: Vec<f64> = group.iter().map(|g| g.1).collect();
+            teacher_tokens.sort_by(f64::total_cmp);
+            let d_t = teacher_tokens[teacher_tokens.len() / 2];
+            let from_law = distill.get(config).and_then(|f| {
+                law_optimum(
+                    f,
+                    supervised.as_ref(),
+                    first.params,
+                    first.tokens,
+                    first.supervised_loss?,
+                    d_t,
+                )
+            });
+            capacity_gaps.push(CapacityGap {
+                student_params: first.params,
+                student_tokens: first.tokens,
+                config: config.clone(),
+                baseline_loss,
+                by_teacher_params: gap_curve(
+                    "teacher_params",
+                    &gap_points,
+                    |p| p.teacher_params,
+                    boot,
+                    opts.fit.seed,
+                ),
+                by_teacher_loss: gap_curve(
+                    "teacher_loss",
+                    &gap_points,
+                    |p| p.teacher_loss,
+                    boot,
+                    opts.fit.seed,
+                ),
+                points: gap_points,
+                from_law,
+            });
+        }
+    }
+
+    let mut tstar = Vec::new();
+    let mut families: BTreeMap<(u64, &str), Vec<&CapacityGap>> = BTreeMap::new();
+    for g in &capacity_gaps {
+        families
+            .entry((g.student_tokens.to_bits(), g.config.as_str()))
+            .or_default()
+            .push(g);
+    }
+    for ((tokens, config), gaps) in families {
+        let interior: Vec<&CapacityGap> = gaps
+            .into_iter()
+            .filter(|g| matches!(g.by_teacher_params.optimum, Optimum::Interior { .. }))
+            .collect();
+        let points: Vec<[f64; 2]> = interior
+            .iter()
+            .filter_map(|g| match g.by_teacher_params.optimum {
+                Optimum::Interior { at, .. } => Some([g.student_params, at]),
+                _ => None,
+            })
+            .collect();
+        let draws: Vec<Vec<f64>> = (0..boot)
+            .filter_map(|b| {
+                interior
+                    .iter()
+                    .map(|g| g.by_teacher_params.draws.get(b).copied().flatten())
+                    .collect::<Option<Vec<f64>>>()
+            })
+            .collect();
+        let d = f64::from_bits(tokens);
+        match tstar_scaling(d, config, points, &draws) {
+            Some(t) => tstar.push(t),
+            None => skipped.push(Skipped {
+                what: format!("T*(S) at D={d} ({config})"),
+                reason: "fewer than two student sizes with an interior optimum teacher size".into(),
+            }),
+        }
+    }
+
+    SweepFits {
+        supervised,
+        distill,
+        capacity_gaps,
+        tstar,
+        skipped,
+    }
+}
+
+/// The distillation law's optimal teacher for a student, with bootstrap intervals from the
+/// fits' samples (sample i of the distillation law paired with sample i of the supervised law).
+pub fn law_optimum(
+    distill: &Fit,
+    supervised: Option<&Fit>,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+    teacher_tokens: f64,
+) -> Option<LawOptimum> {
+    let law = distill.distill()?;
+    let (lt, ls) = optimal_teacher_loss(&law, n_s, d_s, l_sup)?;
+    let sup = supervised.and_then(Fit::supervised);
+    let teacher_params = sup.and_then(|s| size_for_loss(&s, lt, teacher_tokens));
+    let mut lts = Vec::new();
+    let mut nts = Vec::new();
+    for (i, sample) in distill.samples.iter().enumerate() {
+        let law = DistillLaw::from_natural(sample);
+        let sup_i = supervised.and_then(|s| sample_law(s, i));
+        let l_sup_i = sup_i.map_or(l_sup, |s| s.predict(n_s, d_s));
+        if let Some((lt_i, _)) = optimal_teacher_loss(&law, n_s, d_s, l_sup_i) {
+            lts.push(lt_i);
+            if let Some(n) = sup_i.and_then(|s| size_for_loss(&s, lt_i, teacher_tokens)) {
+                nts.push(n);
+            }
+        }
+    }
+    let ci = |v: &[f64]| (v.len() >= 20).then(|| super::bootstrap::percentile_interval(v, 0.95));
+    Some(LawOptimum {
+        teacher_loss: lt,
+        teacher_loss_ci: ci(&lts),
+        student_loss: ls,
+        teacher_params,
+        teacher_params_ci: ci(&nts),
+    })
+}
+
+/// Bootstrap sample `i` (cyclically) of a supervised fit as a law.
+pub fn sample_law(fit: &Fit, i: usize) -> Option<SupervisedSource> {
+    if fit.samples.is_empty() {
+        return None;
+    }
+    let s = &fit.samples[i % fit.samples.len()];
+    match fit.law {
+        LawKind::Chinchilla => Some(SupervisedSource::Chinchilla(Chinchilla {
+            E: s[0],
+            A: s[1],
+            B: s[2],
+            alpha: s[3],
+            beta: s[4],
+        })),
+        LawKind::Busbridge => Some(SupervisedSource::Busbridge(Busbridge {
+            E: s[0],
+            A: s[1],
+            B: s[2],
+            alpha: s[3],
+            beta: s[4],
+            gamma: s[5],
+        })),
+        LawKind::Distill => None,
+    }
+}
