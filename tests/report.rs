@@ -526,12 +526,12 @@ fn export_writes_runs_metrics_and_fits_in_every_format() {
 fn export_includes_a_fits_table_once_one_exists() {
     let tmp = tempfile::tempdir().expect("tmp");
     let results = quickstart(tmp.path());
-    let conn = rusqlite::Connection::open(results.join("quickstart/sweep.db")).expect("db");
-    conn.execute_batch(
-        "CREATE TABLE fits (id INTEGER PRIMARY KEY, law TEXT, e REAL, n_points INTEGER);
-         INSERT INTO fits (law, e, n_points) VALUES ('chinchilla', 1.5, 4), ('busbridge', NULL, 4);",
-    )
-    .expect("a fits table");
+    let db_path = results.join("quickstart/sweep.db");
+    drop(pdsweep::store::SweepDb::open(&db_path).expect("migrated: the fits table exists"));
+    let conn = rusqlite::Connection::open(&db_path).expect("db");
+    let params = serde_json::json!({"E": 1.5});
+    insert_fit(&conn, "chinchilla", "supervised", "", params.clone());
+    insert_fit(&conn, "busbridge", "supervised", "", params);
     drop(conn);
     let out_dir = tmp.path().join("x");
     let out = pdsweep(
@@ -553,17 +553,11 @@ fn export_includes_a_fits_table_once_one_exists() {
     let fits = json["fits"].as_array().expect("fits array");
     assert_eq!(fits.len(), 2);
     assert_eq!(fits[0]["law"], "chinchilla");
-    assert_eq!(fits[0]["e"], 1.5);
+    assert_eq!(fits[1]["law"], "busbridge");
+    assert_eq!(fits[0]["scope"], "supervised");
 }
 
-/// The `fits` table as the fitting module's migration (V6) creates it.
-const FITS_V6: &str = "CREATE TABLE fits (
-    id INTEGER PRIMARY KEY, law TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
-    params_json TEXT NOT NULL, ci_json TEXT NOT NULL, objective REAL, n_points INTEGER NOT NULL,
-    points_json TEXT NOT NULL, delta REAL, bootstrap INTEGER NOT NULL, seed INTEGER NOT NULL,
-    samples_json TEXT, result_json TEXT NOT NULL,
-    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')));";
-
+/// Inserts a row into the `fits` table (as `pdsweep fit` writes it).
 fn insert_fit(
     conn: &rusqlite::Connection,
     law: &str,
@@ -584,8 +578,8 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     let tmp = tempfile::tempdir().expect("tmp");
     let results = quickstart(tmp.path());
     let db_path = results.join("quickstart/sweep.db");
+    drop(pdsweep::store::SweepDb::open(&db_path).expect("migrated: the fits table exists"));
     let conn = rusqlite::Connection::open(&db_path).expect("db");
-    conn.execute_batch(FITS_V6).expect("fits table");
     let config = "loss=kl alpha=0.9 tau=1.0 top_p=0.95 top_k=32 mode=offline";
     // A capacity-gap fit of the 30K offline students (as `pdsweep fit` writes it, with an
     // interior optimum as a sweep with three or more teachers would have).
