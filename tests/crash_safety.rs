@@ -196,4 +196,16 @@ fn a_diverging_run_fails_with_its_reason_and_the_rest_finish() {
         };
         assert_eq!(state, expected, "{name}");
     }
+    // Regression: `--retry-failed` tried the failed run again and again without end; it tries
+    // it once per invocation.
+    let again = pdsweep(tmp.path(), &["run", "crash.toml", "--retry-failed"]);
+    assert_eq!(again.status.code(), Some(3), "{}", stderr(&again));
+    let attempts: i64 = conn
+        .query_row(
+            "SELECT attempts FROM runs WHERE name = 'teacher-hot'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(attempts, 2);
 }

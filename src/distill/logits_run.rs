@@ -10,7 +10,9 @@ use burn::tensor::Device;
 
 use super::objective::teacher_support;
 use super::reader::{blocks_per_shard, shard_name};
-use super::store::{Shard, ShardError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
+use super::store::{
+    Shard, ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block, write_shard,
+};
 use crate::data::{Batcher, Prepared};
 use crate::model::Transformer;
 use crate::plan::{RunConfig, logit_bytes_per_token};
@@ -39,6 +41,19 @@ pub enum LogitsError {
     /// The run is not a logits run, or its data is too short.
     #[error("{0}")]
     Invalid(String),
+    /// A block came out shorter than the header promises (a position with fewer than top-k
+    /// entries); writing it would give a store no student can read.
+    #[error(
+        "block {block} of the logit store encodes to {bytes} bytes, not the {expected} its header promises"
+    )]
+    Short {
+        /// Block number.
+        block: u64,
+        /// Bytes encoded.
+        bytes: u64,
+        /// Bytes expected.
+        expected: u64,
+    },
     /// A stop was requested; finished shards are kept.
     #[error("interrupted (finished shards are kept)")]
     Interrupted,
@@ -135,7 +150,16 @@ pub fn write_store(
                 crate::spec::TopK::Keep(header.top_k),
             );
             summary.entries += kept.iter().map(|k| k.ids.len() as u64).sum::<u64>();
-            encoded.push(encode_block(&kept, header.vocab, header.top_k));
+            let encoded_block = encode_block(&kept, header.vocab, header.top_k);
+            let want = block_bytes(header.block_positions, header.vocab, header.top_k);
+            if encoded_block.len() as u64 != want {
+                return Err(LogitsError::Short {
+                    block,
+                    bytes: encoded_block.len() as u64,
+                    expected: want,
+                });
+            }
+            encoded.push(encoded_block);
             computed += 1;
             on_progress(block + 1, total);
         }

@@ -142,6 +142,11 @@ impl BitReader<'_> {
     }
 }
 
+/// Bytes of one encoded block: `positions` × `top_k` entries of ⌈log2 V⌉ + 8 bits.
+pub fn block_bytes(positions: u64, vocab: u64, top_k: u64) -> u64 {
+    (positions * top_k * (u64::from(index_bits(vocab)) + 8)).div_ceil(8)
+}
+
 /// Encodes one block of positions, each with exactly `top_k` entries (the caller truncates
 /// with top-p 1 and top-k `top_k`, which always keeps `top_k` tokens when `top_k` ≤ V).
 pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
@@ -164,7 +169,7 @@ pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> O
     let mut r = BitReader { bytes, bit: 0 };
     let mut out = Vec::with_capacity(positions);
     let n = top_k as usize;
-    if bytes.len() != (positions * n * (ibits as usize + 8)).div_ceil(8) {
+    if bytes.len() as u64 != block_bytes(positions as u64, vocab, top_k) {
         return None;
     }
     for _ in 0..positions {
@@ -274,6 +279,16 @@ impl Shard {
             || offsets.last().copied() != Some(payload.len() as u64)
         {
             return Err(refuse("block table does not match the payload".into()));
+        }
+        let block_bytes = block_bytes(header.block_positions, header.vocab, header.top_k);
+        if let Some(i) = offsets.windows(2).position(|w| w[1] - w[0] != block_bytes) {
+            return Err(refuse(format!(
+                "block {} holds {} bytes, not the {block_bytes} of {} positions × top-{}",
+                header.first_block + i as u64,
+                offsets[i + 1] - offsets[i],
+                header.block_positions,
+                header.top_k
+            )));
         }
         Ok(Shard {
             header,

@@ -44,7 +44,9 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
         kept.ids.push(id);
         kept.log_probs.push(log_p as f32);
         mass += log_p.exp();
-        if mass >= top_p - 1e-12 {
+        // top-p 1 keeps all k: the mass can reach 1 − 1e-12 long before the k-th token (a
+        // peaked teacher), and a store sized for k entries per position must get k.
+        if top_p < 1.0 && mass >= top_p - 1e-12 {
             break;
         }
     }
@@ -60,7 +62,7 @@ pub fn refine(kept: &Kept, top_p: f64, top_k: TopK) -> usize {
     let mut mass = 0.0f64;
     for (n, lp) in kept.log_probs.iter().take(k).enumerate() {
         mass += (*lp as f64).exp();
-        if mass >= top_p - 1e-12 {
+        if top_p < 1.0 && mass >= top_p - 1e-12 {
             return n + 1;
         }
     }
@@ -117,5 +119,22 @@ mod tests {
             truncate(&[1.0, 3.0, 3.0, 0.0], 1.0, TopK::Keep(2)).ids,
             vec![1, 2]
         );
+    }
+
+    /// Regression: a store with top-k `all` of a peaked teacher (most of the vocabulary below
+    /// 1e-12) had fewer entries than its header promised, and every shard was refused.
+    #[test]
+    fn top_p_one_keeps_exactly_k_tokens_of_a_peaked_teacher() {
+        let mut z = vec![-60.0f32; 256];
+        z[3] = 10.0;
+        z[7] = 8.0;
+        let all = truncate(&z, 1.0, TopK::All);
+        assert_eq!(all.ids.len(), 256);
+        assert_eq!(refine(&all, 1.0, TopK::All), 256);
+        assert_eq!(truncate(&z, 1.0, TopK::Keep(100)).ids.len(), 100);
+        assert_eq!(truncate(&z, 0.95, TopK::All).ids.len(), 2); // 0.88 + 0.12
+        let block = crate::distill::store::encode_block(&[all.clone()], 256, 256);
+        let decoded = crate::distill::store::decode_block(&block, 1, 256, 256);
+        assert_eq!(decoded.map(|d| d[0].ids.clone()), Some(all.ids));
     }
 }

@@ -120,6 +120,7 @@ pub fn execute(
         unblocks: unblock_counts(&runs),
         active: AtomicUsize::new(0),
         abort: AtomicBool::new(false),
+        failed_here: Default::default(),
     };
     let devices = if opts.devices.is_empty() {
         vec![0]
@@ -189,6 +190,9 @@ struct Shared {
     active: AtomicUsize,
     /// Set when a worker hit an error that ends the execution.
     abort: AtomicBool,
+    /// Runs that failed during this execution: `--retry-failed` tries a failed run once per
+    /// execution, not again and again.
+    failed_here: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// One worker: claim the most useful runnable run, execute it, repeat until nothing is left
@@ -247,7 +251,14 @@ fn run_claimed(
     shared.active.fetch_sub(1, Ordering::SeqCst);
     match outcome? {
         Outcome::Done => summary.finished += 1,
-        Outcome::Failed => summary.failed += 1,
+        Outcome::Failed => {
+            summary.failed += 1;
+            shared
+                .failed_here
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(run.id.clone());
+        }
         Outcome::Interrupted => {
             summary.interrupted = true;
             return Ok(true);
@@ -292,6 +303,10 @@ fn claim_next(
     retry_failed: bool,
 ) -> Result<Option<StoredRun>, RunError> {
     let mut runnable = db.runnable(shared.plan_id, &EXECUTED, retry_failed)?;
+    {
+        let failed_here = shared.failed_here.lock().unwrap_or_else(|e| e.into_inner());
+        runnable.retain(|r| !failed_here.contains(&r.id));
+    }
     runnable.sort_by_key(|r| {
         let unblocks = shared.unblocks.get(&r.id).copied().unwrap_or(0);
         (std::cmp::Reverse(unblocks), priority(&r.kind))
