@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(refine(&all, 1.0, TopK::All), 256);
         assert_eq!(truncate(&z, 1.0, TopK::Keep(100)).ids.len(), 100);
         assert_eq!(truncate(&z, 0.95, TopK::All).ids.len(), 2); // 0.88 + 0.12
-        let block = crate::distill::store::encode_block(&[all.clone()], 256, 256);
+        let block = crate::distill::store::encode_block(std::slice::from_ref(&all), 256, 256);
         let decoded = crate::distill::store::decode_block(&block, 1, 256, 256);
         assert_eq!(decoded.map(|d| d[0].ids.clone()), Some(all.ids));
     }
