@@ -3,6 +3,7 @@
 //! loss, the gain over training without a teacher, the cost of training that teacher, and an
 //! honest flag when the answer extrapolates beyond what the sweep measured.
 
+use crate::fit::LawOptimum;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::percentile_interval;
@@ -171,12 +172,39 @@ pub fn recommend_from_fits(
         .supervised()
         .ok_or_else(|| missing("supervised-law"))?;
     let l_sup = sup_law.predict(student_params, d_s);
-    let opt = law_optimum(&distill, Some(&supervised), student_params, d_s, l_sup, d_t.unwrap_or(f64::NAN))
-        .ok_or_else(|| {
-            FitError::Invalid(
-                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for this student (its minimum is at the edge)".into(),
-            )
-        })?;
+    let tstar = fits
+        .iter()
+        .filter(|f| f.scope == SCOPE_TSTAR && f.key.contains(&config_key))
+        .filter_map(StoredFit::as_tstar)
+        .find(|t| (t.student_tokens / d_s - 1.0).abs() < 0.01); // budgets are rounded to whole batches
+    let tstar_empirical = tstar
+        .as_ref()
+        .map(|t: &TStarScaling| (t.better.clone(), better_form(t).at(student_params)));
+    let mut notes = Vec::new();
+    let opt = match law_optimum(
+        &distill,
+        Some(&supervised),
+        student_params,
+        d_s,
+        l_sup,
+        d_t.unwrap_or(f64::NAN),
+    ) {
+        Some(opt) => opt,
+        None => {
+            // The law has no interior optimum here (a poorly identified fit on a small
+            // sweep): answer from the measured optima instead, T*(S) fitted across students.
+            let t = tstar.as_ref().ok_or_else(|| {
+                FitError::Invalid(
+                    "the fitted distillation law has no optimal teacher loss in [0.01, 100] for this student (its minimum is at the edge), and the sweep has no T*(S) fit on this budget".into(),
+                )
+            })?;
+            notes.push(format!(
+                "the fitted distillation law has no interior optimum for this student; the teacher size comes from the {} T*(S) fit of the measured optima",
+                t.better
+            ));
+            empirical_optimum(t, &distill, &supervised, student_params, d_s, l_sup, d_t)
+        }
+    };
     let teacher_params = d_t.and(opt.teacher_params);
 
     let range = |v: Vec<f64>| {
@@ -209,7 +237,6 @@ pub fn recommend_from_fits(
     }
     let teacher_in_sweep =
         teacher_params.map(|n| teachers.iter().any(|t| (t / n - 1.0).abs() <= 0.1));
-    let mut notes = Vec::new();
     if d_t.is_none() {
         notes.push("no teacher budget (the sweep's teachers used several; give `--teacher-tokens`): no teacher size or cost".into());
     } else if teacher_params.is_none() {
@@ -218,19 +245,6 @@ pub fn recommend_from_fits(
             opt.teacher_loss
         ));
     }
-    let tstar_empirical = fits
-        .iter()
-        .filter(|f| f.scope == SCOPE_TSTAR && f.key.contains(&config_key))
-        .filter_map(StoredFit::as_tstar)
-        .find(|t| (t.student_tokens / d_s - 1.0).abs() < 1e-9)
-        .map(|t: TStarScaling| {
-            let f = if t.better == "power" {
-                &t.power
-            } else {
-                &t.linear
-            };
-            (t.better.clone(), f.at(student_params))
-        });
     // Interval of the predicted student loss and gain from paired samples.
     let ls_draws: Vec<f64> = distill
         .samples
@@ -268,4 +282,56 @@ pub fn recommend_from_fits(
         extrapolation,
         notes,
     })
+}
+
+/// The better of a T*(S) scaling's two fits.
+fn better_form(t: &TStarScaling) -> &crate::fit::capacity_gap::TStarFit {
+    if t.better == "power" {
+        &t.power
+    } else {
+        &t.linear
+    }
+}
+
+/// The optimal teacher from the T*(S) fit: its size (with the range its parameters' intervals
+/// span), its loss by the supervised law on the teachers' budget, and the student's loss by
+/// the distillation law at that teacher loss.
+fn empirical_optimum(
+    t: &TStarScaling,
+    distill: &Fit,
+    supervised: &Fit,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+    d_t: Option<f64>,
+) -> LawOptimum {
+    let form = better_form(t);
+    let n_t = form.at(n_s);
+    let teacher_params_ci = form.ci.map(|[a, b]| {
+        let corners = [[a[0], b[0]], [a[0], b[1]], [a[1], b[0]], [a[1], b[1]]].map(|params| {
+            crate::fit::capacity_gap::TStarFit {
+                params,
+                ..form.clone()
+            }
+            .at(n_s)
+        });
+        [
+            corners.iter().copied().fold(f64::INFINITY, f64::min),
+            corners.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ]
+    });
+    let teacher_loss = match (supervised.supervised(), d_t) {
+        (Some(law), Some(d)) => law.predict(n_t, d),
+        _ => f64::NAN,
+    };
+    let student_loss = distill
+        .distill()
+        .map_or(f64::NAN, |law| law.predict(n_s, d_s, teacher_loss, l_sup));
+    LawOptimum {
+        teacher_loss,
+        teacher_loss_ci: None,
+        student_loss,
+        teacher_params: Some(n_t),
+        teacher_params_ci,
+    }
 }
