@@ -143,6 +143,23 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
             }
         }
     }
+    // The most common value of each varying knob: a student's label names only the knobs where
+    // it departs from these (one-at-a-time designs read "τ=2.0", "loss mse", "reference").
+    // Only a value most students share (a reference setting) is left out; in a full grid every
+    // varying knob is named.
+    let modal: BTreeMap<&str, &str> = varying
+        .iter()
+        .filter_map(|&key| {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for k in &students {
+                if let Some(v) = k.get(key) {
+                    *counts.entry(v.as_str()).or_default() += 1;
+                }
+            }
+            let (top, n) = counts.iter().max_by_key(|(_, n)| **n)?;
+            (2 * n > students.len()).then_some((key, *top))
+        })
+        .collect();
     let by_id: BTreeMap<&str, (&RunRow, &Value)> = rows
         .iter()
         .zip(&configs)
@@ -170,12 +187,16 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                 },
             });
             let distill = if r.kind == "student" {
-                knobs
+                let differing: Vec<&str> = knobs
                     .iter()
-                    .filter(|(k, _)| varying.contains(*k))
+                    .filter(|(k, v)| varying.contains(*k) && modal.get(*k) != Some(&v.as_str()))
                     .map(|(_, v)| v.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                    .collect();
+                match (differing.is_empty(), varying.is_empty()) {
+                    (_, true) => String::new(),
+                    (true, false) => "reference setting".to_string(),
+                    (false, false) => differing.join(" "),
+                }
             } else {
                 String::new()
             };

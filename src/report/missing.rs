@@ -50,10 +50,25 @@ pub fn missing(data: &ReportData) -> Vec<String> {
         out.push("no baseline has finished: no distillation gain yet".to_string());
     }
     if !data.fits.any_fit() {
-        out.push(
+        let sizes = |kinds: &[RunKind]| {
+            let mut n: Vec<u64> = runs
+                .iter()
+                .filter(|r| kinds.contains(&r.kind))
+                .map(|r| r.n as u64)
+                .collect();
+            n.sort_unstable();
+            n.dedup();
+            n.len()
+        };
+        let (teachers, students) = (sizes(&[RunKind::Teacher]), sizes(&[RunKind::Student]));
+        out.push(if teachers < 3 && students < 2 {
+            format!(
+                "no fits: with {teachers} teacher size(s) and {students} student size(s) this sweep has too few sizes for scaling laws or T* (`pdsweep fit` lists what it skips and why)"
+            )
+        } else {
             "no fits yet: run `pdsweep fit` for the fitted laws, T* with intervals and the recommendation"
-                .to_string(),
-        );
+                .to_string()
+        });
     }
     out.extend(data.fits.notes.iter().cloned());
     out
