@@ -101,8 +101,9 @@ fn report_of_the_quickstart_sweep_draws_every_figure_and_a_self_contained_page()
     let text = stdout(&out);
     assert!(text.contains("14 of 14 runs done"), "{text}");
     assert!(
-        text.contains("no fits yet"),
-        "the terminal says what is missing: {text}"
+        text.contains("no fits: with 2 teacher size(s)")
+            && text.contains("too small for scaling laws"),
+        "the terminal says what is missing, and why fitting cannot supply it: {text}"
     );
     for name in [
         "training_curves",
@@ -128,7 +129,7 @@ fn report_of_the_quickstart_sweep_draws_every_figure_and_a_self_contained_page()
     }
     for expected in [
         "student-60K-from-400K-offline",
-        "no fits yet",
+        "too small for scaling laws",
         "SHA-256",
         "git commit",
         "[teachers]",
@@ -247,7 +248,7 @@ fn report_with_failed_runs_and_no_students_says_what_is_missing() {
         "1 of 14 runs have not finished",
         "no student has finished",
         "not drawn: capacity_gap",
-        "no fits yet",
+        "no fits",
     ] {
         assert!(
             text.contains(expected),
@@ -688,7 +689,7 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     ));
     let report = pdsweep::report::build(&data).expect("draw");
     assert!(
-        !report.missing.iter().any(|m| m.contains("no fits yet")),
+        !report.missing.iter().any(|m| m.contains("no fits")),
         "{:?}",
         report.missing
     );

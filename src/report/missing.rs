@@ -61,9 +61,11 @@ pub fn missing(data: &ReportData) -> Vec<String> {
             n.len()
         };
         let (teachers, students) = (sizes(&[RunKind::Teacher]), sizes(&[RunKind::Student]));
-        out.push(if teachers < 3 && students < 2 {
+        let supervised = count(RunKind::Teacher) + count(RunKind::Baseline);
+        // A law needs more points than its 5 parameters; a capacity-gap curve 3 teachers.
+        out.push(if supervised < 6 && teachers < 3 {
             format!(
-                "no fits: with {teachers} teacher size(s) and {students} student size(s) this sweep has too few sizes for scaling laws or T* (`pdsweep fit` lists what it skips and why)"
+                "no fits: with {teachers} teacher size(s), {students} student size(s) and {supervised} supervised run(s) this sweep is too small for scaling laws or T* (`pdsweep fit` lists what it skips and why)"
             )
         } else {
             "no fits yet: run `pdsweep fit` for the fitted laws, T* with intervals and the recommendation"
