@@ -3,11 +3,10 @@
 
 use std::path::PathBuf;
 
+use pdsweep::report;
 use pdsweep::report::export::ExportFormat;
-use pdsweep::report::{self, load};
-use pdsweep::store::SweepDb;
 
-use super::locate::locate;
+use super::locate::gather;
 
 /// Options of `pdsweep export`.
 #[derive(Debug, Clone)]
@@ -24,13 +23,7 @@ pub struct ExportCommand {
 
 /// Runs `pdsweep export`.
 pub fn export(cmd: ExportCommand) -> anyhow::Result<()> {
-    let located = locate(cmd.sweep.as_deref(), &cmd.results)?;
-    let db = SweepDb::open(&located.db_path)?;
-    let source = located.sweep.as_ref().map(|s| load::SweepSource {
-        path: &s.path,
-        text: &s.source,
-    });
-    let data = load::gather(&db, source)?;
+    let (located, db, data) = gather(cmd.sweep.as_deref(), &cmd.results)?;
     let dir = cmd
         .out
         .unwrap_or_else(|| cmd.results.join(&located.name).join("export"));

@@ -91,3 +91,21 @@ pub fn locate(sweep: Option<&Path>, results: &Path) -> anyhow::Result<Located> {
         }
     }
 }
+
+/// Locates the sweep, opens its database and gathers everything a report or export reads.
+pub fn gather(
+    sweep: Option<&Path>,
+    results: &Path,
+) -> anyhow::Result<(Located, SweepDb, pdsweep::report::data::ReportData)> {
+    let located = locate(sweep, results)?;
+    let db = SweepDb::open(&located.db_path)?;
+    let source = located
+        .sweep
+        .as_ref()
+        .map(|s| pdsweep::report::load::SweepSource {
+            path: &s.path,
+            text: &s.source,
+        });
+    let data = pdsweep::report::load::gather(&db, source)?;
+    Ok((located, db, data))
+}

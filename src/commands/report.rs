@@ -3,10 +3,9 @@
 
 use std::path::PathBuf;
 
-use pdsweep::report::{self, load};
-use pdsweep::store::SweepDb;
+use pdsweep::report;
 
-use super::locate::locate;
+use super::locate::gather;
 
 /// Options of `pdsweep report`.
 #[derive(Debug, Clone)]
@@ -21,13 +20,7 @@ pub struct ReportCommand {
 
 /// Runs `pdsweep report`.
 pub fn report(cmd: ReportCommand) -> anyhow::Result<()> {
-    let located = locate(cmd.sweep.as_deref(), &cmd.results)?;
-    let db = SweepDb::open(&located.db_path)?;
-    let source = located.sweep.as_ref().map(|s| load::SweepSource {
-        path: &s.path,
-        text: &s.source,
-    });
-    let data = load::gather(&db, source)?;
+    let (located, _db, data) = gather(cmd.sweep.as_deref(), &cmd.results)?;
     let drawn = report::build(&data)?;
     let dir = cmd
         .out
