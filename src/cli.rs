@@ -79,6 +79,13 @@ pub struct PlanArgs {
     /// Training throughput in FLOP/s used for the time estimate.
     #[arg(long, value_name = "FLOPS")]
     pub flops_per_s: Option<f64>,
+    /// Refuse the plan (exit code 2) if it has any design warning.
+    #[arg(long)]
+    pub strict: bool,
+    /// Before any run was measured, estimate time from stated defaults instead of timing a
+    /// short probe on this machine (the probe runs once per machine and is cached).
+    #[arg(long)]
+    pub no_probe: bool,
 }
 
 /// `pdsweep run`.
@@ -203,6 +210,8 @@ impl PlanArgs {
             results: self.results,
             dry_run: self.dry_run,
             flops_per_s: self.flops_per_s,
+            strict: self.strict,
+            no_probe: self.no_probe,
         }
     }
 }

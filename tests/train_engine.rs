@@ -16,7 +16,7 @@ fn rule(vocab: u64, tie: bool) -> ShapeRule {
         aspect_ratio: 32.0,
         head_dim: None,
         kv_groups: 1,
-        ffn_multiple: 32,
+        ffn_multiple: None,
         tie_embeddings: tie,
         vocab,
     }

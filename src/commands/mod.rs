@@ -1,6 +1,8 @@
 //! The subcommands, each taking its own plain options (converted from clap in `cli.rs`) and
 //! returning `anyhow` errors to `main`.
 
+mod corpus;
+mod estimate;
 mod export;
 mod fit;
 mod locate;

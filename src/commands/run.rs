@@ -68,9 +68,21 @@ fn install_stop_handler() {
 /// Runs `pdsweep run`.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
-    let plan = Plan::build(&sweep, &PlanOptions::default())?;
-    install_stop_handler();
+    let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
     let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    if let Some(dir) = db_path.parent() {
+        super::corpus::prepare(&mut plan, &cmd.sweep, dir, true)?;
+    }
+    if let Some(corpus) = plan.corpus.as_ref().filter(|c| c.files > 0) {
+        eprintln!(
+            "corpus: {} ({} training tokens, {} held out; {})",
+            corpus.description, corpus.train_tokens, corpus.val_tokens, corpus.val_split
+        );
+    }
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    install_stop_handler();
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
     let sweep_dir = cmd.sweep.parent().map(PathBuf::from).unwrap_or_default();
@@ -86,6 +98,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         jobs: cmd.jobs,
         devices: cmd.devices,
         stop: &STOP,
+        calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),
     };
     eprintln!(
         "sweep `{}`: {} runs planned, recorded in {}",

@@ -8,10 +8,10 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use serde_json::json;
 
-use pdsweep::plan::default_flops_per_s;
+use pdsweep::plan::Calibration;
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_duration;
-use pdsweep::store::{RunStatus, SweepDb, remaining_seconds};
+use pdsweep::store::{RunStatus, SweepDb};
 
 use super::UsageError;
 
@@ -44,16 +44,11 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
     let plan_id = db.current_plan()?.unwrap_or_default();
     let runs = db.status(plan_id)?;
     let backend = sweep.file.backend;
-    let measured = db.measured_throughput(backend.as_str())?;
-    let flops_per_s = sweep
-        .file
-        .estimate
-        .flops_per_s
-        .map_or(default_flops_per_s(backend), |f| f.0);
-    let eta: f64 = runs
-        .iter()
-        .map(|r| remaining_seconds(r, &measured, flops_per_s))
-        .sum();
+    let calibration = match sweep.file.estimate.flops_per_s {
+        Some(f) => Calibration::flops_only(f.0, "[estimate] flops_per_s"),
+        None => super::estimate::calibration(Some(&db), backend, true),
+    };
+    let eta = db.eta_s(plan_id, &calibration)?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for r in &runs {
         *counts.entry(r.state.clone()).or_default() += 1;

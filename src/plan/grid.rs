@@ -101,7 +101,7 @@ impl<'a> Context<'a> {
             aspect_ratio: m.aspect_ratio.0,
             head_dim: m.head_dim.map(|h| h.0),
             kv_groups: m.kv_groups.0,
-            ffn_multiple: m.ffn_multiple.0,
+            ffn_multiple: m.ffn_multiple.map(|f| f.0),
             tie_embeddings: m.tie_embeddings,
             vocab: sweep.vocab,
         };
@@ -119,6 +119,11 @@ impl<'a> Context<'a> {
             context,
             batch_seqs,
             seed: 0,
+            val_path: corpus.val_path.clone(),
+            split: match corpus.kind {
+                crate::spec::CorpusKind::Synthetic => 0,
+                _ => 2,
+            },
         };
         let t = &f.train;
         let train = TrainConfig {
@@ -326,13 +331,38 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Refuses two models of the sweep with the same label within a group.
+/// Refuses two models of the sweep with the same label within a group, and two models of a
+/// group that would be the same model (one shape, learning rate, budgets and seeds), such as
+/// two size targets that resolve to one shape.
 fn check_labels(
     sweep: &Sweep,
     teachers: &[GroupModel],
     students: &[GroupModel],
 ) -> Result<(), SpecError> {
     for group in [teachers, students] {
+        for (i, m) in group.iter().enumerate() {
+            let twin = group[..i].iter().find(|p| {
+                p.spec.shape == m.spec.shape
+                    && p.lr == m.lr
+                    && p.budgets == m.budgets
+                    && p.seeds == m.seeds
+            });
+            if let Some(prev) = twin {
+                return Err(sweep
+                    .error_at(
+                        m.span.clone(),
+                        &m.key,
+                        format!(
+                            "`{}` and `{}` resolve to the same model ({}, {} non-embedding parameters), so they would train the same runs twice",
+                            m.spec.label,
+                            prev.spec.label,
+                            m.spec.shape.summary(),
+                            m.n
+                        ),
+                    )
+                    .with_hint("remove one of the two, or move their sizes further apart (derived shapes meet their target within 10 %)"));
+            }
+        }
         let mut seen: HashMap<&str, &GroupModel> = HashMap::new();
         for m in group {
             if let Some(prev) = seen.insert(&m.spec.label, m) {

@@ -96,6 +96,18 @@ pub struct DataConfig {
     pub batch_seqs: u64,
     /// Seed of the data order (and of initialisation for trained runs).
     pub seed: u64,
+    /// A separate validation file or folder (relative to the sweep file), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_path: Option<String>,
+    /// Version of the held-out split rule of text corpora: 2 holds out whole documents with
+    /// duplicates dropped (`data::split`); 0 (absent) is the synthetic corpus, or a text run of
+    /// an older pdsweep that held out the corpus's last tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub split: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 /// Optimiser settings of a trained run.

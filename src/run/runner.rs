@@ -14,7 +14,7 @@ use burn::tensor::Device;
 use crate::data::{self, Prepared};
 use crate::distill::{self, DistillObjective, StoreReader, TeacherSource, logits_run};
 use crate::model::Transformer;
-use crate::plan::{RunConfig, RunKind, default_flops_per_s};
+use crate::plan::{RunConfig, RunKind};
 use crate::spec::{Backend, DistillMode};
 use crate::store::{Metric, RunResult, StoreError, StoredRun, SweepDb};
 use crate::train::{
@@ -37,6 +37,8 @@ pub struct RunOptions<'a> {
     pub devices: Vec<usize>,
     /// Set to stop gracefully (runs checkpoint and return to `planned`).
     pub stop: &'a AtomicBool,
+    /// Prices of work for time estimates until the sweep's own runs refine them.
+    pub calibration: crate::plan::Calibration,
 }
 
 /// What an execution did.
@@ -150,8 +152,7 @@ pub fn execute(
             one_at_a_time_s: db
                 .eta_s(
                     plan_id,
-                    opts.backend.as_str(),
-                    default_flops_per_s(opts.backend),
+                    &db.calibration(opts.backend.as_str(), opts.calibration.clone()),
                 )
                 .unwrap_or(f64::NAN),
             jobs: opts.jobs.max(1),

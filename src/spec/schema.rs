@@ -79,6 +79,10 @@ pub struct CorpusSection {
     /// Held-out tokens kept aside for evaluation.
     #[serde(default)]
     pub val_tokens: Option<Count>,
+    /// A separate validation file or folder (same kind as `path`), relative to the sweep file;
+    /// without it whole documents of the corpus are held out.
+    #[serde(default)]
+    pub val_path: Option<String>,
     /// Seed of the synthetic generator (default 0).
     #[serde(default)]
     pub seed: Option<u64>,
@@ -103,9 +107,10 @@ pub struct ModelSection {
     /// Query heads per key/value head in derived shapes (1 = plain multi-head attention).
     #[serde(default = "default_one")]
     pub kv_groups: Count,
-    /// d_ff of derived shapes is the multiple of this nearest above 8/3 · d_model.
-    #[serde(default = "default_ffn_multiple")]
-    pub ffn_multiple: Count,
+    /// d_ff of derived shapes is a multiple of this (default: 8 below d_model 256, 32 below
+    /// 2,048, else 128).
+    #[serde(default)]
+    pub ffn_multiple: Option<Count>,
     /// Share the token embedding with the output head.
     #[serde(default = "default_true")]
     pub tie_embeddings: bool,
@@ -119,7 +124,7 @@ impl Default for ModelSection {
             aspect_ratio: default_aspect(),
             head_dim: None,
             kv_groups: default_one(),
-            ffn_multiple: default_ffn_multiple(),
+            ffn_multiple: None,
             tie_embeddings: true,
         }
     }
@@ -133,9 +138,6 @@ fn default_aspect() -> Ratio {
 }
 fn default_one() -> Count {
     Count(1)
-}
-fn default_ffn_multiple() -> Count {
-    Count(32)
 }
 fn default_true() -> bool {
     true

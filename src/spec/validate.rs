@@ -161,6 +161,14 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
     };
     match corpus.kind {
         CorpusKind::Synthetic => {
+            if corpus.val_path.is_some() {
+                return fail(
+                    "corpus.val_path",
+                    "the synthetic corpus generates its own held-out stream and reads no `val_path`"
+                        .into(),
+                    "remove `val_path`",
+                );
+            }
             if corpus.path.is_some() {
                 return fail(
                     "corpus.path",

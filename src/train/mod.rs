@@ -4,6 +4,7 @@
 pub mod checkpoint;
 mod device;
 mod objective;
+pub mod probe;
 pub mod schedule;
 mod trainer;
 
