@@ -254,11 +254,12 @@ fn least_squares(rows: &[([f64; 3], f64)], active: &[usize]) -> Option<[f64; 3]>
             return None;
         }
         m.swap(col, pivot);
-        for row in 0..n {
+        let pivot_row = m[col].clone();
+        for (row, values) in m.iter_mut().enumerate() {
             if row != col {
-                let f = m[row][col] / m[col][col];
-                for k in col..=n {
-                    m[row][k] -= f * m[col][k];
+                let f = values[col] / pivot_row[col];
+                for (v, p) in values.iter_mut().zip(&pivot_row).skip(col) {
+                    *v -= f * p;
                 }
             }
         }

@@ -192,8 +192,8 @@ impl ShapeRule {
 
     fn ff_multiple(&self, d_model: u64) -> u64 {
         self.ffn_multiple.unwrap_or(match d_model {
-            ..256 => 8,
-            ..2048 => 32,
+            0..256 => 8,
+            256..2048 => 32,
             _ => 128,
         })
     }
@@ -229,9 +229,9 @@ impl ShapeRule {
     /// The next valid width above `d_model`, if any.
     fn next_width(&self, d_model: u64) -> Option<u64> {
         let step = |d: u64| match d {
-            ..128 => 8,
-            ..512 => 16,
-            ..4096 => 64,
+            0..128 => 8,
+            128..512 => 16,
+            512..4096 => 64,
             _ => 128,
         };
         let mut d = d_model;
