@@ -1,8 +1,19 @@
-//! Executing a planned sweep: picking runnable runs, training them, and recording everything in
-//! the sweep database. The runner never prints; it reports [`RunEvent`]s to a callback.
+//! Executing a planned sweep, in three parts: how a unit of work is executed, per kind of run
+//! ([`execute`], shared by every scheduler); where units are scheduled (worker threads of this
+//! process); and where results are recorded ([`record`]: the sweep database directly). The
+//! runner never prints; it reports [`RunEvent`]s to a callback.
 
+mod error;
 mod events;
-mod runner;
+pub mod execute;
+mod graph;
+mod local;
+pub mod record;
+mod unit;
 
+pub use error::{RecordError, RunError};
 pub use events::RunEvent;
-pub use runner::{RunError, RunOptions, Summary, execute};
+pub use execute::{ExecEnv, Outcome, checkpoint_path, execute_unit, store_dir};
+pub use graph::{EXECUTED, priority, unblock_counts};
+pub use local::{RunOptions, Summary, execute};
+pub use unit::{UnitRun, WorkUnit};
