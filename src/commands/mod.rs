@@ -2,6 +2,7 @@
 //! returning `anyhow` errors to `main`.
 
 mod export;
+mod export_models;
 mod fit;
 mod locate;
 mod plan;

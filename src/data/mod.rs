@@ -170,6 +170,9 @@ fn cache_key(data: &DataConfig, files: &[PathBuf]) -> String {
         "{:?}|{:?}|{}|{}|{:?}",
         data.corpus, data.tokenizer, data.vocab, data.val_tokens, data.text_column
     ));
+    if let Some(file) = &data.tokenizer_file {
+        h.update(format!("|tokenizer-sha256={}", file.sha256)); // the file's content, not its path
+    }
     for f in files {
         let meta = std::fs::metadata(f).ok();
         let modified = meta
@@ -203,6 +206,7 @@ fn prepare_text(
                 &files,
                 &token_path,
                 &cache_dir.join(format!("tokenizer-{key}.json")),
+                base_dir,
             )?;
             TokenFile::open(&token_path)?
         }
@@ -244,10 +248,62 @@ fn prepare_text(
     })
 }
 
-fn tokenizer_name(data: &DataConfig) -> &'static str {
-    match data.tokenizer {
-        Some(TokenizerKind::Bpe) => "bpe",
-        _ => "byte",
+fn tokenizer_name(data: &DataConfig) -> String {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => "bpe".into(),
+        (Some(TokenizerKind::File), Some(file)) => format!("`{}`", file.path),
+        _ => "byte".into(),
+    }
+}
+
+/// The `tokenizer.json` a run's tokens come from: the sweep's tokenizer file, or the BPE
+/// tokenizer trained into `cache_dir` (once the cache exists); `None` for byte tokens and the
+/// synthetic corpus.
+pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> Option<PathBuf> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::File), Some(file)) => Some(base_dir.join(&file.path)),
+        (Some(TokenizerKind::Bpe), _) => {
+            let path = base_dir.join(data.path.as_deref().unwrap_or_default());
+            let files = corpus_files(&path, data.corpus).ok()?;
+            let json = cache_dir.join(format!("tokenizer-{}.json", cache_key(data, &files)));
+            json.is_file().then_some(json)
+        }
+        _ => None,
+    }
+}
+
+/// The tokenizer of a text corpus: bytes, BPE trained on `docs` (saved to `bpe_path`), or the
+/// sweep's tokenizer file, checked against the hash the plan recorded.
+fn corpus_tokenizer(
+    data: &DataConfig,
+    docs: &[Document],
+    bpe_path: &Path,
+    base_dir: &Path,
+) -> Result<Tokenizer, DataError> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => {
+            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
+            t.save(bpe_path)?;
+            Ok(t)
+        }
+        (Some(TokenizerKind::File), Some(file)) => {
+            let path = base_dir.join(&file.path);
+            let bytes = std::fs::read(&path).map_err(|e| DataError::Missing {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            if hex(&Sha256::digest(&bytes)) != file.sha256 {
+                return Err(DataError::Tokenizer(format!(
+                    "`{}` changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again",
+                    path.display()
+                )));
+            }
+            Tokenizer::from_file(&path)
+        }
+        (Some(TokenizerKind::File), None) => Err(DataError::Tokenizer(
+            "the run names a tokenizer file but not which".into(),
+        )),
+        _ => Ok(Tokenizer::Byte),
     }
 }
 
@@ -257,21 +313,21 @@ fn build_cache(
     files: &[PathBuf],
     token_path: &Path,
     tokenizer_path: &Path,
+    base_dir: &Path,
 ) -> Result<(), DataError> {
     let column = data.text_column.as_deref().unwrap_or("text");
     let docs = read_documents(files, data.corpus, column)?;
-    let tokenizer = match data.tokenizer {
-        Some(TokenizerKind::Bpe) => {
-            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
-            t.save(tokenizer_path)?;
-            t
-        }
-        _ => Tokenizer::Byte,
-    };
+    let tokenizer = corpus_tokenizer(data, &docs, tokenizer_path, base_dir)?;
     let mut tokens = Vec::new();
     for doc in &docs {
         tokenizer.encode_into(&doc.text, &mut tokens)?;
-        tokenizer.encode_into("\n\n", &mut tokens)?;
+        tokenizer.encode_plain("\n\n", &mut tokens)?;
+    }
+    if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= data.vocab) {
+        return Err(DataError::Tokenizer(format!(
+            "token id {id} is outside the models' vocabulary of {}",
+            data.vocab
+        )));
     }
     let val = data.val_tokens as usize;
     if tokens.len() < val.saturating_mul(5) {

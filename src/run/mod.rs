@@ -2,6 +2,7 @@
 //! the sweep database. The runner never prints; it reports [`RunEvent`]s to a callback.
 
 mod events;
+mod pretrained;
 mod runner;
 
 pub use events::RunEvent;

@@ -408,6 +408,7 @@ fn execute_one(
         opts,
     };
     let outcome = match ctx.config.kind {
+        RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
         RunKind::Teacher | RunKind::Baseline => train_run(db, &ctx, &mut NextToken, None, on_event),
         RunKind::Student => student_run(db, &ctx, on_event),
         RunKind::Logits => logits_run(db, &ctx, on_event),
@@ -520,8 +521,26 @@ fn train_run(
     Ok(Step::Done(row))
 }
 
-/// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
-/// checkpoint's content hash.
+/// A pre-trained teacher's run: nothing to train; its held-out loss on the sweep's corpus.
+fn pretrained_run(ctx: &Ctx) -> Step {
+    let Some(source) = &ctx.config.model.pretrained else {
+        return Step::Failed("run has no pre-trained source".into());
+    };
+    let dir = &ctx.opts.sweep_dir;
+    match super::pretrained::measure(&ctx.config, source, dir, &ctx.prepared, &ctx.device) {
+        Ok(m) => Step::Done(result_row(
+            ctx,
+            m.val_loss,
+            m.val_bpb,
+            m.wall_s,
+            m.tokens_per_s,
+        )),
+        Err(reason) => Step::Failed(reason),
+    }
+}
+
+/// The finished teacher run `teacher_id`: its model loaded from its final checkpoint (or, for
+/// a pre-trained teacher, its folder), and the checkpoint's (or weights') content hash.
 fn load_teacher(
     db: &SweepDb,
     ctx: &Ctx,
@@ -536,6 +555,10 @@ fn load_teacher(
         id: teacher_id.into(),
         reason: e.to_string(),
     })?;
+    if let Some(source) = &teacher.model.pretrained {
+        let dir = &ctx.opts.sweep_dir;
+        return Ok(super::pretrained::load(&teacher, source, dir, &ctx.device));
+    }
     let path = checkpoint_path(&ctx.opts.results_dir, teacher_id);
     let loaded = match checkpoint::load(&path, teacher_id) {
         Ok(Some(l)) => l,

@@ -15,7 +15,7 @@ use super::checkpoint::{self, CheckpointError, CheckpointState};
 use super::objective::{Objective, cross_entropy};
 use super::schedule;
 use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
-use crate::model::{Transformer, TransformerConfig};
+use crate::model::Transformer;
 use crate::plan::RunConfig;
 
 /// Rows per held-out evaluation batch.
@@ -139,11 +139,7 @@ static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
     let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(config.data.seed);
-    let model = TransformerConfig {
-        shape: config.model.shape,
-        context: config.data.context as usize,
-    }
-    .init(device);
+    let model = config.model.transformer(config.data.context).init(device);
     model.visit(&mut Materialize);
     model
 }
