@@ -8,12 +8,19 @@
 //! Without one the tests print why and pass, unless `PDSWEEP_REQUIRE_TRANSFORMERS=1` (set by
 //! `.ci/run`), which makes a missing Python a failure: CI never skips them silently.
 
+mod common;
+#[path = "hf/fixture.rs"]
+mod fixture;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pdsweep::hf::{PretrainedModel, load_model};
 use pdsweep::model::TransformerConfig;
+use pdsweep::plan::RunConfig;
+use pdsweep::store::SweepDb;
+use pdsweep::train::{checkpoint, init_model};
 
 /// Largest difference allowed between pdsweep's and transformers' logits.
 const TOLERANCE: f32 = 1e-4;
@@ -141,4 +148,72 @@ fn transformers_llamas_load_as_teachers_with_equal_logits() {
         message.contains("`attention_bias`") && message.contains("config.json"),
         "{message}"
     );
+}
+
+#[test]
+fn models_pdsweep_trained_and_exported_load_in_transformers_with_equal_logits() {
+    let Some(python) = python() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fixture::corpus_and_tokenizer(dir);
+    fixture::train_and_export(dir);
+    let vocab = pdsweep::hf::TokenizerFile::read(&dir.join("tok/tokenizer.json"))
+        .unwrap()
+        .vocab as i64;
+    let tokens: Vec<Vec<i64>> = (0..2)
+        .map(|r| (0..24).map(|i| (7 * (r * 24 + i) + 3) % vocab).collect())
+        .collect();
+    std::fs::write(
+        dir.join("models/batch.json"),
+        serde_json::to_string(&tokens).unwrap(),
+    )
+    .unwrap();
+    let db = SweepDb::open(&dir.join("results/teach/sweep.db")).unwrap();
+    let runs: Vec<_> = db
+        .runs()
+        .unwrap()
+        .into_iter()
+        .filter(|r| dir.join("models").join(&r.name).is_dir())
+        .collect();
+    assert_eq!(runs.len(), 2, "the teacher and the student are exported");
+    let folders: Vec<String> = runs
+        .iter()
+        .map(|r| dir.join("models").join(&r.name).display().to_string())
+        .collect();
+    let mut args = vec!["logits"];
+    args.extend(folders.iter().map(String::as_str));
+    run_python(&python, &args);
+    let device = Device::flex();
+    for run in &runs {
+        let folder = dir.join("models").join(&run.name);
+        let config: RunConfig = serde_json::from_str(&run.config_json).unwrap();
+        let ckpt = dir.join(format!("results/teach/checkpoints/{}.ckpt", run.id));
+        let loaded = checkpoint::load(&ckpt, &run.id).unwrap().unwrap();
+        let model = loaded.model(init_model(&config, &device)).unwrap();
+        let ours = logits(&model, &tokens, &device);
+        let reference = folder.join("reference_logits.safetensors");
+        let (shape, theirs) = read_tensor(&reference, "logits");
+        assert_eq!(shape, vec![2, 24, config.model.shape.vocab as usize]);
+        let diff = max_difference(&ours, &theirs);
+        eprintln!("{}: max |Δlogit| = {diff:.2e}", run.name);
+        assert!(diff <= TOLERANCE, "{}: logits differ by {diff}", run.name);
+        // transformers reads the tokenizer as pdsweep does
+        let (_, ids) = read_tensor(&reference, "tokenizer_ids");
+        let mut ours = Vec::new();
+        pdsweep::data::Tokenizer::from_file(&folder.join("tokenizer.json"))
+            .unwrap()
+            .encode_plain("the quick brown fox", &mut ours)
+            .unwrap();
+        let ours: Vec<f32> = ours.iter().map(|&i| i as f32).collect();
+        assert_eq!(ours, ids, "{}: token ids", run.name);
+    }
+    let card = std::fs::read_to_string(dir.join("models/student-20K-from-t/README.md")).unwrap();
+    for needle in [
+        "library_name: transformers",
+        "teacher-t",
+        "Held-out results",
+        "\"distill\"",
+    ] {
+        assert!(card.contains(needle), "`{needle}` not in the model card");
+    }
 }

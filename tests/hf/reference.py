@@ -4,8 +4,8 @@ real `transformers` and CPU `torch`.
     reference.py make OUT      tiny random LLaMA models saved with save_pretrained, each with
                                transformers' logits on a fixed batch (logits.safetensors) and
                                its parameter count (meta.json)
-    reference.py logits DIR    loads DIR with AutoModelForCausalLM (and AutoTokenizer when it
-                               has tokenizer.json) and writes DIR/reference_logits.safetensors
+    reference.py logits DIR... loads each DIR with AutoModelForCausalLM (and AutoTokenizer when
+                               it has tokenizer.json) and writes DIR/reference_logits.safetensors
                                for the batch of DIR/../batch.json
 
 Logits are computed in float32 on the CPU."""
@@ -97,5 +97,6 @@ def reference_logits(folder):
 
 
 if __name__ == "__main__":
-    command, path = sys.argv[1], sys.argv[2]
-    {"make": make, "logits": reference_logits}[command](path)
+    command, paths = sys.argv[1], sys.argv[2:]
+    for path in paths:
+        {"make": make, "logits": reference_logits}[command](path)
