@@ -204,6 +204,11 @@ impl Transformer {
         }
     }
 
+    /// The vocabulary (rows of the token embedding).
+    pub fn vocab(&self) -> usize {
+        self.embed.weight.dims()[0]
+    }
+
     /// Number of trainable parameters (equals the plan's total count).
     pub fn param_count(&self) -> usize {
         self.num_params()

@@ -528,13 +528,15 @@ fn pretrained_run(ctx: &Ctx) -> Step {
     };
     let dir = &ctx.opts.sweep_dir;
     match super::pretrained::measure(&ctx.config, source, dir, &ctx.prepared, &ctx.device) {
-        Ok(m) => Step::Done(result_row(
-            ctx,
-            m.val_loss,
-            m.val_bpb,
-            m.wall_s,
-            m.tokens_per_s,
-        )),
+        Ok(m) => {
+            // no training throughput (0 keeps it out of time estimates); the scoring speed
+            // goes to the extra column
+            let mut row = result_row(ctx, m.val_loss, m.val_bpb, m.wall_s, 0.0);
+            let extra =
+                serde_json::json!({"pretrained": source.path, "eval_tokens_per_s": m.tokens_per_s});
+            row.extra_json = Some(extra.to_string());
+            Step::Done(row)
+        }
         Err(reason) => Step::Failed(reason),
     }
 }
