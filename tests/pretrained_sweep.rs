@@ -121,6 +121,37 @@ fn a_pretrained_teacher_and_a_tokenizer_json_corpus_run_end_to_end() {
         );
     }
 
+    // Trained and pre-trained teachers mix: every student pairs with both.
+    let mixed = sweep("models/teacher-t", r#"tokenizer = "tok/tokenizer.json""#).replace(
+        "[students]",
+        "[teachers]\nsizes = [\"60K\"]\ntokens = [\"96K\"]\n[students]",
+    );
+    std::fs::write(
+        dir.join("mixed.toml"),
+        mixed.replace("name = \"pre\"", "name = \"mixed\""),
+    )
+    .unwrap();
+    let out = pdsweep(
+        dir,
+        &["plan", "mixed.toml", "--dry-run", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let names: Vec<&str> = plan["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "teacher-imported",
+        "teacher-60K",
+        "student-20K-from-imported-online",
+        "student-20K-from-60K-online",
+    ] {
+        assert!(names.contains(&name), "{name} not in {names:?}");
+    }
+
     // The teacher's identity is its files: a changed config.json is another teacher.
     let before = plan_ids(dir);
     let config_path = dir.join("models/teacher-t/config.json");
