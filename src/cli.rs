@@ -285,6 +285,14 @@ pub struct ExportArgs {
     /// Where to write the tables (default: results/NAME/export).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Instead of the tables, write every finished teacher, student and baseline as a Hugging
+    /// Face model folder DIR/RUN_NAME (config.json, model.safetensors, tokenizer.json,
+    /// README.md) that transformers loads with AutoModelForCausalLM.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "format"])]
+    pub models: Option<PathBuf>,
+    /// With --models: only this run (its name or id); repeat for several.
+    #[arg(long = "run", value_name = "NAME", requires = "models")]
+    pub runs: Vec<String>,
 }
 
 impl ExportArgs {
@@ -299,6 +307,8 @@ impl ExportArgs {
                 ExportFormatArg::Json => ExportFormat::Json,
             },
             out: self.out,
+            models: self.models,
+            runs: self.runs,
         }
     }
 }

@@ -19,6 +19,7 @@ fn config(
         path: Some(path.into()),
         text_column: None,
         tokenizer: Some(tokenizer),
+        tokenizer_file: None,
         vocab,
         val_tokens: val,
         corpus_seed: 0,

@@ -4,6 +4,7 @@
 mod corpus;
 mod estimate;
 mod export;
+mod export_models;
 mod fit;
 mod locate;
 mod plan;

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::cache::{TokenFile, write_atomic};
 use super::error::DataError;
 use super::split::{self, Split, TokenizedDoc};
-use super::text::{corpus_files, read_documents};
+use super::text::{Document, corpus_files, read_documents};
 use super::tokenize::Tokenizer;
 use super::{CorpusInfo, Prepared, Stream, unigram_entropy};
 use crate::plan::DataConfig;
@@ -90,6 +90,9 @@ fn cache_key(data: &DataConfig, files: &CorpusFiles) -> String {
         "{:?}|{:?}|{}|{}|{:?}|split-v2",
         data.corpus, data.tokenizer, data.vocab, data.val_tokens, data.text_column
     ));
+    if let Some(file) = &data.tokenizer_file {
+        h.update(format!("|tokenizer-sha256={}", file.sha256)); // the file's content, not its path
+    }
     for (tag, list) in [("t", &files.train), ("v", &files.val)] {
         for f in list {
             let meta = fs::metadata(f).ok();
@@ -130,6 +133,7 @@ pub fn prepare_text(
                     &token_path,
                     &facts_path,
                     &cache_dir.join(format!("tokenizer-{key}.json")),
+                    base_dir,
                 )?;
                 open_cached(&token_path, &facts_path)?.ok_or_else(|| DataError::Write {
                     path: token_path.clone(),
@@ -232,10 +236,62 @@ fn prepared(
     }
 }
 
-fn tokenizer_name(data: &DataConfig) -> &'static str {
-    match data.tokenizer {
-        Some(TokenizerKind::Bpe) => "bpe",
-        _ => "byte",
+fn tokenizer_name(data: &DataConfig) -> String {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => "bpe".into(),
+        (Some(TokenizerKind::File), Some(file)) => format!("`{}`", file.path),
+        _ => "byte".into(),
+    }
+}
+
+/// The `tokenizer.json` a run's tokens come from: the sweep's tokenizer file, or the BPE
+/// tokenizer trained into `cache_dir` (once the cache exists); `None` for byte tokens and the
+/// synthetic corpus.
+pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> Option<PathBuf> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::File), Some(file)) => Some(base_dir.join(&file.path)),
+        (Some(TokenizerKind::Bpe), _) => {
+            let files = find_files(data, base_dir).ok()?;
+            let json = cache_dir.join(format!("tokenizer-{}.json", cache_key(data, &files)));
+            json.is_file().then_some(json)
+        }
+        _ => None,
+    }
+}
+
+/// The tokenizer of a text corpus: bytes, BPE trained on `docs` (saved to `bpe_path`; trained on
+/// the training documents only, so held-out text does not shape it), or the sweep's tokenizer
+/// file, checked against the hash the plan recorded.
+fn corpus_tokenizer(
+    data: &DataConfig,
+    docs: &[Document],
+    bpe_path: &Path,
+    base_dir: &Path,
+) -> Result<Tokenizer, DataError> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => {
+            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
+            t.save(bpe_path)?;
+            Ok(t)
+        }
+        (Some(TokenizerKind::File), Some(file)) => {
+            let path = base_dir.join(&file.path);
+            let bytes = fs::read(&path).map_err(|e| DataError::Missing {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            if hex(&Sha256::digest(&bytes)) != file.sha256 {
+                return Err(DataError::Tokenizer(format!(
+                    "`{}` changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again",
+                    path.display()
+                )));
+            }
+            Tokenizer::from_file(&path)
+        }
+        (Some(TokenizerKind::File), None) => Err(DataError::Tokenizer(
+            "the run names a tokenizer file but not which".into(),
+        )),
+        _ => Ok(Tokenizer::Byte),
     }
 }
 
@@ -246,6 +302,7 @@ fn build(
     token_path: &Path,
     facts_path: &Path,
     tokenizer_path: &Path,
+    base_dir: &Path,
 ) -> Result<(), DataError> {
     let column = data.text_column.as_deref().unwrap_or("text");
     let docs = read_documents(&files.train, data.corpus, column)?;
@@ -254,21 +311,19 @@ fn build(
     } else {
         read_documents(&files.val, data.corpus, column)?
     };
-    let tokenizer = match data.tokenizer {
-        Some(TokenizerKind::Bpe) => {
-            // Trained on the training documents only, so held-out text does not shape it.
-            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
-            t.save(tokenizer_path)?;
-            t
-        }
-        _ => Tokenizer::Byte,
-    };
-    let tokenize = |docs: Vec<super::Document>| -> Result<Vec<TokenizedDoc>, DataError> {
+    let tokenizer = corpus_tokenizer(data, &docs, tokenizer_path, base_dir)?;
+    let tokenize = |docs: Vec<Document>| -> Result<Vec<TokenizedDoc>, DataError> {
         docs.into_iter()
             .map(|d| {
                 let mut tokens = Vec::new();
                 tokenizer.encode_into(&d.text, &mut tokens)?;
-                tokenizer.encode_into(DOC_SEPARATOR, &mut tokens)?;
+                tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
+                if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= data.vocab) {
+                    return Err(DataError::Tokenizer(format!(
+                        "token id {id} (in `{}`) is outside the models' vocabulary of {}",
+                        d.source, data.vocab
+                    )));
+                }
                 Ok(TokenizedDoc::new(d.source, &d.text, tokens))
             })
             .collect()

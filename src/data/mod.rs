@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 pub use batches::{Batch, Batcher, eval_batches, mix};
 pub use cache::{TokenFile, write_atomic};
-pub use corpus::{CorpusFacts, CorpusFiles, find_files};
+pub use corpus::{CorpusFacts, CorpusFiles, find_files, tokenizer_json};
 pub use error::DataError;
 pub use text::{Document, corpus_files, read_documents};
 pub use tokenize::Tokenizer;

@@ -7,8 +7,8 @@ use std::ops::Range;
 
 use super::cost;
 use super::run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, Run, RunConfig, RunId, RunKind,
-    TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind, TokenizerRef, TrainConfig, Truncation,
 };
 use super::shape::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
@@ -78,6 +78,9 @@ pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
 struct Context<'a> {
     sweep: &'a Sweep,
     rule: ShapeRule,
+    /// RoPE θ and RMSNorm ε of the models the sweep trains.
+    rope_theta: f64,
+    norm_eps: f64,
     data: DataConfig,
     train: TrainConfig,
     tokens_per_step: u64,
@@ -109,10 +112,23 @@ impl<'a> Context<'a> {
             corpus: corpus.kind,
             path: corpus.path.clone(),
             text_column: corpus.text_column.clone(),
-            tokenizer: corpus.tokenizer.or(match corpus.kind {
-                crate::spec::CorpusKind::Synthetic => None,
-                _ => Some(crate::spec::TokenizerKind::Byte),
-            }),
+            tokenizer: corpus
+                .tokenizer
+                .as_ref()
+                .map(|t| t.kind())
+                .or(match corpus.kind {
+                    crate::spec::CorpusKind::Synthetic => None,
+                    _ => Some(crate::spec::TokenizerKind::Byte),
+                }),
+            tokenizer_file: corpus
+                .tokenizer
+                .as_ref()
+                .and_then(|t| t.file())
+                .zip(sweep.files.tokenizer.as_ref())
+                .map(|(path, file)| TokenizerRef {
+                    path: path.to_string(),
+                    sha256: file.sha256.clone(),
+                }),
             vocab: sweep.vocab,
             val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
             corpus_seed: corpus.seed.unwrap_or(0),
@@ -154,6 +170,10 @@ impl<'a> Context<'a> {
         Ok(Context {
             sweep,
             rule,
+            rope_theta: m
+                .rope_theta
+                .map_or(crate::model::DEFAULT_ROPE_THETA, |r| r.0),
+            norm_eps: m.norm_eps.map_or(crate::model::DEFAULT_NORM_EPS, |r| r.0),
             data,
             train,
             tokens_per_step: batch_seqs * context,
@@ -205,6 +225,10 @@ impl<'a> Context<'a> {
         for (i, entry) in g.models.iter().enumerate() {
             let entry_key = format!("{key}.models[{i}]");
             let e = entry.get_ref();
+            if let (true, Some(model)) = (teachers, self.sweep.files.teachers.get(&i)) {
+                out.push(self.pretrained_model(e, model, entry_key, entry.span())?);
+                continue;
+            }
             let (label, target, shape) = self.entry_shape(e, entry.span(), &entry_key)?;
             out.push(self.group_model(
                 label,
@@ -247,12 +271,72 @@ impl<'a> Context<'a> {
                 label,
                 target,
                 shape,
+                rope_theta: self.rope_theta,
+                norm_eps: self.norm_eps,
+                pretrained: None,
             },
             budgets,
             seeds,
             key,
             span,
         }
+    }
+
+    /// A pre-trained teacher: its shape, θ and ε from its config.json, its identity from the
+    /// content of its config and weights; one run, not trained.
+    fn pretrained_model(
+        &self,
+        e: &ModelEntry,
+        model: &crate::hf::PretrainedModel,
+        key: String,
+        span: Range<usize>,
+    ) -> Result<GroupModel, SpecError> {
+        let path = e.pretrained.clone().unwrap_or_default();
+        let fail = |message: String| {
+            self.sweep
+                .error_at(span.clone(), &format!("{key}.pretrained"), message)
+        };
+        let shape = model.shape();
+        shape
+            .validate()
+            .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;
+        let label = match &e.name {
+            Some(name) => name.to_string(),
+            None => {
+                let folder = model
+                    .dir
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                folder.parse::<crate::spec::Name>().map_err(|m| {
+                    fail(format!("the folder name cannot label runs: {m}"))
+                        .with_hint("give the entry a `name`")
+                })?;
+                folder
+            }
+        };
+        let weights_sha256 =
+            crate::hf::weights_sha256(&model.dir).map_err(|e| fail(e.to_string()))?;
+        Ok(GroupModel {
+            n: shape.params().non_embedding,
+            spec: ModelSpec {
+                label,
+                target: None,
+                shape,
+                rope_theta: model.config.rope_theta,
+                norm_eps: model.config.norm_eps,
+                pretrained: Some(PretrainedSource {
+                    path,
+                    config_sha256: model.config_sha256.clone(),
+                    weights_sha256,
+                }),
+            },
+            budgets: vec![TokenBudget::Absolute(0)],
+            seeds: self.sweep.file.seed.values()[..1].to_vec(),
+            lr: None,
+            key,
+            span,
+        })
     }
 
     fn derive(&self, target: u64, span: Range<usize>, key: &str) -> Result<ModelShape, SpecError> {
@@ -440,6 +524,17 @@ impl Builder<'_, '_> {
         let mut out = Vec::new();
         let many_budgets = distinct_budgets(teachers) > 1;
         for (mi, m) in teachers.iter().enumerate() {
+            if m.spec.pretrained.is_some() {
+                let seed = m.seeds[0];
+                let index = self.pretrained_teacher(m, seed);
+                out.push(TeacherRun {
+                    index,
+                    model: mi,
+                    budget: 0,
+                    seed,
+                });
+                continue;
+            }
             for (bi, &budget) in m.budgets.iter().enumerate() {
                 let (steps, tokens) = self.ctx.tokens(budget, m.n, m)?;
                 for &seed in &m.seeds {
@@ -467,6 +562,24 @@ impl Builder<'_, '_> {
             }
         }
         Ok(out)
+    }
+
+    /// A pre-trained teacher's run: not trained (no tokens, no optimiser); it measures its
+    /// held-out loss on the sweep's corpus, so its cost is one forward pass over that split.
+    fn pretrained_teacher(&mut self, m: &GroupModel, seed: u64) -> usize {
+        let config = RunConfig {
+            kind: RunKind::Teacher,
+            model: m.spec.clone(),
+            tokens: 0,
+            data: self.ctx.data(seed),
+            train: None,
+            distill: None,
+            logits: None,
+            backend: self.ctx.sweep.file.backend,
+        };
+        let flops = cost::forward_flops(m.n, config.data.val_tokens);
+        let name = format!("teacher-{}", m.spec.label);
+        self.push(config, name, Vec::new(), flops)
     }
 
     fn students(
@@ -528,7 +641,7 @@ impl Builder<'_, '_> {
                                 continue;
                             };
                             let teacher = &self.runs[tr.index];
-                            let t_budget = if many_teacher_budgets {
+                            let t_budget = if many_teacher_budgets && t.spec.pretrained.is_none() {
                                 format!("-{}", t.budgets[bi])
                             } else {
                                 String::new()
@@ -720,6 +833,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
                 .map_or(vocab, |l| l.truncation.top_k.kept(vocab));
             cost::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
         }
+        _ if config.model.pretrained.is_some() => 0, // read from its folder, never written
         _ => cost::checkpoint_bytes(params.total),
     };
     let config_json = config.to_json();
@@ -759,6 +873,7 @@ fn pick_teacher(
 fn distinct_budgets(models: &[GroupModel]) -> usize {
     let labels: BTreeSet<String> = models
         .iter()
+        .filter(|m| m.spec.pretrained.is_none())
         .flat_map(|m| m.budgets.iter().map(|b| b.to_string()))
         .collect();
     labels.len()

@@ -17,8 +17,8 @@ pub use cost::{
 pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
 pub use render::{PlanFormat, render};
 pub use run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, Run, RunConfig, RunId, RunKind,
-    TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind, TokenizerRef, TrainConfig, Truncation,
 };
 pub use shape::{ModelShape, ParamCount, ShapeRule};
 

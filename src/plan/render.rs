@@ -66,6 +66,7 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         "params_non_embedding": run.params.non_embedding,
         "shape": s,
         "tokens": c.tokens,
+        "pretrained": c.model.pretrained.as_ref().map(|p| &p.path),
         "steps": c.train.as_ref().map(|t| t.steps),
         "seed": c.data.seed,
         "flops": run.flops,
@@ -224,7 +225,10 @@ fn table(plan: &Plan) -> String {
             format_count(run.params.total as f64),
             run.params.non_embedding.to_string(),
             run.config.model.shape.summary(),
-            format_count(run.tokens() as f64),
+            match run.config.model.pretrained {
+                Some(_) if run.kind() == RunKind::Teacher => "pre-trained".into(),
+                _ => format_count(run.tokens() as f64),
+            },
             format!("{:.2e}", run.flops),
             after.join(", "),
         ];

@@ -133,6 +133,7 @@ fn execute_one(
         env,
     };
     let outcome = match ctx.config.kind {
+        RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
         RunKind::Teacher | RunKind::Baseline => {
             train_run(&ctx, &mut NextToken, None, recorder, on_event)
         }
@@ -164,6 +165,26 @@ enum Step {
     Done(RunResult),
     Failed(String),
     Interrupted,
+}
+
+/// A pre-trained teacher's run: nothing to train; its held-out loss on the sweep's corpus.
+fn pretrained_run(ctx: &Ctx) -> Step {
+    let Some(source) = &ctx.config.model.pretrained else {
+        return Step::Failed("run has no pre-trained source".into());
+    };
+    let dir = &ctx.env.sweep_dir;
+    match super::pretrained::measure(&ctx.config, source, dir, &ctx.prepared, &ctx.device) {
+        Ok(m) => {
+            // no training throughput (0 keeps it out of time estimates); the scoring speed
+            // goes to the extra column
+            let mut row = result_row(ctx, m.val_loss, m.val_bpb, m.wall_s, 0.0);
+            let extra =
+                serde_json::json!({"pretrained": source.path, "eval_tokens_per_s": m.tokens_per_s});
+            row.extra_json = Some(extra.to_string());
+            Step::Done(row)
+        }
+        Err(reason) => Step::Failed(reason),
+    }
 }
 
 /// The result row of a finished run.
@@ -259,6 +280,10 @@ fn load_teacher(
             "teacher run `{teacher_id}` is not in the sweep database"
         )));
     };
+    if let Some(source) = &teacher.model.pretrained {
+        let dir = &ctx.env.sweep_dir;
+        return Ok(super::pretrained::load(&teacher, source, dir, &ctx.device));
+    }
     let path = checkpoint_path(&ctx.env.results_dir, teacher_id);
     let loaded = match checkpoint::load(&path, teacher_id) {
         Ok(Some(l)) => l,

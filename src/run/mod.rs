@@ -8,6 +8,7 @@ mod events;
 pub mod execute;
 mod graph;
 mod local;
+mod pretrained;
 pub mod record;
 mod unit;
 

@@ -8,7 +8,7 @@ use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::{
     Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
-    Schedule, Temperature, TokenizerKind, TopK, TopP,
+    Schedule, Temperature, TokenizerSetting, TopK, TopP,
 };
 
 /// A whole sweep file.
@@ -70,9 +70,10 @@ pub struct CorpusSection {
     /// The jsonl field or parquet column holding the text (default `text`).
     #[serde(default)]
     pub text_column: Option<String>,
-    /// `byte` (vocabulary 256) or `bpe` (trained on the corpus); not used by `synthetic`.
+    /// `byte` (vocabulary 256), `bpe` (trained on the corpus) or the path of a Hugging Face
+    /// `tokenizer.json`; not used by `synthetic`.
     #[serde(default)]
-    pub tokenizer: Option<TokenizerKind>,
+    pub tokenizer: Option<TokenizerSetting>,
     /// Vocabulary size for `bpe` and `synthetic`.
     #[serde(default)]
     pub vocab_size: Option<Spanned<Count>>,
@@ -114,6 +115,12 @@ pub struct ModelSection {
     /// Share the token embedding with the output head.
     #[serde(default = "default_true")]
     pub tie_embeddings: bool,
+    /// RoPE base frequency θ of the models the sweep trains (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta: Option<Ratio>,
+    /// RMSNorm ε of the models the sweep trains (default 1e-5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_eps: Option<Ratio>,
 }
 
 impl Default for ModelSection {
@@ -126,6 +133,8 @@ impl Default for ModelSection {
             kv_groups: default_one(),
             ffn_multiple: None,
             tie_embeddings: true,
+            rope_theta: None,
+            norm_eps: None,
         }
     }
 }
@@ -209,6 +218,10 @@ pub struct ModelEntry {
     /// the largest teacher.
     #[serde(default)]
     pub lr: Option<Schedule>,
+    /// Teachers only: a Hugging Face-format LLaMA folder (config.json, safetensors weights),
+    /// relative to the sweep file. The teacher is not trained; its shape comes from the folder.
+    #[serde(default)]
+    pub pretrained: Option<String>,
 }
 
 /// `[distill]`: every key may be a single value or a list (an axis).

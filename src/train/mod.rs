@@ -11,5 +11,6 @@ mod trainer;
 pub use device::{MissingBackend, device_for};
 pub use objective::{NextToken, Objective, cross_entropy};
 pub use trainer::{
-    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, evaluate, init_model, train,
+    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, eval_rows, evaluate, init_model,
+    train,
 };

@@ -50,11 +50,7 @@ pub fn calibrate(device: &Device, source: String) -> Option<Calibration> {
 /// Median seconds per training step of `shape` on random tokens.
 fn time_steps(shape: &ModelShape, context: usize, seqs: usize, device: &Device) -> f64 {
     let ad = device.clone().autodiff();
-    let mut model = TransformerConfig {
-        shape: *shape,
-        context,
-    }
-    .init(&ad);
+    let mut model = TransformerConfig::new(*shape, context).init(&ad);
     let mut optim = AdamWConfig::new().with_weight_decay(0.1).init();
     let vocab = shape.vocab as i64;
     let tokens: Vec<i64> = (0..seqs * context)
