@@ -215,6 +215,7 @@ evals = 2
         .query_row("SELECT sum(wall_s) FROM results", [], |r| r.get(0))
         .unwrap();
     let ratio = predicted / actual;
+    eprintln!("probed estimate {predicted:.1} s, actual {actual:.1} s, ratio {ratio:.2}");
     assert!(
         (1.0 / 3.0..=3.0).contains(&ratio),
         "predicted {predicted:.1} s, the runs took {actual:.1} s (ratio {ratio:.2})"
@@ -222,6 +223,7 @@ evals = 2
     let (refitted, source) = estimate(&run(&["plan", "timed.toml", "--format", "json"]));
     assert!(source.starts_with("fitted on"), "{source}");
     let ratio = refitted / actual;
+    eprintln!("fitted estimate {refitted:.1} s, ratio {ratio:.2}");
     assert!(
         (0.5..=2.0).contains(&ratio),
         "fitted on the runs themselves: {refitted:.1} s against {actual:.1} s"
