@@ -11,9 +11,9 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use pdsweep::distill::logits_run::{expected_header, write_store};
+use pdsweep::distill::logits_run::{PassDevice, expected_header, write_store};
 use pdsweep::distill::store::{decode_block, encode_block};
-use pdsweep::distill::{Kept, distill_loss, sparse_targets, truncate};
+use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
 use pdsweep::plan::{Plan, PlanOptions, RunKind, logit_bytes_per_token};
 use pdsweep::spec::{LossKind, Sweep, TopK};
 use pdsweep::train::{cross_entropy, init_model};
@@ -141,12 +141,16 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
     let teacher = init_model(&teacher_run.config, &device);
     let header = expected_header(&logits_run.id.0, config, "bench", &data.info.key).expect("h");
     let stop = AtomicBool::new(false);
+    let pass = PassDevice {
+        teacher: &teacher,
+        device: &device,
+        truncate_on: TruncateOn::Host,
+    };
     let summary = write_store(
         config,
         &header,
-        &teacher,
+        &pass,
         &data,
-        &device,
         &tmp.path().join("store"),
         &stop,
         &mut |_, _| {},

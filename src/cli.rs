@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::commands::{BenchCommand, DevicesCommand};
 use crate::commands::{
     ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
     SizeCommand, StatusCommand,
@@ -49,6 +50,11 @@ pub enum Command {
     /// The optimal teacher for a student size and budget, from a sweep's fits or from
     /// Busbridge et al.'s published law (`--law busbridge2025`).
     Recommend(RecommendArgs),
+    /// Measure training (or logit-pass) throughput and MFU of one model shape on one device,
+    /// through the same code a run uses (default: a GPT-2-small-like 124M model, context 1024).
+    Bench(BenchArgs),
+    /// List the GPUs (wgpu adapters) `--devices` can select, in index order.
+    Devices(DevicesArgs),
 }
 
 /// Output formats of `plan`.
@@ -463,5 +469,144 @@ impl RecommendArgs {
             config: self.config,
             json: matches!(self.format, ReportFormat::Json),
         }
+    }
+}
+
+/// The compute backends, as `--backend` takes them.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BackendArg {
+    /// burn's pure-Rust CPU backend.
+    Cpu,
+    /// wgpu (Vulkan, Metal).
+    Wgpu,
+    /// CUDA.
+    Cuda,
+}
+
+impl From<BackendArg> for pdsweep::spec::Backend {
+    fn from(b: BackendArg) -> Self {
+        match b {
+            BackendArg::Cpu => pdsweep::spec::Backend::Cpu,
+            BackendArg::Wgpu => pdsweep::spec::Backend::Wgpu,
+            BackendArg::Cuda => pdsweep::spec::Backend::Cuda,
+        }
+    }
+}
+
+/// Training precisions, as `--precision` takes them.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PrecisionArg {
+    /// Everything in f32.
+    F32,
+    /// bfloat16 matrix products.
+    Bf16,
+    /// float16 matrix products with loss scaling.
+    F16,
+}
+
+impl From<PrecisionArg> for pdsweep::spec::Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::F32 => pdsweep::spec::Precision::F32,
+            PrecisionArg::Bf16 => pdsweep::spec::Precision::Bf16,
+            PrecisionArg::F16 => pdsweep::spec::Precision::F16,
+        }
+    }
+}
+
+/// `pdsweep bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Where to run.
+    #[arg(long, value_enum, default_value = "wgpu")]
+    pub backend: BackendArg,
+    /// Which GPU (see `pdsweep devices`).
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Arithmetic of the training step.
+    #[arg(long, value_enum, default_value = "f32")]
+    pub precision: PrecisionArg,
+    /// Model width.
+    #[arg(long, default_value_t = 768)]
+    pub d_model: u64,
+    /// Number of blocks.
+    #[arg(long, default_value_t = 12)]
+    pub n_layers: u64,
+    /// Query heads.
+    #[arg(long, default_value_t = 12)]
+    pub n_heads: u64,
+    /// Key/value heads (default: --n-heads).
+    #[arg(long)]
+    pub n_kv_heads: Option<u64>,
+    /// SwiGLU hidden width.
+    #[arg(long, default_value_t = 2048)]
+    pub d_ff: u64,
+    /// Vocabulary (GPT-2's by default).
+    #[arg(long, default_value_t = 50257)]
+    pub vocab: u64,
+    /// Untie the output head from the embedding.
+    #[arg(long)]
+    pub untied: bool,
+    /// Sequence length.
+    #[arg(long, default_value_t = 1024)]
+    pub context: u64,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 16)]
+    pub batch_seqs: u64,
+    /// Steps measured.
+    #[arg(long, default_value_t = 10)]
+    pub steps: u64,
+    /// Steps run first and not measured (kernel compilation, autotuning).
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u64,
+    /// Measure a logit pass keeping the top K (teacher forward and truncation) instead of
+    /// training.
+    #[arg(long, value_name = "K")]
+    pub logits: Option<u64>,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl BenchArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> BenchCommand {
+        BenchCommand {
+            backend: self.backend.into(),
+            device: self.device,
+            spec: pdsweep::train::bench::BenchSpec {
+                shape: pdsweep::plan::ModelShape {
+                    d_model: self.d_model,
+                    n_layers: self.n_layers,
+                    n_heads: self.n_heads,
+                    n_kv_heads: self.n_kv_heads.unwrap_or(self.n_heads),
+                    d_ff: self.d_ff,
+                    vocab: self.vocab,
+                    tie_embeddings: !self.untied,
+                },
+                context: self.context,
+                batch_seqs: self.batch_seqs,
+                steps: self.steps,
+                warmup: self.warmup,
+                precision: self.precision.into(),
+                logits_top_k: self.logits,
+            },
+            json: self.json,
+        }
+    }
+}
+
+/// `pdsweep devices`.
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl DevicesArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> DevicesCommand {
+        DevicesCommand { json: self.json }
     }
 }

@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::export(args.into_command()),
         Command::Fit(args) => commands::fit(args.into_command()),
         Command::Recommend(args) => commands::recommend(args.into_command()),
+        Command::Bench(args) => commands::bench(args.into_command()),
+        Command::Devices(args) => commands::devices(args.into_command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -68,6 +68,8 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
         wall_s: 1.5,
         log_loss_sum: 2.5,
         log_steps: 1,
+        loss_scale: None,
+        loss_scale_good_steps: 0,
     };
     checkpoint::save(&path, &state, &model, None).unwrap();
     device.seed(99);
@@ -138,6 +140,7 @@ fn run_training(
         config,
         data,
         device: &device,
+        backend: pdsweep::spec::Backend::Cpu,
         checkpoint: &path,
         stop: &stop,
     };
@@ -256,6 +259,7 @@ fn an_interrupted_run_resumes_to_the_same_result() {
         config: &config,
         data: &data,
         device: &device,
+        backend: pdsweep::spec::Backend::Cpu,
         checkpoint: &path,
         stop: &stop,
     };
@@ -289,4 +293,45 @@ fn an_interrupted_run_resumes_to_the_same_result() {
         "resumed {} vs uninterrupted {uninterrupted}",
         resumed.val_loss
     );
+}
+
+/// Mixed precision on the CPU backend: where flex computes in the dtype, a bf16 or f16 run
+/// (f32 weights, products in half precision, f16 with loss scaling) ends within a few
+/// hundredths of a nat of the f32 run; where it cannot, the run fails naming the key.
+#[test]
+fn half_precision_training_tracks_f32_or_is_refused_by_name() {
+    let _alone = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let reference = synthetic_run("evals = 1\n");
+    let data = data(&reference);
+    let f32_loss = {
+        let dir = tempfile::tempdir().unwrap();
+        run_training(&reference, &data, dir.path(), &mut Vec::new())
+            .unwrap()
+            .val_loss
+    };
+    for precision in ["bf16", "f16"] {
+        let config = synthetic_run(&format!("evals = 1\nprecision = \"{precision}\"\n"));
+        assert_ne!(config.to_json(), reference.to_json(), "a new run id");
+        let dir = tempfile::tempdir().unwrap();
+        let dtype =
+            pdsweep::train::precision::compute_dtype(config.train.as_ref().unwrap().precision);
+        match run_training(&config, &data, dir.path(), &mut Vec::new()) {
+            Ok(o) => {
+                assert!(Device::flex().supports_dtype(dtype));
+                assert!(
+                    (o.val_loss - f32_loss).abs() < 0.05,
+                    "{precision}: {} vs f32 {f32_loss}",
+                    o.val_loss
+                );
+            }
+            Err(e) => {
+                assert!(!Device::flex().supports_dtype(dtype), "{precision}: {e}");
+                assert!(
+                    e.to_string()
+                        .contains(&format!("precision = \"{precision}\"")),
+                    "{e}"
+                );
+            }
+        }
+    }
 }

@@ -1,7 +1,9 @@
 //! The subcommands, each taking its own plain options (converted from clap in `cli.rs`) and
 //! returning `anyhow` errors to `main`.
 
+mod bench;
 mod corpus;
+mod devices;
 mod estimate;
 mod export;
 mod export_models;
@@ -15,6 +17,8 @@ mod run;
 mod size;
 mod status;
 
+pub use bench::{BenchCommand, bench};
+pub use devices::{DevicesCommand, devices};
 pub use export::{ExportCommand, export};
 pub use fit::{FitCommand, FitTarget, fit_command as fit};
 pub use plan::{PlanCommand, plan};

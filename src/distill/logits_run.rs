@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 
-use super::objective::teacher_support;
+use super::objective::{TruncateOn, teacher_support};
 use super::reader::{blocks_per_shard, shard_name};
 use super::store::{
     Shard, ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block, write_shard,
@@ -92,14 +92,22 @@ pub fn shard_blocks(header: &StoreHeader) -> u64 {
     blocks_per_shard(logit_bytes_per_token(header.vocab, header.top_k) * header.block_positions)
 }
 
+/// Where a logit pass runs: the teacher, its device, and where its logits are truncated.
+pub struct PassDevice<'a> {
+    /// The finished teacher.
+    pub teacher: &'a Transformer,
+    /// The plain device it lives on.
+    pub device: &'a Device,
+    /// Host (CPU backend) or device (GPU backends) truncation.
+    pub truncate_on: TruncateOn,
+}
+
 /// Runs the teacher over the stream and writes the store into `dir`.
-#[allow(clippy::too_many_arguments)]
 pub fn write_store(
     config: &RunConfig,
     header: &StoreHeader,
-    teacher: &Transformer,
+    pass: &PassDevice,
     data: &Prepared,
-    device: &Device,
     dir: &Path,
     stop: &AtomicBool,
     on_progress: &mut dyn FnMut(u64, u64),
@@ -143,11 +151,12 @@ pub fn write_store(
                 return Err(LogitsError::Interrupted);
             }
             let kept = teacher_support(
-                teacher,
+                pass.teacher,
                 &batcher.batch(block),
-                device,
+                pass.device,
                 header.top_p,
                 crate::spec::TopK::Keep(header.top_k),
+                pass.truncate_on,
             );
             summary.entries += kept.iter().map(|k| k.ids.len() as u64).sum::<u64>();
             let encoded_block = encode_block(&kept, header.vocab, header.top_k);

@@ -1,6 +1,7 @@
 //! Distillation: truncating teacher distributions, the sparse distillation losses, the offline
 //! logit store, and the student objective that mixes them with the data loss.
 
+pub mod device_truncate;
 pub mod logits_run;
 mod loss;
 mod objective;
@@ -9,6 +10,8 @@ pub mod store;
 mod truncate;
 
 pub use loss::{SparseTargets, distill_loss};
-pub use objective::{DistillObjective, TeacherSource, agreement, sparse_targets, teacher_support};
+pub use objective::{
+    DistillObjective, TeacherSource, TruncateOn, agreement, sparse_targets, teacher_support,
+};
 pub use reader::StoreReader;
 pub use truncate::{Kept, refine, truncate};

@@ -2,8 +2,9 @@
 //! (online) or from a logit store (offline), and the teacher–student metrics on held-out text.
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 
+use super::device_truncate::{download, truncate_on_device};
 use super::loss::{SparseTargets, distill_loss};
 use super::reader::StoreReader;
 use super::store::ShardError;
@@ -13,6 +14,26 @@ use crate::model::Transformer;
 use crate::plan::DistillConfig;
 use crate::train::{Objective, batch_tensors, cross_entropy, eval_rows, schedule};
 
+/// Where the teacher's top-p/top-k truncation runs (chosen once, at the edge, from the backend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruncateOn {
+    /// On the host from the downloaded logits, in f64 (the CPU backend, where host and device
+    /// are the same memory).
+    Host,
+    /// On the device ([`super::device_truncate`]): a GPU never ships full logits to the host.
+    Device,
+}
+
+impl TruncateOn {
+    /// Host on the CPU backend, device on the GPU backends.
+    pub fn for_backend(backend: crate::spec::Backend) -> TruncateOn {
+        match backend {
+            crate::spec::Backend::Cpu => TruncateOn::Host,
+            _ => TruncateOn::Device,
+        }
+    }
+}
+
 /// Where a student's teacher targets come from.
 pub enum TeacherSource<'a> {
     /// The teacher runs forward (no gradients) on the plain device inside each step.
@@ -21,6 +42,10 @@ pub enum TeacherSource<'a> {
         teacher: &'a Transformer,
         /// The plain device it lives on.
         device: &'a Device,
+        /// The dtype of its matrix products (the student's precision).
+        compute: FloatDType,
+        /// Where its logits are truncated.
+        truncate_on: TruncateOn,
     },
     /// Targets are read from the teacher's logit store.
     Offline(Box<StoreReader>),
@@ -38,30 +63,53 @@ pub struct DistillObjective<'a> {
 }
 
 impl DistillObjective<'_> {
-    /// The kept teacher support of every position of `batch` (step `step`), already refined to
-    /// this student's top-p and top-k.
-    fn targets(&mut self, step: u64, batch: &Batch) -> Vec<Kept> {
+    /// The teacher targets of every position of `batch` (step `step`), truncated to this
+    /// student's top-p and top-k, on `device`; `None` when the store failed (the error is
+    /// kept in `self.error`).
+    fn targets(&mut self, step: u64, batch: &Batch, device: &Device) -> Option<SparseTargets> {
         let t = self.config.truncation;
         let raw = match &mut self.source {
-            TeacherSource::Online { teacher, device } => {
-                teacher_support(teacher, batch, device, t.top_p.0, t.top_k)
+            TeacherSource::Online {
+                teacher,
+                device: plain,
+                compute,
+                truncate_on: TruncateOn::Device,
+            } => {
+                let (inputs, _) = batch_tensors(batch, plain);
+                let logits = teacher.forward_in(inputs, *compute);
+                let [b, s, vocab] = logits.dims();
+                let sparse = truncate_on_device(logits.reshape([b * s, vocab]), t.top_p.0, t.top_k);
+                // Constants of the student's graph: moved onto its (autodiff) device.
+                return Some(SparseTargets {
+                    ids: sparse.ids.to_device(device),
+                    log_probs: sparse.log_probs.to_device(device),
+                    mask: sparse.mask.to_device(device),
+                });
             }
+            TeacherSource::Online {
+                teacher,
+                device: plain,
+                compute,
+                truncate_on: TruncateOn::Host,
+            } => teacher_support_in(teacher, batch, plain, *compute, t.top_p.0, t.top_k),
             TeacherSource::Offline(reader) => match reader.block(step) {
                 Ok(kept) => kept,
                 Err(e) => {
                     self.error.get_or_insert(e);
-                    return Vec::new();
+                    return None;
                 }
             },
         };
-        raw.into_iter()
+        let kept: Vec<Kept> = raw
+            .into_iter()
             .map(|mut k| {
                 let n = refine(&k, t.top_p.0, t.top_k);
                 k.ids.truncate(n);
                 k.log_probs.truncate(n);
                 k
             })
-            .collect()
+            .collect();
+        (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
     }
 }
 
@@ -78,11 +126,9 @@ impl Objective for DistillObjective<'_> {
         let [b, t, vocab] = logits.dims();
         let device = logits.device();
         let lm = cross_entropy(logits.clone(), targets).mean();
-        let kept = self.targets(step, batch);
-        if kept.len() != b * t {
+        let Some(sparse) = self.targets(step, batch, &device) else {
             return lm.add_scalar(f64::NAN); // the store failed: stop this run (error recorded)
-        }
-        let sparse = sparse_targets(&kept, &device);
+        };
         let kd = distill_loss(
             self.config.loss,
             logits.reshape([b * t, vocab]),
@@ -97,30 +143,65 @@ impl Objective for DistillObjective<'_> {
 /// large vocabulary (16K positions × 49,152 tokens would be 3.2 GB) goes through in parts.
 const LOGITS_PER_PASS: usize = 1 << 26;
 
-/// The teacher's truncated distribution at every position of `batch`, truncating the
-/// positions of each forward pass in parallel.
+/// The teacher's truncated distribution at every position of `batch` (the logit pass),
+/// computed in f32, in forward passes of at most [`LOGITS_PER_PASS`] logits, each truncated
+/// where `truncate_on` says (on the host, positions in parallel; or on the device).
 pub fn teacher_support(
     teacher: &Transformer,
     batch: &Batch,
     device: &Device,
     top_p: f64,
     top_k: crate::spec::TopK,
+    truncate_on: TruncateOn,
 ) -> Vec<Kept> {
-    use rayon::prelude::*;
-    let per_row = batch.context * teacher.vocab();
+    match truncate_on {
+        TruncateOn::Host => {
+            teacher_support_in(teacher, batch, device, FloatDType::F32, top_p, top_k)
+        }
+        TruncateOn::Device => {
+            let mut out = Vec::with_capacity(batch.batch * batch.context);
+            for part in passes(batch, teacher.vocab()) {
+                let (inputs, _) = batch_tensors(&part, device);
+                let logits = teacher.forward(inputs);
+                let [b, s, vocab] = logits.dims();
+                let sparse = truncate_on_device(logits.reshape([b * s, vocab]), top_p, top_k);
+                out.extend(download(sparse));
+            }
+            out
+        }
+    }
+}
+
+/// `batch` split by rows into parts of at most [`LOGITS_PER_PASS`] logits.
+fn passes(batch: &Batch, vocab: usize) -> impl Iterator<Item = Batch> + '_ {
+    let per_row = batch.context * vocab;
     let rows = (LOGITS_PER_PASS / per_row.max(1)).clamp(1, batch.batch.max(1));
-    let mut out = Vec::with_capacity(batch.batch * batch.context);
-    for first in (0..batch.batch).step_by(rows) {
+    (0..batch.batch).step_by(rows).map(move |first| {
         let n = rows.min(batch.batch - first);
         let span = first * batch.context..(first + n) * batch.context;
-        let part = Batch {
+        Batch {
             inputs: batch.inputs[span.clone()].to_vec(),
             targets: batch.targets[span].to_vec(),
             batch: n,
             context: batch.context,
-        };
+        }
+    })
+}
+
+/// [`teacher_support`] truncated on the host, with the teacher's products in `compute`.
+fn teacher_support_in(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    compute: FloatDType,
+    top_p: f64,
+    top_k: crate::spec::TopK,
+) -> Vec<Kept> {
+    use rayon::prelude::*;
+    let mut out = Vec::with_capacity(batch.batch * batch.context);
+    for part in passes(batch, teacher.vocab()) {
         let (inputs, _) = batch_tensors(&part, device);
-        let logits = teacher.forward(inputs);
+        let logits = teacher.forward_in(inputs, compute);
         let vocab = logits.dims()[2];
         let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
         out.par_extend(values.par_chunks(vocab).map(|z| truncate(z, top_p, top_k)));

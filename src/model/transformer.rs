@@ -2,15 +2,20 @@
 //! attention with rotary position embeddings (grouped-query optional) → residual, RMSNorm →
 //! SwiGLU MLP → residual; final RMSNorm; a tied or untied output head. No biases, so the
 //! parameter count is exactly the plan's (`crate::plan::ModelShape::params`).
+//!
+//! Mixed precision ([`Transformer::forward_in`]): parameters stay f32; every matrix product
+//! (projections, attention, SwiGLU, head) runs in the compute dtype on copies cast from the f32
+//! weights, while the residual stream, RMSNorm, RoPE tables and the returned logits stay f32,
+//! as PyTorch's autocast does. Gradients flow back through the casts into the f32 weights.
 
 use burn::module::Module;
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig, RmsNorm, RmsNormConfig,
 };
 use burn::tensor::activation::silu;
-use burn::tensor::module::attention;
+use burn::tensor::module::{attention, linear as matmul_weight};
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{DType, Device, FloatDType, Int, Tensor};
 
 use crate::plan::ModelShape;
 
@@ -177,31 +182,42 @@ pub(super) fn rope_tables(
 }
 
 impl Transformer {
-    /// Next-token logits.
+    /// Next-token logits, all in f32.
     ///
     /// # Shapes
     /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
     /// - returns: `[batch, seq, vocab]`
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        self.forward_in(tokens, FloatDType::F32)
+    }
+
+    /// Next-token logits (f32) with the matrix products in `compute` (see the module doc).
+    /// With `FloatDType::F32` no cast is made at all: this is [`Transformer::forward`].
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
+    /// - returns: `[batch, seq, vocab]`, f32
+    pub fn forward_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
         let [batch, seq] = tokens.dims();
         let mut x = self.embed.forward(tokens);
-        let cos = self.rope_cos.clone().narrow(0, 0, seq).unsqueeze::<4>();
-        let sin = self.rope_sin.clone().narrow(0, 0, seq).unsqueeze::<4>();
+        let rope = |t: &Tensor<2>| to(t.clone().narrow(0, 0, seq), compute).unsqueeze::<4>();
+        let (cos, sin) = (rope(&self.rope_cos), rope(&self.rope_sin));
         for block in &self.blocks {
-            x = block.forward(x, &cos, &sin);
+            x = block.forward(x, &cos, &sin, compute);
         }
-        let x = self.norm.forward(x);
-        match &self.head {
-            Some(head) => head.forward(x),
+        let x = to(self.norm.forward(x), compute);
+        let logits = match &self.head {
+            Some(head) => project(head, x, compute),
             None => {
                 let [_, _, d] = x.dims();
-                let weight = self.embed.weight.val();
+                let weight = to(self.embed.weight.val(), compute);
                 let vocab = weight.dims()[0];
                 x.reshape([batch * seq, d])
                     .matmul(weight.transpose())
                     .reshape([batch, seq, vocab])
             }
-        }
+        };
+        to(logits, FloatDType::F32)
     }
 
     /// The vocabulary (rows of the token embedding).
@@ -215,23 +231,49 @@ impl Transformer {
     }
 }
 
+/// `t` in `dtype`; no operation at all when it already is.
+fn to<const D: usize>(t: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
+    if t.dtype() == DType::from(dtype) {
+        t
+    } else {
+        t.cast(dtype)
+    }
+}
+
+/// `x · W` with the f32 weight of `layer` cast to the dtype of `x` (no bias in this model).
+fn project(layer: &Linear, x: Tensor<3>, compute: FloatDType) -> Tensor<3> {
+    matmul_weight(x, to(layer.weight.val(), compute), None)
+}
+
 impl Block {
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
-        let x = x.clone() + self.attn.forward(self.attn_norm.forward(x), cos, sin);
-        x.clone() + self.mlp.forward(self.mlp_norm.forward(x))
+    /// # Shapes
+    /// - `x`: `[batch, seq, d_model]`, f32 (the residual stream); returns the same
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>, dt: FloatDType) -> Tensor<3> {
+        let h = to(self.attn_norm.forward(x.clone()), dt);
+        let x = x + to(self.attn.forward(h, cos, sin, dt), FloatDType::F32);
+        let h = to(self.mlp_norm.forward(x.clone()), dt);
+        x + to(self.mlp.forward(h, dt), FloatDType::F32)
     }
 }
 
 impl Attention {
     /// # Shapes
-    /// - `x`: `[batch, seq, d_model]`; `cos`, `sin`: `[1, 1, seq, head_dim]`
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
+    /// - `x`: `[batch, seq, d_model]` in `dt`; `cos`, `sin`: `[1, 1, seq, head_dim]` in `dt`
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>, dt: FloatDType) -> Tensor<3> {
         let [batch, seq, d] = x.dims();
         let heads =
             |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]).swap_dims(1, 2);
-        let q = rotate(heads(self.wq.forward(x.clone()), self.n_heads), cos, sin);
-        let k = rotate(heads(self.wk.forward(x.clone()), self.n_kv_heads), cos, sin);
-        let v = heads(self.wv.forward(x), self.n_kv_heads);
+        let q = rotate(
+            heads(project(&self.wq, x.clone(), dt), self.n_heads),
+            cos,
+            sin,
+        );
+        let k = rotate(
+            heads(project(&self.wk, x.clone(), dt), self.n_kv_heads),
+            cos,
+            sin,
+        );
+        let v = heads(project(&self.wv, x, dt), self.n_kv_heads);
         let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
         let options = AttentionModuleOptions {
             scale: None,
@@ -239,8 +281,7 @@ impl Attention {
             is_causal: true,
         };
         let out = attention(q, k, v, None, None, options);
-        self.wo
-            .forward(out.swap_dims(1, 2).reshape([batch, seq, d]))
+        project(&self.wo, out.swap_dims(1, 2).reshape([batch, seq, d]), dt)
     }
 
     /// Repeats each key/value head for the query heads of its group.
@@ -266,8 +307,10 @@ fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
 }
 
 impl Mlp {
-    fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.down
-            .forward(silu(self.gate.forward(x.clone())) * self.up.forward(x))
+    /// # Shapes
+    /// - `x`: `[batch, seq, d_model]` in `dt`; returns the same
+    fn forward(&self, x: Tensor<3>, dt: FloatDType) -> Tensor<3> {
+        let gated = silu(project(&self.gate, x.clone(), dt)) * project(&self.up, x, dt);
+        project(&self.down, gated, dt)
     }
 }

@@ -151,6 +151,7 @@ impl<'a> Context<'a> {
             evals: t.evals.0,
             checkpoint_every: t.checkpoint_every.0,
             log_every: t.log_every.0,
+            precision: t.precision,
         };
         let d = &f.distill;
         let distill = distill_points(d);
@@ -1020,6 +1021,28 @@ mod tests {
     }
 
     const AXES: &str = "mode = [\"offline\", \"online\"]\nloss = [\"kl\", \"mse\", \"ce_soft\"]\ntemperature = [1.0, 2.0]\ntop_k = [32, 8]\n";
+
+    /// f32 runs keep the ids they had before `precision` existed; f16 and bf16 runs are new.
+    #[test]
+    fn precision_changes_run_ids_only_when_not_f32() {
+        let ids = |train: &str| -> Vec<String> {
+            let text = format!(
+                "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\n[train]\n{train}"
+            );
+            let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
+            let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
+            plan.runs.iter().map(|r| r.id.0.clone()).collect()
+        };
+        let plain = ids("");
+        assert_eq!(plain, ids("precision = \"f32\"\n"));
+        let half = ids("precision = \"bf16\"\n");
+        assert!(plain.iter().all(|id| !half.contains(id)));
+        let text = "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\n[train]\nprecision = \"fp8\"\n";
+        let err = Sweep::parse(Path::new("d.toml"), text.into())
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("precision")));
+    }
 
     #[test]
     fn a_grid_plans_every_combination() {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::shape::{ModelShape, ParamCount};
+use crate::spec::Precision;
 use crate::spec::{
     Alpha, Backend, CorpusKind, DistillMode, LossKind, Schedule, Temperature, TokenizerKind, TopK,
     TopP, hex,
@@ -193,6 +194,11 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Training-loss logging interval in steps.
     pub log_every: u64,
+    /// Arithmetic of the training step. Left out of the JSON (and so of the id) when f32, so
+    /// runs planned before mixed precision existed keep their ids; bf16 and f16 runs are new
+    /// runs, since their results differ.
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
 }
 
 /// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).

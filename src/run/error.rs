@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::spec::Backend;
 use crate::store::StoreError;
-use crate::train::MissingBackend;
+use crate::train::BackendError;
 
 /// Errors that stop the whole execution.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +18,7 @@ pub enum RunError {
     Record(#[from] RecordError),
     /// The sweep asks for a backend this binary lacks.
     #[error(transparent)]
-    Backend(#[from] MissingBackend),
+    Backend(#[from] BackendError),
     /// A stored run configuration cannot be read (written by another version?).
     #[error("run `{id}` has an unreadable configuration in the sweep database: {reason}")]
     Config {

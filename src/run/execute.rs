@@ -13,7 +13,7 @@ use super::events::RunEvent;
 use super::record::Recorder;
 use super::unit::{UnitRun, WorkUnit};
 use crate::data::{self, Prepared};
-use crate::distill::{self, DistillObjective, StoreReader, TeacherSource, logits_run};
+use crate::distill::{self, DistillObjective, StoreReader, TeacherSource, TruncateOn, logits_run};
 use crate::model::Transformer;
 use crate::plan::{RunConfig, RunKind};
 use crate::spec::{Backend, DistillMode};
@@ -98,6 +98,8 @@ struct Ctx<'a> {
     run: &'a UnitRun,
     config: RunConfig,
     device: Device,
+    /// The device's name, for the results' throughput and MFU.
+    device_name: String,
     prepared: Prepared,
     env: &'a ExecEnv<'a>,
 }
@@ -129,6 +131,7 @@ fn execute_one(
         run,
         config,
         device: device.clone(),
+        device_name: train::device_label(device),
         prepared,
         env,
     };
@@ -180,15 +183,31 @@ fn pretrained_run(ctx: &Ctx) -> Step {
             let mut row = result_row(ctx, m.val_loss, m.val_bpb, m.wall_s, 0.0);
             let extra =
                 serde_json::json!({"pretrained": source.path, "eval_tokens_per_s": m.tokens_per_s});
-            row.extra_json = Some(extra.to_string());
+            add_extra(&mut row, extra);
             Step::Done(row)
         }
         Err(reason) => Step::Failed(reason),
     }
 }
 
-/// The result row of a finished run.
+/// The result row of a finished run. Its `extra_json` holds the precision, the device and the
+/// throughput as model FLOP/s and MFU ([`train::utilization`]; a logit pass counts forward
+/// FLOPs).
 fn result_row(ctx: &Ctx, val_loss: f64, val_bpb: f64, wall_s: f64, tokens_per_s: f64) -> RunResult {
+    let (shape, context) = (&ctx.config.model.shape, ctx.config.data.context);
+    let flops_per_token = match ctx.config.kind {
+        RunKind::Logits => train::utilization::forward_flops_per_token(shape, context),
+        _ => train::utilization::train_flops_per_token(shape, context),
+    };
+    let used = train::utilization::Utilization::of(tokens_per_s, flops_per_token, &ctx.device_name);
+    let extra = serde_json::json!({
+        "precision": ctx.precision().as_str(),
+        "device": ctx.device_name,
+        "model_flops_per_token": used.flops_per_token,
+        "model_flops_per_s": used.flops_per_s,
+        "peak_flops_per_s": used.peak_flops_per_s,
+        "mfu": used.mfu,
+    });
     RunResult {
         val_loss,
         val_bpb,
@@ -203,8 +222,21 @@ fn result_row(ctx: &Ctx, val_loss: f64, val_bpb: f64, wall_s: f64, tokens_per_s:
         corpus_json: serde_json::to_string(&ctx.prepared.info).unwrap_or_default(),
         agreement: None,
         kl_teacher_student: None,
-        extra_json: None,
+        extra_json: Some(extra.to_string()),
     }
+}
+
+/// Adds the fields of the JSON object `fields` to `row`'s `extra_json`.
+fn add_extra(row: &mut RunResult, fields: serde_json::Value) {
+    let mut extra: serde_json::Map<String, serde_json::Value> = row
+        .extra_json
+        .as_deref()
+        .and_then(|e| serde_json::from_str(e).ok())
+        .unwrap_or_default();
+    if let serde_json::Value::Object(fields) = fields {
+        extra.extend(fields);
+    }
+    row.extra_json = Some(serde_json::Value::Object(extra).to_string());
 }
 
 /// Trains the run with `objective`; a student also measures agreement with `teacher`.
@@ -222,6 +254,7 @@ fn train_run(
         config: &ctx.config,
         data: &ctx.prepared,
         device: &ctx.device,
+        backend: ctx.env.backend,
         checkpoint: &checkpoint,
         stop: ctx.env.stop,
     };
@@ -322,6 +355,8 @@ fn student_run(
         DistillMode::Online => TeacherSource::Online {
             teacher: &teacher,
             device: &ctx.device,
+            compute: train::precision::compute_dtype(ctx.precision()),
+            truncate_on: TruncateOn::for_backend(ctx.env.backend),
         },
         DistillMode::Offline => {
             let Some(store_id) = ctx.run.depends_on.first() else {
@@ -414,12 +449,16 @@ fn logits_pass(
         }
     };
     let dir = store_dir(&ctx.env.results_dir, &ctx.run.id);
+    let pass = logits_run::PassDevice {
+        teacher: &teacher,
+        device: &ctx.device,
+        truncate_on: TruncateOn::for_backend(ctx.env.backend),
+    };
     let written = logits_run::write_store(
         &ctx.config,
         &header,
-        &teacher,
+        &pass,
         &ctx.prepared,
-        &ctx.device,
         &dir,
         ctx.env.stop,
         &mut progress,
@@ -441,21 +480,33 @@ fn logits_pass(
         ctx.prepared.info.val_bytes_per_token,
     );
     let mut row = result_row(ctx, val_loss, val_bpb, summary.wall_s, summary.tokens_per_s);
-    row.extra_json = Some(
-        serde_json::json!({
-            "store_bytes": summary.bytes,
-            "positions": summary.positions,
-            "kept_entries": summary.entries,
-            "bytes_per_token": summary.bytes as f64 / summary.positions.max(1) as f64,
-            "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
-            "predicted_store_bytes": ctx.run_disk_bytes(),
-        })
-        .to_string(),
-    );
+    let truncated_on = match pass.truncate_on {
+        TruncateOn::Host => "host",
+        TruncateOn::Device => "device",
+    };
+    let extra = serde_json::json!({
+        "store_bytes": summary.bytes,
+        "positions": summary.positions,
+        "kept_entries": summary.entries,
+        "bytes_per_token": summary.bytes as f64 / summary.positions.max(1) as f64,
+        "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
+        "predicted_store_bytes": ctx.run_disk_bytes(),
+        "truncated_on": truncated_on,
+    });
+    add_extra(&mut row, extra);
     Ok(Step::Done(row))
 }
 
 impl Ctx<'_> {
+    /// The run's training precision (f32 for runs that do not train).
+    fn precision(&self) -> crate::spec::Precision {
+        self.config
+            .train
+            .as_ref()
+            .map(|t| t.precision)
+            .unwrap_or_default()
+    }
+
     /// The plan's predicted disk bytes for this run.
     fn run_disk_bytes(&self) -> u64 {
         crate::plan::logit_bytes_per_token(

@@ -20,6 +20,7 @@ pub use schema::{
 };
 pub use units::{ByteSize, Count, TokenBudget};
 pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
+pub use values::Precision;
 pub use values::{
     Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
     Schedule, ScheduleKind, ScheduleTable, Temperature, TokenizerKind, TokenizerSetting, TopK,

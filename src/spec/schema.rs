@@ -6,6 +6,7 @@ use toml::Spanned;
 
 use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
+use super::values::Precision;
 use super::values::{
     Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
     Schedule, Temperature, TokenizerSetting, TopK, TopP,
@@ -313,6 +314,9 @@ pub struct TrainSection {
     /// Log the training loss every this many steps.
     #[serde(default = "default_log_every")]
     pub log_every: Count,
+    /// Arithmetic of the training step: `f32` (default), `bf16` or `f16` (mixed precision).
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 impl Default for TrainSection {
@@ -326,6 +330,7 @@ impl Default for TrainSection {
             evals: default_evals(),
             checkpoint_every: default_checkpoint_every(),
             log_every: default_log_every(),
+            precision: Precision::default(),
         }
     }
 }

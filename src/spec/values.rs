@@ -102,6 +102,26 @@ word_enum!(
 );
 
 word_enum!(
+    /// The arithmetic of a training step's matrix products (parameters and optimiser state
+    /// stay f32 whatever is chosen).
+    Precision {
+        /// Everything in f32.
+        F32 = "f32",
+        /// bfloat16 products, f32 accumulation, norms, softmax and loss.
+        Bf16 = "bf16",
+        /// float16 products with dynamic loss scaling, f32 elsewhere.
+        F16 = "f16",
+    } default F32
+);
+
+impl Precision {
+    /// Whether this is the default, full f32 (kept out of run ids, so f32 runs keep theirs).
+    pub fn is_f32(&self) -> bool {
+        *self == Precision::F32
+    }
+}
+
+word_enum!(
     /// Where the training text comes from.
     CorpusKind {
         /// The built-in seeded generator.

@@ -40,6 +40,12 @@ pub struct CheckpointState {
     /// Steps in that sum.
     #[serde(default)]
     pub log_steps: u64,
+    /// The f16 dynamic loss scale (`None` in f32 and bf16 runs).
+    #[serde(default)]
+    pub loss_scale: Option<f64>,
+    /// Clean steps since the loss scale last changed.
+    #[serde(default)]
+    pub loss_scale_good_steps: u64,
 }
 
 /// A checkpoint could not be written or read.

@@ -1,14 +1,17 @@
-//! Training: the loop, learning-rate and α schedules, objectives, checkpoints, and the choice
-//! of compute device.
+//! Training: the loop, learning-rate and α schedules, objectives, checkpoints, the choice of
+//! compute device, mixed precision, and throughput (model FLOPs, MFU, benchmarks).
 
+pub mod bench;
 pub mod checkpoint;
 mod device;
 mod objective;
+pub mod precision;
 pub mod probe;
 pub mod schedule;
 mod trainer;
+pub mod utilization;
 
-pub use device::{MissingBackend, device_for};
+pub use device::{Adapter, BackendError, MissingBackend, device_for, device_label, wgpu_adapters};
 pub use objective::{NextToken, Objective, cross_entropy};
 pub use trainer::{
     TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, eval_rows, evaluate, init_model,

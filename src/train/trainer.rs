@@ -9,14 +9,16 @@ use std::time::Instant;
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 
 use super::checkpoint::{self, CheckpointError, CheckpointState};
 use super::objective::{Objective, cross_entropy};
+use super::precision::{self, LossScale, UnsupportedPrecision};
 use super::schedule;
 use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
 use crate::model::Transformer;
 use crate::plan::RunConfig;
+use crate::spec::Backend;
 
 /// Rows per held-out evaluation batch (fewer at large vocabularies, see [`eval_rows`]).
 const EVAL_BATCH: usize = 16;
@@ -118,6 +120,9 @@ pub enum TrainError {
         /// Steps completed.
         step: u64,
     },
+    /// The device cannot compute in the run's precision.
+    #[error(transparent)]
+    Precision(#[from] UnsupportedPrecision),
 }
 
 /// One training run's inputs.
@@ -130,6 +135,8 @@ pub struct TrainJob<'a> {
     pub data: &'a Prepared,
     /// The plain device (training uses its autodiff twin).
     pub device: &'a Device,
+    /// The backend `device` belongs to (for messages).
+    pub backend: Backend,
     /// The checkpoint file.
     pub checkpoint: &'a Path,
     /// Set to stop after the current step (with a checkpoint).
@@ -142,11 +149,26 @@ pub struct TrainJob<'a> {
 static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Builds a fresh model for `config` on `device`, seeded by the run's seed. The weights depend
-/// only on the seed, whatever other threads of the process do meanwhile.
+/// only on the seed, whatever other threads of the process do meanwhile, and whatever the
+/// backend: they are always drawn on the CPU (burn's GPU backends have random generators of
+/// their own, so a model drawn on a GPU would start somewhere else than the same run on the
+/// CPU) and then copied to `device`.
 pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
-    let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
-    device.seed(config.data.seed);
-    let model = config.model.transformer(config.data.context).init(device);
+    let model_config = config.model.transformer(config.data.context);
+    let host = Device::flex();
+    let on_host = device.clone().without_autodiff() == host;
+    let drawn = {
+        let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        let at = if on_host { device } else { &host };
+        at.seed(config.data.seed);
+        let model = model_config.init(at);
+        model.visit(&mut Materialize);
+        model
+    };
+    if on_host {
+        return drawn;
+    }
+    let model = model_config.init(device).load_record(drawn.into_record());
     model.visit(&mut Materialize);
     model
 }
@@ -171,6 +193,8 @@ pub fn train(
         .train
         .as_ref()
         .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
+    precision::check_supported(job.device, job.backend, train.precision)?;
+    let compute = precision::compute_dtype(train.precision);
     let ad = job.device.clone().autodiff();
     let mut model = init_model(cfg, &ad);
     let mut optim = AdamWConfig::new()
@@ -186,12 +210,18 @@ pub fn train(
         wall_s: 0.0,
         log_loss_sum: 0.0,
         log_steps: 0,
+        loss_scale: LossScale::initial(train.precision).map(|s| s.scale),
+        loss_scale_good_steps: 0,
     };
     if let Some(saved) = checkpoint::load(job.checkpoint, job.run_id)? {
         model = saved.model(model)?;
         optim = saved.optimizer(optim)?;
         state = saved.state;
     }
+    let mut scaler = state.loss_scale.map(|scale| LossScale {
+        scale,
+        good_steps: state.loss_scale_good_steps,
+    });
     let (context, rows) = (cfg.data.context as usize, cfg.data.batch_seqs as usize);
     let batcher = Batcher::new(
         &job.data.train,
@@ -228,6 +258,8 @@ pub fn train(
                 wall_s: wall(&session),
                 log_loss_sum: interval_loss,
                 log_steps: interval_steps,
+                loss_scale: scaler.map(|s| s.scale),
+                loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
                 ..state
             };
             checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
@@ -240,8 +272,12 @@ pub fn train(
             objective,
             &batcher.batch(step),
             (step, steps),
-            lr,
-            train.grad_clip,
+            Update {
+                lr,
+                grad_clip: train.grad_clip,
+                compute,
+                scaler: scaler.as_mut(),
+            },
             &ad,
         )?;
         interval_loss += loss;
@@ -288,6 +324,8 @@ pub fn train(
                 wall_s: wall(&session),
                 log_loss_sum: interval_loss,
                 log_steps: interval_steps,
+                loss_scale: scaler.map(|s| s.scale),
+                loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
                 ..state
             };
             checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
@@ -319,30 +357,67 @@ pub fn train(
     })
 }
 
-/// One optimiser step; returns the loss before the update.
-#[allow(clippy::too_many_arguments)]
+/// How one optimiser step updates the model.
+struct Update<'a> {
+    /// Learning rate.
+    lr: f64,
+    /// Global gradient-norm clip (0 = off).
+    grad_clip: f64,
+    /// The dtype of the matrix products.
+    compute: FloatDType,
+    /// The f16 loss scale, if any.
+    scaler: Option<&'a mut LossScale>,
+}
+
+/// One optimiser step; returns the loss before the update. With a loss scale, the scaled loss
+/// is differentiated, the gradients are unscaled (in the same pass as clipping), and a step
+/// whose gradients overflowed is skipped.
 fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
     objective: &mut dyn Objective,
     batch: &Batch,
     (step, steps): (u64, u64),
-    lr: f64,
-    grad_clip: f64,
+    update: Update,
     device: &Device,
 ) -> Result<f64, TrainError> {
     let (inputs, targets) = batch_tensors(batch, device);
-    let logits = model.forward(inputs);
+    let logits = model.forward_in(inputs, update.compute);
     let loss = objective.loss(step, steps, batch, logits, targets);
     let value = loss.clone().into_scalar::<f32>() as f64;
     if !value.is_finite() {
         return Err(TrainError::Diverged { step, loss: value });
     }
+    let scale = update.scaler.as_ref().map_or(1.0, |s| s.scale);
+    let loss = if scale == 1.0 {
+        loss
+    } else {
+        loss.mul_scalar(scale)
+    };
     let mut grads = GradientsParams::from_grads(loss.backward(), &*model);
-    if grad_clip > 0.0 {
-        clip_global_norm(&*model, &mut grads, grad_clip);
+    let mut factor = 1.0 / scale;
+    if update.grad_clip > 0.0 || update.scaler.is_some() {
+        let norm = global_norm(&*model, &grads).map(|n| n / scale);
+        if let Some(scaler) = update.scaler
+            && !scaler.update(norm.is_some_and(f64::is_finite))
+        {
+            return Ok(value); // overflow: skip this step, retry at a smaller scale
+        }
+        if let Some(norm) = norm
+            && update.grad_clip > 0.0
+            && norm.is_finite()
+            && norm > update.grad_clip
+        {
+            factor *= update.grad_clip / (norm + 1e-6);
+        }
     }
-    *model = optim.step(lr, model.clone(), grads);
+    if factor != 1.0 {
+        model.visit(&mut Scale {
+            grads: &mut grads,
+            factor,
+        });
+    }
+    *model = optim.step(update.lr, model.clone(), grads);
     Ok(value)
 }
 
@@ -354,18 +429,12 @@ pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<
     (make(&batch.inputs), make(&batch.targets))
 }
 
-/// Scales all gradients so that their global L2 norm is at most `max_norm`.
-fn clip_global_norm(model: &Transformer, grads: &mut GradientsParams, max_norm: f64) {
+/// The global L2 norm of all gradients (`None` when there are none).
+fn global_norm(model: &Transformer, grads: &GradientsParams) -> Option<f64> {
     let mut norm = SquaredNorm { grads, total: None };
     model.visit(&mut norm);
-    let Some(total) = norm.total else { return };
-    let value = (total.into_scalar::<f32>() as f64).sqrt();
-    if value.is_finite() && value > max_norm {
-        model.visit(&mut Scale {
-            grads,
-            factor: max_norm / (value + 1e-6),
-        });
-    }
+    norm.total
+        .map(|total| (total.into_scalar::<f32>() as f64).sqrt())
 }
 
 struct SquaredNorm<'a> {

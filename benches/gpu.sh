@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The GPU benchmark, prepared for a GPU machine without internet access. It needs no build
+# there: it runs a pdsweep binary built beforehand (with the default `wgpu` feature) and prints
+# one table: training tokens/s and MFU of a GPT-2-small-like model (124M, context 1024) in
+# f32, f16 and bf16; the logit pass in positions/s; the quick-start sweep end to end on the GPU;
+# `--devices` with several workers against one; and a stack of 32 tiny students against one
+# alone once `pdsweep run --stack` exists. Every section has its own time limit and the table
+# shows what it measured or why it could not; the whole script stays under 8 minutes.
+#
+#   benches/gpu.sh --prepare DIR    (on a build machine) copy the release binary, stripped, and
+#                                   the Vulkan loader into DIR for the GPU machine
+#   benches/gpu.sh [--bundle DIR]   (on the GPU machine) run everything
+#   benches/gpu.sh --tiny           tiny sizes and short limits: a dry run on any Vulkan device,
+#                                   e.g. Mesa's lavapipe on a CPU, in a few minutes
+#
+# Environment: PDSWEEP_BIN (the binary), PDSWEEP_PEAK_FLOPS (the GPU's dense bf16 peak when
+# `pdsweep` does not know it; H200/H100: 989.4e12), OUT (a folder for the table and logs).
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")/.." && pwd)"
+TINY=0
+BUNDLE=""
+PREPARE=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --tiny) TINY=1 ;;
+        --bundle) BUNDLE="$2"; shift ;;
+        --prepare) PREPARE="$2"; shift ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ -n "$PREPARE" ]; then
+    bin="${PDSWEEP_BIN:-${CARGO_TARGET_DIR:-$HERE/target}/release/pdsweep}"
+    [ -x "$bin" ] || { echo "no binary at $bin: run cargo build --release first" >&2; exit 2; }
+    mkdir -p "$PREPARE"
+    cp "$bin" "$PREPARE/pdsweep" && strip "$PREPARE/pdsweep" 2>/dev/null
+    loader="$(ldconfig -p 2>/dev/null | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')"
+    [ -n "$loader" ] && cp -L "$loader" "$PREPARE/libvulkan.so.1"
+    du -sh "$PREPARE"/* 
+    exit 0
+fi
+
+START=$SECONDS
+BUDGET=$([ $TINY = 1 ] && echo 420 || echo 460)   # seconds for all sections together
+OUT="${OUT:-$(mktemp -d)}"
+LOGS="$OUT/gpu-logs"
+mkdir -p "$LOGS"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$WORK/xdg}"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+
+# The binary: --bundle DIR, PDSWEEP_BIN, or this checkout's release build.
+BIN="${PDSWEEP_BIN:-}"
+if [ -z "$BIN" ] && [ -n "$BUNDLE" ]; then BIN="$BUNDLE/pdsweep"; fi
+if [ -z "$BIN" ]; then BIN="${CARGO_TARGET_DIR:-$HERE/target}/release/pdsweep"; fi
+[ -x "$BIN" ] || { echo "no pdsweep binary at $BIN (see --prepare)" >&2; exit 2; }
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+
+# Vulkan: the loader (bundled if the machine has none) and, on NVIDIA machines whose container
+# lacks the ICD file, one pointing at the driver's Vulkan library.
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 '; then
+    if [ -n "$BUNDLE" ] && [ -e "$BUNDLE/libvulkan.so.1" ]; then
+        export LD_LIBRARY_PATH="$(cd "$BUNDLE" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+fi
+if ! ls /usr/share/vulkan/icd.d/nvidia_icd*.json /etc/vulkan/icd.d/nvidia_icd*.json >/dev/null 2>&1; then
+    glx="$(ldconfig -p 2>/dev/null | awk '/libGLX_nvidia.so.0 / {print $NF; exit}')"
+    if [ -n "$glx" ]; then
+        printf '{"file_format_version":"1.0.0","ICD":{"library_path":"%s","api_version":"1.3.0"}}\n' \
+            "$glx" > "$WORK/nvidia_icd.json"
+        export VK_ICD_FILENAMES="$WORK/nvidia_icd.json" VK_DRIVER_FILES="$WORK/nvidia_icd.json"
+    fi
+fi
+
+ROWS=()
+row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 |"); echo "  -> $1 | $2 | $3 | $4 | $5" >&2; }
+left() { echo $(( BUDGET - (SECONDS - START) )); }
+# runs "$@" with a limit of $1 seconds (capped by what is left), output to $LOGS/$2.log
+limited() {
+    local limit=$1 name=$2; shift 2
+    local l; l=$(left); [ "$l" -lt "$limit" ] && limit=$l
+    if [ "$limit" -le 5 ]; then echo "time budget spent" > "$LOGS/$name.log"; return 124; fi
+    timeout --kill-after=10 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+}
+why() { # the last error line of a log, for the table
+    local line; line="$(grep -E '^error|panicked|Error' "$LOGS/$1.log" | head -1 | cut -c1-110)"
+    [ -z "$line" ] && line="$(tail -1 "$LOGS/$1.log" | cut -c1-110)"
+    echo "${line//|//}"
+}
+json_field() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); v=d.get('$1'); print('' if v is None else v)" 2>/dev/null; }
+
+echo "== devices" >&2
+"$BIN" devices > "$LOGS/devices.log" 2>&1
+cat "$LOGS/devices.log" >&2
+DEVICE="$(awk 'NR==1 {sub(/^ *0  /, ""); sub(/  \[.*/, ""); print}' "$LOGS/devices.log")"
+NGPU="$(grep -cE '^ *[0-9]+  ' "$LOGS/devices.log")"
+[ "$NGPU" -ge 1 ] || { echo "no Vulkan device: nothing to measure (see $LOGS/devices.log)" >&2; NGPU=0; }
+
+if [ $TINY = 1 ]; then
+    MODEL=(--d-model 128 --n-layers 2 --n-heads 4 --d-ff 352 --vocab 256 --context 64 --batch-seqs 4 --steps 3 --warmup 1)
+    MODEL_NAME="tiny (d 128, 2 layers, context 64)"
+    LIMIT_BENCH=90
+else
+    MODEL=(--d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048 --vocab 50257 --context 1024 --batch-seqs 16 --steps 10 --warmup 3)
+    MODEL_NAME="124M GPT-2-small-like, context 1024, 16K tokens/step"
+    LIMIT_BENCH=75
+fi
+
+bench_row() { # precision extra-args...
+    local p=$1; shift
+    local name="bench-$p${1:+-logits}"
+    echo "== $name" >&2
+    if [ "$NGPU" -eq 0 ]; then row "$MODEL_NAME" "$p" "not measured" "-" "no Vulkan device"; return; fi
+    limited $LIMIT_BENCH "$name" "$BIN" bench --backend wgpu --precision "$p" "${MODEL[@]}" --json "$@"
+    local rc=$?
+    local json; json="$(grep '^{' "$LOGS/$name.log" | tail -1)"
+    if [ $rc -eq 0 ] && [ -n "$json" ]; then
+        local tps mfu; tps="$(echo "$json" | json_field tokens_per_s)"; mfu="$(echo "$json" | json_field mfu)"
+        local what; what=$([ -n "${1:-}" ] && echo "logit pass, top-$2 (positions/s)" || echo "training (tokens/s)")
+        row "$MODEL_NAME" "$p, $what" "$(printf '%.0f' "$tps") /s" \
+            "$([ -n "$mfu" ] && python3 -c "print(f'{100*$mfu:.1f} %')" || echo 'n/a (peak unknown)')" \
+            "warm-up $(echo "$json" | json_field warmup_s | cut -c1-5) s"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        row "$MODEL_NAME" "$p" "timed out" "-" "limit ${LIMIT_BENCH} s"
+    else
+        row "$MODEL_NAME" "$p" "failed" "-" "$(why "$name")"
+    fi
+}
+
+bench_row f32
+bench_row f16
+bench_row bf16
+bench_row f32 --logits 32
+
+# The quick-start sweep on the GPU (the test sweep in --tiny mode), wall time end to end.
+sweep_row() { # label file limit extra-args...
+    local label=$1 file=$2 limit=$3; shift 3
+    local name; name="$(basename "$file" .toml)$(echo "$*" | tr -dc 'a-z0-9')"
+    echo "== $name $*" >&2
+    if [ "$NGPU" -eq 0 ]; then row "$label" "$*" "not measured" "-" "no Vulkan device"; return; fi
+    local t0=$SECONDS
+    (cd "$WORK" && limited "$limit" "$name" "$BIN" run "$file" --results "$WORK/results-$name" "$@")
+    local rc=$? dt=$((SECONDS - t0))
+    if [ $rc -eq 0 ]; then
+        row "$label" "$*" "done" "-" "${dt} s wall"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        local n; n="$(grep -c '^ *done\|finished' "$LOGS/$name.log" 2>/dev/null)"
+        row "$label" "$*" "timed out" "-" "over ${dt} s ($n runs finished)"
+    else
+        row "$label" "$*" "failed" "-" "$(why "$name")"
+    fi
+}
+
+if [ $TINY = 1 ]; then
+    cat > "$WORK/qs.toml" <<'EOF'
+name = "qs"
+backend = "wgpu"
+[corpus]
+val_tokens = "4K"
+[model]
+context = 32
+[teachers]
+sizes = ["30K"]
+tokens = ["64K"]
+[students]
+sizes = ["8K"]
+tokens = ["32K"]
+[distill]
+mode = ["offline", "online"]
+top_k = 8
+[train]
+batch_tokens = "1K"
+evals = 2
+EOF
+    QS_LIMIT=150
+else
+    sed 's/^backend = "cpu"/backend = "wgpu"/; s/^name = "quickstart"/name = "qs"/' \
+        "$HERE/sweeps/quickstart.toml" > "$WORK/qs.toml"
+    QS_LIMIT=150
+fi
+sweep_row "quick-start sweep on wgpu" "$WORK/qs.toml" $QS_LIMIT --devices 0
+
+# Several workers: the same four independent runs one at a time, then four at once spread over
+# the GPUs (several per GPU on a one-GPU machine).
+cat > "$WORK/workers.toml" <<EOF
+name = "workers"
+backend = "wgpu"
+[corpus]
+val_tokens = "4K"
+[model]
+context = $([ $TINY = 1 ] && echo 32 || echo 128)
+[teachers]
+sizes = ["20K", "30K", "40K", "50K"]
+tokens = ["$([ $TINY = 1 ] && echo 32K || echo 400K)"]
+[students]
+sizes = ["8K"]
+tokens = ["16K"]
+baseline = false
+[distill]
+mode = "online"
+[train]
+batch_tokens = "$([ $TINY = 1 ] && echo 1K || echo 8K)"
+evals = 1
+EOF
+# (A sweep needs students: here one tiny online student per teacher, no baseline.)
+devs="$(seq -s, 0 $(( (NGPU > 0 ? NGPU : 1) - 1 )))"
+sweep_row "4 small runs, 1 worker" "$WORK/workers.toml" 80 --jobs 1 --devices 0
+sed -i 's/^name = "workers"/name = "workers4"/' "$WORK/workers.toml"
+sweep_row "4 small runs, 4 workers" "$WORK/workers.toml" 80 --jobs 4 --devices "$devs"
+
+# Stacks (issue 12): measured once `pdsweep run --stack` exists.
+if "$BIN" run --help 2>/dev/null | grep -q -- '--stack'; then
+    sed 's/^name = "workers4"/name = "stack"/; s/^sizes = \["20K", "30K", "40K", "50K"\]/sizes = ["20K"]/' \
+        "$WORK/workers.toml" > "$WORK/stack.toml"
+    sweep_row "stack of 32 tiny students" "$WORK/stack.toml" 60 --stack
+else
+    row "stack of 32 tiny students vs 1" "-" "not measured" "-" "this pdsweep has no \`run --stack\` yet (issue 12)"
+fi
+
+{
+    echo
+    echo "pdsweep GPU benchmark: $(date -u +%Y-%m-%dT%H:%MZ), device: ${DEVICE:-none} ($NGPU Vulkan device(s)), $($BIN --version 2>/dev/null)"
+    echo "MFU = model FLOPs (6·N_matmul + 12·L·d·T per token, PaLM) / the GPU's dense bf16 peak"
+    echo
+    echo "| measurement | setting | result | MFU | notes |"
+    echo "|---|---|---|---|---|"
+    for r in "${ROWS[@]}"; do echo "$r"; done
+    echo
+    echo "total $((SECONDS - START)) s; logs in $LOGS"
+} | tee "$OUT/gpu-table.md"

@@ -1,0 +1,232 @@
+//! Throughput of one model shape on one device, measured through the real code paths: a
+//! training run (`train`, the loop every run uses, on the synthetic corpus) or a logit pass
+//! (the teacher forward and truncation a `logits` run does). Steps before `warmup` (kernel
+//! compilation and autotuning on a GPU) are left out; the median of the rest is reported, with
+//! model FLOP/s and MFU ([`super::utilization`]).
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use burn::tensor::Device;
+use serde::Serialize;
+
+use super::trainer::{TrainEvent, TrainJob, init_model, train};
+use super::utilization::{Utilization, forward_flops_per_token, train_flops_per_token};
+use super::{NextToken, TrainError};
+use crate::data::{self, Batcher, DataError};
+use crate::distill::{TruncateOn, teacher_support};
+use crate::plan::{DataConfig, ModelShape, ModelSpec, RunConfig, RunKind, TrainConfig};
+use crate::spec::{Backend, CorpusKind, Precision, Schedule, TopK};
+
+/// What to measure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchSpec {
+    /// The model.
+    pub shape: ModelShape,
+    /// Sequence length.
+    pub context: u64,
+    /// Sequences per step.
+    pub batch_seqs: u64,
+    /// Steps measured after the warm-up.
+    pub steps: u64,
+    /// Steps run first and not measured.
+    pub warmup: u64,
+    /// Training precision.
+    pub precision: Precision,
+    /// `Some(k)`: a logit pass keeping the top k, instead of training.
+    pub logits_top_k: Option<u64>,
+}
+
+/// A measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchResult {
+    /// `train` or `logits`.
+    pub mode: &'static str,
+    /// The backend.
+    pub backend: String,
+    /// The device's name.
+    pub device: String,
+    /// `f32`, `bf16` or `f16`.
+    pub precision: String,
+    /// Every parameter.
+    pub params_total: u64,
+    /// Sequence length.
+    pub context: u64,
+    /// Tokens (positions) per step.
+    pub tokens_per_step: u64,
+    /// Steps measured.
+    pub steps: u64,
+    /// Median step time of the measured steps.
+    pub step_s_median: f64,
+    /// Tokens (training) or positions (logit pass) per second, from the median step.
+    pub tokens_per_s: f64,
+    /// Model FLOPs per token.
+    pub model_flops_per_token: f64,
+    /// Model FLOP/s.
+    pub model_flops_per_s: f64,
+    /// The peak MFU is measured against.
+    pub peak_flops_per_s: Option<f64>,
+    /// Model FLOPs utilisation.
+    pub mfu: Option<f64>,
+    /// Wall time of the warm-up steps (compilation, autotuning).
+    pub warmup_s: f64,
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The synthetic corpus could not be made.
+    #[error(transparent)]
+    Data(#[from] DataError),
+    /// Training failed (unsupported precision, divergence, ...).
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// The shape is invalid.
+    #[error("{0}")]
+    Shape(String),
+}
+
+/// Measures `spec` on `device` (named `device_name`, of `backend`); scratch files (the
+/// corpus cache, the final checkpoint) go to `scratch`.
+pub fn run_bench(
+    spec: &BenchSpec,
+    device: &Device,
+    backend: Backend,
+    device_name: &str,
+    scratch: &Path,
+) -> Result<BenchResult, BenchError> {
+    spec.shape.validate().map_err(BenchError::Shape)?;
+    let total_steps = spec.warmup + spec.steps.max(1);
+    let tokens_per_step = spec.context * spec.batch_seqs;
+    let config = RunConfig {
+        kind: RunKind::Teacher,
+        model: ModelSpec {
+            label: "bench".into(),
+            target: None,
+            shape: spec.shape,
+            rope_theta: crate::model::DEFAULT_ROPE_THETA,
+            norm_eps: crate::model::DEFAULT_NORM_EPS,
+            pretrained: None,
+        },
+        tokens: total_steps * tokens_per_step,
+        data: DataConfig {
+            corpus: CorpusKind::Synthetic,
+            path: None,
+            text_column: None,
+            tokenizer: None,
+            tokenizer_file: None,
+            vocab: spec.shape.vocab,
+            val_tokens: 2 * (spec.context + 1),
+            corpus_seed: 0,
+            context: spec.context,
+            batch_seqs: spec.batch_seqs,
+            seed: 1,
+            val_path: None,
+            split: 0,
+        },
+        train: Some(TrainConfig {
+            lr: Schedule::constant(1e-4),
+            weight_decay: 0.1,
+            betas: [0.9, 0.95],
+            grad_clip: 1.0,
+            steps: total_steps,
+            evals: 1,
+            checkpoint_every: u64::MAX,
+            log_every: 1,
+            precision: spec.precision,
+        }),
+        distill: None,
+        logits: None,
+        backend,
+    };
+    let prepared = data::prepare(&config.data, scratch, &scratch.join("cache"), config.tokens)?;
+    let step_s = match spec.logits_top_k {
+        None => {
+            let stop = AtomicBool::new(false);
+            let job = TrainJob {
+                run_id: "bench",
+                config: &config,
+                data: &prepared,
+                device,
+                backend,
+                checkpoint: &scratch.join("bench.ckpt"),
+                stop: &stop,
+            };
+            let mut times = Vec::new();
+            let mut last = 0.0;
+            train(&job, &mut NextToken, &mut |event| {
+                if let TrainEvent::Step { wall_s, .. } = event {
+                    times.push(wall_s - last);
+                    last = wall_s;
+                }
+            })?;
+            let _ = std::fs::remove_file(scratch.join("bench.ckpt"));
+            times
+        }
+        Some(k) => {
+            let teacher = init_model(&config, device);
+            let batcher = Batcher::new(
+                &prepared.train,
+                spec.context as usize,
+                spec.batch_seqs as usize,
+                1,
+                false,
+            )
+            .ok_or_else(|| BenchError::Shape("the synthetic corpus is too short".into()))?;
+            let on = TruncateOn::for_backend(backend);
+            (0..total_steps)
+                .map(|step| {
+                    let start = Instant::now();
+                    let kept = teacher_support(
+                        &teacher,
+                        &batcher.batch(step),
+                        device,
+                        1.0,
+                        TopK::Keep(k),
+                        on,
+                    );
+                    std::hint::black_box(kept);
+                    start.elapsed().as_secs_f64()
+                })
+                .collect()
+        }
+    };
+    let warmup = (spec.warmup as usize).min(step_s.len());
+    let mut measured = step_s[warmup..].to_vec();
+    measured.sort_by(f64::total_cmp);
+    let median = measured
+        .get(measured.len() / 2)
+        .copied()
+        .unwrap_or(f64::NAN);
+    let tokens_per_s = tokens_per_step as f64 / median;
+    let flops_per_token = match spec.logits_top_k {
+        None => train_flops_per_token(&spec.shape, spec.context),
+        Some(_) => forward_flops_per_token(&spec.shape, spec.context),
+    };
+    let used = Utilization::of(tokens_per_s, flops_per_token, device_name);
+    Ok(BenchResult {
+        mode: if spec.logits_top_k.is_some() {
+            "logits"
+        } else {
+            "train"
+        },
+        backend: backend.to_string(),
+        device: device_name.to_string(),
+        precision: match spec.logits_top_k {
+            None => spec.precision.to_string(),
+            Some(_) => "f32".into(), // a logit pass stores f32 teacher probabilities
+        },
+        params_total: spec.shape.params().total,
+        context: spec.context,
+        tokens_per_step,
+        steps: measured.len() as u64,
+        step_s_median: median,
+        tokens_per_s,
+        model_flops_per_token: used.flops_per_token,
+        model_flops_per_s: used.flops_per_s,
+        peak_flops_per_s: used.peak_flops_per_s,
+        mfu: used.mfu,
+        warmup_s: step_s[..warmup].iter().sum(),
+    })
+}

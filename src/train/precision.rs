@@ -1,0 +1,148 @@
+//! Mixed precision: which float dtype a training step computes in, whether the device can, and
+//! the dynamic loss scale that keeps f16 gradients from underflowing.
+//!
+//! burn 0.22 has no autocast. What it has is a per-tensor dtype, a differentiable
+//! `Tensor::cast` (its gradient is cast back to the input's dtype) and
+//! `Device::supports_dtype`. So the model keeps f32 parameters and casts them to the compute
+//! dtype at each matrix product (`crate::model::Transformer::forward_in`); the gradients that
+//! reach the parameters, AdamW's moments and the update are f32 ("master weights").
+
+use burn::tensor::{Device, FloatDType};
+
+use crate::spec::{Backend, Precision};
+
+/// The burn dtype of the matrix products for `precision`.
+pub fn compute_dtype(precision: Precision) -> FloatDType {
+    match precision {
+        Precision::F32 => FloatDType::F32,
+        Precision::Bf16 => FloatDType::BF16,
+        Precision::F16 => FloatDType::F16,
+    }
+}
+
+/// The device cannot compute in the requested precision.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`[train] precision = \"{precision}\"` is not supported by backend `{backend}` on this device{why}\n\nhint: {hint}"
+)]
+pub struct UnsupportedPrecision {
+    /// The precision asked for.
+    pub precision: Precision,
+    /// The sweep's backend.
+    pub backend: Backend,
+    /// What is known about why (starts with `: ` when not empty).
+    pub why: String,
+    /// What to do instead.
+    pub hint: String,
+}
+
+/// Checks that `device` can compute in `precision` (f32 always can).
+pub fn check_supported(
+    device: &Device,
+    backend: Backend,
+    precision: Precision,
+) -> Result<(), UnsupportedPrecision> {
+    if precision.is_f32() || device.supports_dtype(compute_dtype(precision)) {
+        return Ok(());
+    }
+    let (why, hint) = match (backend, precision) {
+        (Backend::Wgpu, Precision::Bf16) => (
+            ": burn 0.22's wgpu backend can store bf16 on Vulkan but not compute in it (WGSL has no bf16 at all)",
+            "use `precision = \"f16\"` on wgpu (same tensor-core peak on NVIDIA GPUs), or bf16 with `backend = \"cuda\"`",
+        ),
+        (Backend::Wgpu, Precision::F16) => (
+            ": the adapter lacks 16-bit float shaders (Vulkan `shaderFloat16` and 16-bit storage)",
+            "use `precision = \"f32\"`",
+        ),
+        _ => ("", "use `precision = \"f32\"`"),
+    };
+    Err(UnsupportedPrecision {
+        precision,
+        backend,
+        why: why.into(),
+        hint: hint.into(),
+    })
+}
+
+/// Dynamic loss scaling for f16 (the scheme of PyTorch's `GradScaler`): the loss is multiplied
+/// by `scale` before the backward pass so that small gradients survive f16's range; a step whose
+/// gradients overflow is skipped and the scale halved; after `GROWTH_INTERVAL` clean steps in a
+/// row the scale doubles. bf16 has f32's exponent range and needs none of this.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossScale {
+    /// The current factor.
+    pub scale: f64,
+    /// Clean steps since the last change.
+    pub good_steps: u64,
+}
+
+/// Clean steps before the scale doubles.
+const GROWTH_INTERVAL: u64 = 2000;
+/// The starting scale (2^16, PyTorch's default).
+const INITIAL_SCALE: f64 = 65_536.0;
+/// The scale never falls below this (a run that overflows even at 1 is diverging).
+const MIN_SCALE: f64 = 1.0;
+
+impl LossScale {
+    /// The scale a run starts with in `precision` (`None` when it needs none).
+    pub fn initial(precision: Precision) -> Option<LossScale> {
+        (precision == Precision::F16).then_some(LossScale {
+            scale: INITIAL_SCALE,
+            good_steps: 0,
+        })
+    }
+
+    /// Records whether the gradients of the last step were finite; returns whether the step
+    /// should be applied.
+    pub fn update(&mut self, finite: bool) -> bool {
+        if finite {
+            self.good_steps += 1;
+            if self.good_steps >= GROWTH_INTERVAL {
+                self.scale *= 2.0;
+                self.good_steps = 0;
+            }
+            true
+        } else {
+            self.scale = (self.scale / 2.0).max(MIN_SCALE);
+            self.good_steps = 0;
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scale_halves_on_overflow_and_doubles_after_a_clean_stretch() {
+        assert_eq!(LossScale::initial(Precision::Bf16), None);
+        assert_eq!(LossScale::initial(Precision::F32), None);
+        let mut s = LossScale::initial(Precision::F16).unwrap();
+        assert!(!s.update(false));
+        assert_eq!(s.scale, 32_768.0);
+        for _ in 0..GROWTH_INTERVAL - 1 {
+            assert!(s.update(true));
+        }
+        assert_eq!(s.scale, 32_768.0);
+        assert!(s.update(true));
+        assert_eq!((s.scale, s.good_steps), (65_536.0, 0));
+        for _ in 0..40 {
+            s.update(false);
+        }
+        assert_eq!(s.scale, MIN_SCALE);
+    }
+
+    #[test]
+    fn f32_is_supported_everywhere_and_named_in_errors() {
+        let cpu = Device::flex();
+        assert!(check_supported(&cpu, Backend::Cpu, Precision::F32).is_ok());
+        let e = UnsupportedPrecision {
+            precision: Precision::Bf16,
+            backend: Backend::Wgpu,
+            why: String::new(),
+            hint: "use f16".into(),
+        };
+        assert!(e.to_string().contains("`[train] precision = \"bf16\"`"));
+    }
+}
