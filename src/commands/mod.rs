@@ -8,6 +8,7 @@ mod export_models;
 mod fit;
 mod locate;
 mod plan;
+mod priors;
 mod progress;
 mod recommend;
 mod report;

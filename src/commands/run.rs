@@ -79,6 +79,12 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
             corpus.description, corpus.train_tokens, corpus.val_tokens, corpus.val_split
         );
     }
+    let existing = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
+    plan.check_design(&super::priors::priors(existing.as_ref()));
+    drop(existing);
     for w in &plan.warnings {
         eprintln!("warning: {w}");
     }
