@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::{RunOptions, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
@@ -71,6 +72,11 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let plan = Plan::build(&sweep, &PlanOptions::default())?;
     install_stop_handler();
     let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    // Before opening the database: refuses a database in use on another host.
+    let _lease = Lease::acquire(
+        db_path.parent().unwrap_or(std::path::Path::new(".")),
+        Holder::Run,
+    )?;
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
     let sweep_dir = cmd.sweep.parent().map(PathBuf::from).unwrap_or_default();

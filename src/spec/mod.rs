@@ -4,6 +4,7 @@ mod axis;
 mod error;
 mod load;
 mod schema;
+pub mod slurm;
 pub mod units;
 mod validate;
 mod values;
