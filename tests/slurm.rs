@@ -67,7 +67,9 @@ fn slurm_or_skip(test: &str) -> Option<MutexGuard<'static, ()>> {
             panic!("{test}: PDSWEEP_REQUIRE_SLURM=1 but {why}")
         }
         Some(why) => {
-            eprintln!("skipping {test}: {why}");
+            // Written to the real standard error: the test harness captures `eprintln!`.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "skipping {test}: {why}");
             None
         }
     }
@@ -466,25 +468,36 @@ fn a_job_requeued_at_the_time_limit_warning_resumes_from_its_checkpoint() {
         .status()
         .unwrap();
     assert!(signalled.success());
-    // Slurm holds a requeued job for a while (BeginTime); release it as an admin would.
+    // Slurm holds a requeued job for about two minutes (BeginTime); once it is back in the
+    // queue, and the node has had a moment to clean up after it (a job started again at once
+    // fails with "job credential revoked"), release it as an admin would.
     wait_for(
-        "the requeued teacher to start again",
-        Duration::from_secs(120),
+        "the teacher to be requeued",
+        Duration::from_secs(60),
         || {
-            let _ = Command::new("scontrol")
-                .args(["update", &format!("JobId={job}"), "StartTime=now"])
-                .stderr(Stdio::null())
-                .status();
-            teacher_sessions_so_far(&sweep) >= 2
+            job_state(&job)
+                .is_some_and(|(state, reason)| state == "PENDING" && reason == "BeginTime")
         },
     );
+    std::thread::sleep(Duration::from_secs(2));
+    let released = Command::new("scontrol")
+        .args(["update", &format!("JobId={job}"), "StartTime=now"])
+        .status()
+        .unwrap();
+    assert!(released.success());
     let out = finish(child, Duration::from_secs(180));
     assert!(out.status.success(), "{}", stderr(&out));
+    let log_path = sweep
+        .path()
+        .join("results/slurm-requeue/slurm/logs")
+        .join(format!("{job}.log"));
+    let log = std::fs::read_to_string(log_path).unwrap_or_default();
     let teacher = attempts_of(&sweep, "teacher");
     assert_eq!(
         teacher.len(),
         1,
-        "requeued within its job, not submitted again: {teacher:?}"
+        "requeued within its job, not submitted again: {teacher:?}\ncoordinator:\n{}\njob log:\n{log}",
+        stderr(&out)
     );
     let sessions = teacher_sessions(&sweep);
     assert_eq!(sessions.len(), 2, "{sessions:?}");
@@ -494,38 +507,23 @@ fn a_job_requeued_at_the_time_limit_warning_resumes_from_its_checkpoint() {
         sessions[1].1 > 0,
         "the restart resumed from its checkpoint: {sessions:?}"
     );
-    let log = std::fs::read_to_string(
-        sweep
-            .path()
-            .join("results/slurm-requeue/slurm/logs")
-            .join(format!("{job}.log")),
-    )
-    .unwrap();
     assert!(log.contains("requeueing"), "{log}");
     assert_teacher_rows_complete(&sweep);
     assert_all_done_like_local(&sweep);
 }
 
-/// How many sessions the teacher has started, from its start files (the coordinator may not
-/// have ingested them yet).
-fn teacher_sessions_so_far(sweep: &Sweep) -> usize {
-    let Some(id) = sweep.teacher_id() else {
-        return 0;
-    };
-    std::fs::read_dir(
-        sweep
-            .path()
-            .join("results")
-            .join(&sweep.name)
-            .join("slurm/runs")
-            .join(id),
-    )
-    .map(|d| {
-        d.filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("start-"))
-            .count()
-    })
-    .unwrap_or(0)
+/// (state, reason) of array task `job` as squeue shows it.
+fn job_state(job: &str) -> Option<(String, String)> {
+    let out = Command::new("squeue")
+        .args(["-h", "-r", "--states=all", "-j", job, "-o", "%T %r"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut words = text.split_whitespace();
+    Some((
+        words.next()?.to_string(),
+        words.next().unwrap_or("").to_string(),
+    ))
 }
 
 #[test]

@@ -17,7 +17,7 @@ use pdsweep::run::slurm::{
     CoordinatorOptions, Slurm, SlurmEvent, SlurmFlags, SlurmSettings, coordinate,
 };
 use pdsweep::spec::Sweep;
-use pdsweep::spec::slurm::SlurmTime;
+use pdsweep::spec::slurm::{SlurmMem, SlurmTime};
 use pdsweep::spec::units::format_duration;
 use pdsweep::store::{StoredRun, SweepDb};
 
@@ -152,12 +152,12 @@ fn db_failed(db: &SweepDb, plan_id: i64) -> anyhow::Result<usize> {
 }
 
 fn flags(cmd: &SlurmCommand) -> anyhow::Result<SlurmFlags> {
-    let mem_bytes = cmd
+    let mem_mb = cmd
         .mem
         .as_deref()
         .map(|m| {
-            m.parse::<pdsweep::spec::ByteSize>()
-                .map(|b| b.0)
+            m.parse::<SlurmMem>()
+                .map(|m| m.0)
                 .map_err(|e| UsageError(format!("--mem: {e}")))
         })
         .transpose()?;
@@ -174,7 +174,7 @@ fn flags(cmd: &SlurmCommand) -> anyhow::Result<SlurmFlags> {
         account: cmd.account.clone(),
         qos: cmd.qos.clone(),
         cpus: cmd.cpus,
-        mem_bytes,
+        mem_mb,
         gpus: cmd.gpus,
         time,
         max_parallel: cmd.max_parallel,
@@ -266,6 +266,9 @@ fn print_event(event: SlurmEvent) {
         } => format!(
             "retry   {name}: job {job} ended {state} without a result (attempt {attempts} of {max_attempts}); submitting it again"
         ),
+        SlurmEvent::Unreachable { error } => {
+            format!("wait    Slurm does not answer ({error}); looking again")
+        }
         SlurmEvent::Cancelled { names, because } => {
             format!(
                 "cancel  {} ({because}; submitted again with it)",

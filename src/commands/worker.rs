@@ -39,8 +39,22 @@ extern "C" fn on_usr2(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+static TERMINATED: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn on_term(_: libc::c_int) {
+    TERMINATED.store(true, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// After asking for a requeue: lets Slurm end the job (it sends SIGTERM) rather than ending it
+/// first, which Slurm could record as the job failing instead of being requeued.
+fn wait_to_be_stopped() {
+    let start = std::time::Instant::now();
+    while !TERMINATED.load(Ordering::SeqCst)
+        && start.elapsed() < std::time::Duration::from_secs(120)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Installs the handlers; each only sets a flag (async-signal-safe).
@@ -76,12 +90,16 @@ pub fn worker(cmd: WorkerCommand) -> anyhow::Result<()> {
         log_event(&mut names, e)
     })?;
     let interrupted = outcomes.contains(&Outcome::Interrupted);
-    if interrupted && REQUEUE.load(Ordering::SeqCst) {
-        if let Some(task) = array_task() {
-            eprintln!("worker  checkpointed at the time-limit warning; requeueing {task}");
-            // Slurm stops this job now and starts it again later; it resumes from the checkpoint.
-            if let Err(e) = Slurm::requeue(&task) {
-                eprintln!("worker  cannot requeue: {e}; the coordinator will submit the run again");
+    if interrupted
+        && REQUEUE.load(Ordering::SeqCst)
+        && let Some(task) = array_task()
+    {
+        eprintln!("worker  checkpointed at the time-limit warning; requeueing {task}");
+        // Slurm stops this job now and starts it again later; it resumes from the checkpoint.
+        match Slurm::requeue(&task) {
+            Ok(()) => wait_to_be_stopped(),
+            Err(e) => {
+                eprintln!("worker  cannot requeue: {e}; the coordinator will submit the run again")
             }
         }
     }

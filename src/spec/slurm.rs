@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use super::units::{ByteSize, Count};
+use super::units::Count;
 use super::values::Ratio;
 
 /// `[slurm]`.
@@ -21,9 +21,9 @@ pub struct SlurmSection {
     /// `--cpus-per-task` of every job (default 1).
     #[serde(default)]
     pub cpus: Option<Count>,
-    /// `--mem` of every job (e.g. `"8G"`).
+    /// `--mem` of every job, as Slurm reads it (`"8G"` is 8 GiB; a bare number is MiB).
     #[serde(default)]
-    pub mem: Option<ByteSize>,
+    pub mem: Option<SlurmMem>,
     /// GPUs per job (`--gres=gpu:N`).
     #[serde(default)]
     pub gpus: Option<Count>,
@@ -107,9 +107,9 @@ pub struct SlurmResources {
     /// `--cpus-per-task` (default 1).
     #[serde(default)]
     pub cpus: Option<Count>,
-    /// `--mem` (e.g. `"8G"`).
+    /// `--mem`, as Slurm reads it (`"8G"` is 8 GiB; a bare number is MiB).
     #[serde(default)]
-    pub mem: Option<ByteSize>,
+    pub mem: Option<SlurmMem>,
     /// GPUs per job (`--gres=gpu:N`).
     #[serde(default)]
     pub gpus: Option<Count>,
@@ -120,6 +120,58 @@ pub struct SlurmResources {
     /// More `sbatch` options, added after those of `[slurm]`.
     #[serde(default)]
     pub options: Vec<String>,
+}
+
+/// Memory per job in MiB, written as Slurm reads `--mem`: a number with an optional suffix
+/// `K`, `M` (the default), `G` or `T`, in powers of 1024 (`"16G"`, `"500M"`, `16000`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlurmMem(pub u64);
+
+impl FromStr for SlurmMem {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("`{text}` is not a memory size: use Slurm's form, such as \"16G\" or \"500M\"")
+        };
+        let t = text.trim().to_ascii_uppercase();
+        let t = t
+            .strip_suffix("IB")
+            .or_else(|| t.strip_suffix('B'))
+            .unwrap_or(&t);
+        let (number, scale) = match t.chars().last() {
+            Some('K') => (&t[..t.len() - 1], 1.0 / 1024.0),
+            Some('M') => (&t[..t.len() - 1], 1.0),
+            Some('G') => (&t[..t.len() - 1], 1024.0),
+            Some('T') => (&t[..t.len() - 1], 1024.0 * 1024.0),
+            _ => (t, 1.0),
+        };
+        let n: f64 = number.trim().parse().map_err(|_| bad())?;
+        let mib = (n * scale).ceil();
+        if !(mib.is_finite() && mib >= 1.0) {
+            return Err(bad());
+        }
+        Ok(SlurmMem(mib as u64))
+    }
+}
+
+impl<'de> Deserialize<'de> for SlurmMem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = SlurmMem;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a memory size such as \"16G\" or MiB")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SlurmMem, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<SlurmMem, E> {
+                v.to_string().parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// A job's time limit.
@@ -220,6 +272,56 @@ impl<'de> Deserialize<'de> for SlurmTime {
 mod tests {
     use super::*;
 
+    const SWEEP: &str = r#"
+name = "s"
+[teachers]
+sizes = ["20K"]
+[students]
+sizes = ["10K"]
+[slurm]
+partition = "cpu"
+mem = "8G"
+time = "auto"
+max_parallel = 4
+options = ["--constraint=x86"]
+[slurm.teacher]
+gpus = 1
+time = "1-00:00:00"
+"#;
+
+    #[test]
+    fn a_slurm_table_parses_with_its_kind_tables() {
+        let sweep =
+            crate::spec::Sweep::parse(std::path::Path::new("s.toml"), SWEEP.into()).unwrap();
+        let slurm = sweep.file.slurm.unwrap();
+        assert_eq!(slurm.common().partition.as_deref(), Some("cpu"));
+        assert_eq!(slurm.common().mem, Some(SlurmMem(8192)));
+        assert_eq!(slurm.max_parallel, Some(Count(4)));
+        let teacher = slurm.kind("teacher").unwrap();
+        assert_eq!(
+            (teacher.gpus, teacher.time),
+            (Some(Count(1)), Some(SlurmTime::Seconds(86_400)))
+        );
+        assert!(slurm.kind("student").is_none());
+    }
+
+    #[test]
+    fn unknown_slurm_keys_and_bad_times_are_errors_at_their_line() {
+        let base = "name = \"s\"\n[teachers]\nsizes = [\"20K\"]\n[students]\nsizes = [\"10K\"]\n";
+        for (table, needle) in [
+            ("[slurm]\npartiton = \"x\"\n", "partiton"),
+            ("[slurm.teacher]\ngpu = 1\n", "gpu"),
+            ("[slurm]\ntime = \"soon\"\n", "soon"),
+            ("[slurm]\nmem = \"lots\"\n", "lots"),
+        ] {
+            let err =
+                crate::spec::Sweep::parse(std::path::Path::new("s.toml"), format!("{base}{table}"))
+                    .unwrap_err()
+                    .to_string();
+            assert!(err.contains(needle) && err.contains("s.toml:"), "{err}");
+        }
+    }
+
     #[test]
     fn time_limits_parse_in_every_form_slurm_and_people_write() {
         let s = |t: &str| t.parse::<SlurmTime>().unwrap();
@@ -236,6 +338,14 @@ mod tests {
             assert!(bad.parse::<SlurmTime>().is_err(), "{bad}");
         }
         assert_eq!(SlurmTime::format(5400), "0-01:30:00");
+        let m = |t: &str| t.parse::<SlurmMem>().map(|m| m.0);
+        assert_eq!(m("16G"), Ok(16_384));
+        assert_eq!(m("16GiB"), Ok(16_384));
+        assert_eq!(m("500M"), Ok(500));
+        assert_eq!(m("16000"), Ok(16_000));
+        assert_eq!(m("1.5T"), Ok(1_572_864));
+        assert_eq!(m("512K"), Ok(1));
+        assert!(m("lots").is_err() && m("0").is_err());
         assert_eq!(SlurmTime::format(61), "0-00:02:00");
         assert_eq!(SlurmTime::format(90_000), "1-01:00:00");
     }

@@ -47,6 +47,17 @@ impl SlurmTask {
     }
 }
 
+/// A session of a run: a start of its job, or a restart after a requeue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// `JOBID_INDEX.RESTART`.
+    pub session: String,
+    /// The host it ran on.
+    pub host: Option<String>,
+    /// The step it started from, once known.
+    pub start_step: Option<u64>,
+}
+
 /// What becomes of a run when its attempt ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum TaskEnd<'a> {
@@ -283,22 +294,19 @@ impl SweepDb {
         Ok(())
     }
 
-    /// The sessions of run `run_id`: (session, host, start step), oldest first.
-    pub fn sessions(
-        &self,
-        run_id: &str,
-    ) -> Result<Vec<(String, Option<String>, Option<u64>)>, StoreError> {
+    /// The sessions of run `run_id`, oldest first.
+    pub fn sessions(&self, run_id: &str) -> Result<Vec<Session>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read a run's sessions", e);
         let mut stmt = self
             .conn()
             .prepare("SELECT session, host, start_step FROM run_sessions WHERE run_id = ?1 ORDER BY started_at, session")
             .map_err(fail)?;
         stmt.query_map([run_id], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get::<_, Option<i64>>(2)?.map(|s| s.max(0) as u64),
-            ))
+            Ok(Session {
+                session: r.get(0)?,
+                host: r.get(1)?,
+                start_step: r.get::<_, Option<i64>>(2)?.map(|s| s.max(0) as u64),
+            })
         })
         .map_err(fail)?
         .collect::<Result<Vec<_>, _>>()

@@ -162,7 +162,7 @@ mod tests {
         let sessions = db.sessions("r").unwrap();
         let starts: Vec<_> = sessions
             .iter()
-            .map(|(s, _, step)| (s.as_str(), *step))
+            .map(|s| (s.session.as_str(), s.start_step))
             .collect();
         assert_eq!(starts, [("9_0.0", Some(0)), ("9_0.1", Some(16))]);
     }

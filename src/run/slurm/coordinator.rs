@@ -133,6 +133,11 @@ pub enum SlurmEvent {
         /// The most allowed.
         max_attempts: u32,
     },
+    /// Slurm did not answer; the jobs are looked at again at the next poll.
+    Unreachable {
+        /// What the command said.
+        error: String,
+    },
     /// Pending jobs of runs waiting for a failed attempt were cancelled (they are submitted
     /// again with it).
     Cancelled {
@@ -296,7 +301,19 @@ impl Coordinator<'_> {
         job_ids.sort();
         job_ids.dedup();
         // States first, files second: a job seen ended has written its last files already.
-        let states = slurm.states(&job_ids)?;
+        let states = match slurm.states(&job_ids) {
+            Ok(states) => states,
+            Err(SlurmError::Missing { command }) => {
+                return Err(SlurmError::Missing { command }.into());
+            }
+            // The controller does not answer (restarting, overloaded): judge nothing now.
+            Err(e) => {
+                on_event(SlurmEvent::Unreachable {
+                    error: e.to_string(),
+                });
+                return Ok(());
+            }
+        };
         let mut failed_attempts = Vec::new();
         for task in &open {
             let Some(job) = task.job_ref() else { continue };
@@ -391,14 +408,14 @@ impl Coordinator<'_> {
         {
             return Ok(());
         }
-        for (session, host, start_step) in db.sessions(&task.run_id)? {
-            let key = (task.run_id.clone(), session.clone());
-            if start_step.is_some() && self.reported.insert(key) {
+        for s in db.sessions(&task.run_id)? {
+            let key = (task.run_id.clone(), s.session.clone());
+            if s.start_step.is_some() && self.reported.insert(key) {
                 on_event(SlurmEvent::Began {
                     name: task.run_name.clone(),
-                    session,
-                    host,
-                    start_step,
+                    session: s.session,
+                    host: s.host,
+                    start_step: s.start_step,
                 });
             }
         }

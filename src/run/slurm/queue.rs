@@ -180,18 +180,42 @@ impl Slurm {
                 Err(_) => self.sacct = Some(false),
             }
         }
-        let mut states = HashMap::new();
-        for id in job_ids {
-            // squeue fails on a job it has forgotten; scontrol then tells nothing more
-            match run(
+        // One squeue call for every job; it fails as a whole if Slurm has forgotten one of
+        // them, and then each job is asked alone.
+        let squeue = |ids: &str| {
+            run(
                 "squeue",
-                &["-h", "-r", "--states=all", "-j", id, "-o", "%i|%T|%r"],
-            ) {
-                Ok(out) => states.extend(parse_squeue(&out)),
-                Err(SlurmError::Missing { command }) => {
-                    return Err(SlurmError::Missing { command });
+                &["-h", "-r", "--states=all", "-j", ids, "-o", "%i|%T|%r"],
+            )
+        };
+        let mut states = match squeue(&job_ids.join(",")) {
+            Ok(out) => parse_squeue(&out),
+            Err(SlurmError::Missing { command }) => return Err(SlurmError::Missing { command }),
+            Err(_) => {
+                let mut states = HashMap::new();
+                for id in job_ids {
+                    if let Ok(out) = squeue(id) {
+                        states.extend(parse_squeue(&out));
+                    }
                 }
-                Err(_) => {}
+                states
+            }
+        };
+        // Nothing known of any job: make sure the controller answers before the coordinator
+        // takes the jobs for gone (and submits their runs again).
+        if states.is_empty() {
+            run("scontrol", &["ping"])?;
+        }
+        // Jobs squeue does not list, and the exit codes of those that ended: scontrol.
+        for id in job_ids {
+            let prefix = format!("{id}_");
+            let listed: Vec<&JobState> = states
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix) || *k == id)
+                .map(|(_, s)| s)
+                .collect();
+            if !listed.is_empty() && listed.iter().all(|s| s.is_active()) {
+                continue;
             }
             if let Ok(out) = run("scontrol", &["show", "job", id]) {
                 for (task, s) in parse_scontrol(&out) {

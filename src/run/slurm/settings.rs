@@ -17,8 +17,8 @@ pub struct SlurmFlags {
     pub qos: Option<String>,
     /// `--cpus-per-task`.
     pub cpus: Option<u64>,
-    /// `--mem`, in bytes.
-    pub mem_bytes: Option<u64>,
+    /// `--mem`, in MiB.
+    pub mem_mb: Option<u64>,
     /// GPUs per job.
     pub gpus: Option<u64>,
     /// `--time`.
@@ -129,11 +129,7 @@ impl SlurmSettings {
                 .or(pick(|r| r.cpus.map(|c| c.0)))
                 .unwrap_or(1)
                 .max(1),
-            mem_mb: self
-                .flags
-                .mem_bytes
-                .or(pick(|r| r.mem.map(|m| m.0)))
-                .map(|b| b.div_ceil(1 << 20).max(1)),
+            mem_mb: self.flags.mem_mb.or(pick(|r| r.mem.map(|m| m.0))),
             gpus: self
                 .flags
                 .gpus
@@ -172,14 +168,15 @@ pub fn auto_time_s(planned_s: f64, margin: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{ByteSize, Count};
+    use crate::spec::Count;
+    use crate::spec::slurm::SlurmMem;
 
     #[test]
     fn flags_beat_a_kind_table_which_beats_the_slurm_table() {
         let section = SlurmSection {
             partition: Some("cpu".into()),
             cpus: Some(Count(4)),
-            mem: Some(ByteSize(8 << 30)),
+            mem: Some(SlurmMem(8192)),
             options: vec!["--constraint=x86".into()],
             teacher: Some(SlurmResources {
                 partition: Some("gpu".into()),
