@@ -176,6 +176,18 @@ impl Sweep {
         })
     }
 
+    /// Starts a coordinator and waits until the teacher's job has written a checkpoint;
+    /// returns the coordinator and the teacher's `JOBID_INDEX`.
+    fn start_until_the_teacher_checkpoints(&self) -> (Child, String) {
+        let child = self.spawn_coordinator();
+        wait_for(
+            "the teacher's first checkpoint",
+            Duration::from_secs(120),
+            || self.teacher_checkpointed(),
+        );
+        (child, self.teacher_job().unwrap())
+    }
+
     /// Jobs of this sweep Slurm still lists as pending or running.
     fn live_jobs(&self) -> Vec<String> {
         let out = Command::new("squeue")
@@ -403,13 +415,7 @@ fn a_cancelled_teacher_job_is_submitted_again_and_loses_nothing() {
         return;
     };
     let sweep = Sweep::new("slurm-cancel");
-    let child = sweep.spawn_coordinator();
-    wait_for(
-        "the teacher's first checkpoint",
-        Duration::from_secs(120),
-        || sweep.teacher_checkpointed(),
-    );
-    let job = sweep.teacher_job().unwrap();
+    let (child, job) = sweep.start_until_the_teacher_checkpoints();
     let cancelled = Command::new("scancel").arg(&job).status().unwrap();
     assert!(cancelled.success());
     let out = finish(child, Duration::from_secs(180));
@@ -455,13 +461,7 @@ fn a_job_requeued_at_the_time_limit_warning_resumes_from_its_checkpoint() {
         return;
     };
     let sweep = Sweep::new("slurm-requeue");
-    let child = sweep.spawn_coordinator();
-    wait_for(
-        "the teacher's first checkpoint",
-        Duration::from_secs(120),
-        || sweep.teacher_checkpointed(),
-    );
-    let job = sweep.teacher_job().unwrap();
+    let (child, job) = sweep.start_until_the_teacher_checkpoints();
     // What Slurm sends `--signal=B:USR2@S` seconds before the time limit.
     let signalled = Command::new("scancel")
         .args(["--signal=USR2", "--batch", &job])
