@@ -38,7 +38,9 @@ if [ -n "$PREPARE" ]; then
     cp "$bin" "$PREPARE/pdsweep" && strip "$PREPARE/pdsweep" 2>/dev/null
     loader="$(ldconfig -p 2>/dev/null | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')"
     [ -n "$loader" ] && cp -L "$loader" "$PREPARE/libvulkan.so.1"
-    du -sh "$PREPARE"/* 
+    need="$(objdump -T "$PREPARE/pdsweep" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
+    echo "the binary needs ${need:-an unknown} glibc or newer on the GPU machine (ldd --version)"
+    du -sh "$PREPARE"/*
     exit 0
 fi
 
@@ -58,6 +60,13 @@ if [ -z "$BIN" ] && [ -n "$BUNDLE" ]; then BIN="$BUNDLE/pdsweep"; fi
 if [ -z "$BIN" ]; then BIN="${CARGO_TARGET_DIR:-$HERE/target}/release/pdsweep"; fi
 [ -x "$BIN" ] || { echo "no pdsweep binary at $BIN (see --prepare)" >&2; exit 2; }
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+# A binary built on a newer system than this one fails here at once (e.g. "GLIBC_2.34 not
+# found"): say so plainly instead of filling the table with failures.
+if ! "$BIN" --version > "$LOGS/version.log" 2>&1; then
+    echo "the pdsweep binary does not run on this machine:" >&2; cat "$LOGS/version.log" >&2
+    echo "build it on a system with an older (or equal) glibc than this one ($(ldd --version 2>/dev/null | head -1))" >&2
+    exit 2
+fi
 
 # Vulkan: the loader (bundled if the machine has none) and, on NVIDIA machines whose container
 # lacks the ICD file, one pointing at the driver's Vulkan library.
@@ -90,7 +99,8 @@ why() { # the last error line of a log, for the table
     [ -z "$line" ] && line="$(tail -1 "$LOGS/$1.log" | cut -c1-110)"
     echo "${line//|//}"
 }
-json_field() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); v=d.get('$1'); print('' if v is None else v)" 2>/dev/null; }
+# one scalar field of a one-line JSON object on stdin (no python needed on the GPU machine)
+json_field() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"' | sed 's/^null$//'; }
 
 echo "== devices" >&2
 "$BIN" devices > "$LOGS/devices.log" 2>&1
@@ -121,7 +131,7 @@ bench_row() { # precision extra-args...
         local tps mfu; tps="$(echo "$json" | json_field tokens_per_s)"; mfu="$(echo "$json" | json_field mfu)"
         local what; what=$([ -n "${1:-}" ] && echo "logit pass, top-$2 (positions/s)" || echo "training (tokens/s)")
         row "$MODEL_NAME" "$p, $what" "$(printf '%.0f' "$tps") /s" \
-            "$([ -n "$mfu" ] && python3 -c "print(f'{100*$mfu:.1f} %')" || echo 'n/a (peak unknown)')" \
+            "$([ -n "$mfu" ] && awk -v m="$mfu" 'BEGIN { printf "%.1f %%", 100 * m }' || echo 'n/a (peak unknown)')" \
             "warm-up $(echo "$json" | json_field warmup_s | cut -c1-5) s"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         row "$MODEL_NAME" "$p" "timed out" "-" "limit ${LIMIT_BENCH} s"
