@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::{pdsweep, root, stderr, stdout};
 use pdsweep::report::data::{
-    CapacityGapView, Estimate, GapPoint, LawView, OptimalPoint, OptimalTeacherView,
+    CapacityGapView, Estimate, GapPoint, GapVerdict, LawView, OptimalPoint, OptimalTeacherView,
     RecommendationView, ReportData, TrendForm, TrendView,
 };
 
@@ -300,6 +300,7 @@ fn with_fits(mut data: ReportData) -> ReportData {
         ]),
         ci: [("E".to_string(), (3.0, 3.4))].into_iter().collect(),
         extrapolation_error: Some(0.012),
+        ..LawView::default()
     });
     for g in &mut f.capacity_gap {
         let base = g
@@ -352,12 +353,14 @@ fn with_fits(mut data: ReportData) -> ReportData {
                     ci: Some((t.lo, t.hi)),
                     fitted: true,
                     at_edge: false,
+                    edge: None,
                 })
             })
             .collect(),
         linear: Some(linear),
         power: Some(power),
         better: Some("linear".into()),
+        ..OptimalTeacherView::default()
     };
     f.recommendation = Some(RecommendationView {
         student_n: 1.9e9,
@@ -582,8 +585,8 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     drop(pdsweep::store::SweepDb::open(&db_path).expect("migrated: the fits table exists"));
     let conn = rusqlite::Connection::open(&db_path).expect("db");
     let config = "loss=kl alpha=0.9 tau=1.0 top_p=0.95 top_k=32 mode=offline";
-    // A capacity-gap fit of the 30K offline students (as `pdsweep fit` writes it, with an
-    // interior optimum as a sweep with three or more teachers would have).
+    // A capacity-gap fit of the 30K offline students as an older pdsweep wrote it: an interior
+    // optimum from two teachers, which the report must not show as T* (issue 16, item 8).
     let points = serde_json::json!([
         {"teacher_params": 106816.0, "teacher_loss": 4.120517421722412, "student_loss": 4.592015525817871},
         {"teacher_params": 443232.0, "teacher_loss": 4.000206634521485, "student_loss": 4.564915683746338}
@@ -661,13 +664,11 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
         (fitted[0].student.as_str(), fitted[0].config.as_str()),
         ("30K", "offline")
     );
-    assert_eq!(
-        fitted[0].t_star,
-        Some(Estimate {
-            value: 250000.0,
-            lo: 180000.0,
-            hi: 330000.0
-        })
+    assert_eq!(fitted[0].t_star, None, "two teachers locate no optimum");
+    assert!(
+        matches!(&fitted[0].verdict, Some(GapVerdict::Unsupported { reason, .. }) if reason.contains("fewer than 3 teachers")),
+        "{:?}",
+        fitted[0].verdict
     );
     assert!(
         f.notes
@@ -677,10 +678,8 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
         f.notes
     );
     assert!(
-        f.optimal_teacher
-            .points
-            .iter()
-            .any(|p| p.fitted && p.t_star == 250000.0)
+        !f.optimal_teacher.points.iter().any(|p| p.fitted),
+        "no fitted T* from two teachers"
     );
     assert_eq!(f.optimal_teacher.better.as_deref(), Some("linear"));
     assert!(matches!(
