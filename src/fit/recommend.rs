@@ -94,15 +94,6 @@ impl Recommendation {
                 _ => None,
             }
         };
-        if let Some(r) = bound(self.supervised_loss) {
-            self.problem("supervised_loss", r);
-        }
-        if let Some(r) = bound(self.student_loss) {
-            self.problem("student_loss", r);
-        }
-        if !(self.teacher_loss.is_finite() && self.teacher_loss > 0.0) {
-            self.problem("teacher_loss", "no optimal teacher loss");
-        }
         if let Some(n) = self.teacher_params
             && !(n.is_finite() && n > 0.0)
         {
@@ -124,6 +115,22 @@ impl Recommendation {
             );
             self.problem("tstar_empirical", reason);
         }
+        if !(self.teacher_loss.is_finite() && self.teacher_loss > 0.0) {
+            let why = if self.problems.contains_key("teacher_params") {
+                "depends on N_T*, which could not be given"
+            } else {
+                "no optimal teacher loss"
+            };
+            self.problem("teacher_loss", why);
+        }
+        if let Some(r) = bound(self.supervised_loss) {
+            self.problem("supervised_loss", r);
+        }
+        if !self.student_loss.is_finite() && self.problems.contains_key("teacher_loss") {
+            self.problem("student_loss", "depends on L_T*, which could not be given");
+        } else if let Some(r) = bound(self.student_loss) {
+            self.problem("student_loss", r);
+        }
         if self.problems.contains_key("supervised_loss") {
             let why = "depends on L̃_S, which is out of bounds";
             for f in ["student_loss", "gain", "teacher_loss"] {
@@ -131,7 +138,16 @@ impl Recommendation {
             }
         }
         if self.problems.contains_key("student_loss") {
-            self.problem("gain", "depends on L_S, which is out of bounds");
+            self.problem("gain", "depends on L_S, which could not be given");
+        }
+        if self.method == "distillation law"
+            && self.teacher_params.is_some()
+            && self.problems.contains_key("teacher_loss")
+        {
+            self.problem("teacher_params", "depends on L_T*, which is out of bounds");
+        }
+        if self.problems.contains_key("teacher_params") && self.teacher_flops.is_some() {
+            self.problem("teacher_flops", "depends on N_T*, which is out of bounds");
         }
     }
 
@@ -379,6 +395,7 @@ pub fn recommend_from_fits(
             }
         },
     };
+    let mut no_optimum = None;
     let opt = match &method {
         Method::Law => law_optimum(
             &distill,
@@ -388,12 +405,19 @@ pub fn recommend_from_fits(
             l_sup,
             d_t.unwrap_or(f64::NAN),
         )
-        .ok_or_else(|| {
-            FitError::Invalid(format!(
-                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for a student of {}",
+        .unwrap_or_else(|| {
+            no_optimum = Some(format!(
+                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for a student of {} (its minimum is at the edge of that range)",
                 crate::spec::units::format_count(n_s)
-            ))
-        })?,
+            ));
+            LawOptimum {
+                teacher_loss: f64::NAN,
+                teacher_loss_ci: None,
+                student_loss: f64::NAN,
+                teacher_params: None,
+                teacher_params_ci: None,
+            }
+        }),
         Method::TStar(t) => empirical_optimum(t, &distill, &supervised, n_s, d_s, l_sup, d_t),
     };
     let teacher_params = match &method {
@@ -528,6 +552,11 @@ pub fn recommend_from_fits(
         );
     }
     r.check_bounds(q.vocab);
+    if let Some(why) = no_optimum {
+        for f in ["teacher_loss", "teacher_params", "student_loss", "gain"] {
+            r.problem(f, why.clone());
+        }
+    }
     if let Some(w) = monotone_warning(&method, &distill, &supervised, n_s, d_s, d_t, (s_lo, s_hi)) {
         r.notes.insert(0, w);
     }

@@ -641,9 +641,12 @@ fn corpus(h: &mut String, data: &ReportData) {
                 format!("{e:.4} nats/token (no model can beat it)"),
             );
         }
+        let synthetic = c.key.starts_with("synthetic");
         row(
             "duplicates",
-            if c.duplicate_groups.is_empty() {
+            if synthetic {
+                "none (a generated corpus)".to_string()
+            } else if c.duplicate_groups.is_empty() {
                 if c.files > 0 {
                     "no byte-identical files".to_string()
                 } else {

@@ -108,12 +108,15 @@ fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<String, CorpusFacts>, ReportErr
         .collect())
 }
 
-/// The distinct corpora of the current plan's runs (by key), in run order.
+/// The distinct corpora of the current plan's runs (by key), in run order; of several records
+/// of one corpus, the one with the most facts (a run recorded after the corpus checks knew more).
 fn distinct_corpora(runs: &[RunView], facts: &BTreeMap<String, CorpusFacts>) -> Vec<CorpusFacts> {
     let mut out: Vec<CorpusFacts> = Vec::new();
     for f in runs.iter().filter_map(|r| facts.get(&r.id)) {
-        if !out.iter().any(|o| o.key == f.key) {
-            out.push(f.clone());
+        match out.iter_mut().find(|o| o.key == f.key) {
+            Some(o) if o.files == 0 && f.files > 0 => *o = f.clone(),
+            Some(_) => {}
+            None => out.push(f.clone()),
         }
     }
     out
@@ -126,9 +129,17 @@ fn shared_settings(rows: &[RunRow]) -> Option<String> {
         .filter(|r| r.kind == "student")
         .map(|r| serde_json::from_str::<Value>(&r.config_json).unwrap_or(Value::Null))
         .map(|c| {
-            distill_knobs(&c)
-                .into_iter()
-                .map(|(k, v)| if k == "loss" { format!("{v} loss") } else { v })
+            let knobs = distill_knobs(&c);
+            ["mode", "loss", "alpha", "temperature", "truncation"]
+                .iter()
+                .filter_map(|k| {
+                    let v = knobs.get(k)?;
+                    Some(if *k == "loss" {
+                        format!("{v} loss")
+                    } else {
+                        v.clone()
+                    })
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
         });

@@ -881,14 +881,7 @@ impl Plot<'_, '_> {
         color: RGBColor,
         width_pt: f64,
     ) -> Result<(), ReportError> {
-        let eps = 1e-9 * lo.abs().max(hi.abs());
-        let inside: Vec<(f64, f64)> = pts
-            .iter()
-            .copied()
-            .filter(|p| p.0 >= lo - eps && p.0 <= hi + eps)
-            .collect();
-        let below: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 <= lo + eps).collect();
-        let above: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 >= hi - eps).collect();
+        let [below, inside, above] = split_at_data(pts, (lo, hi));
         self.line(&inside, color, LineKind::Solid, width_pt)?;
         self.line(&below, color, LineKind::Dashed, width_pt * 0.8)?;
         self.line(&above, color, LineKind::Dashed, width_pt * 0.8)
@@ -1010,6 +1003,20 @@ impl Plot<'_, '_> {
         ))?;
         Ok(())
     }
+}
+
+/// A curve sorted by x split into the parts below `lo`, within `[lo, hi]` and above `hi` (each
+/// part sharing its end point with the next, so they join).
+pub fn split_at_data(pts: &[(f64, f64)], (lo, hi): (f64, f64)) -> [Vec<(f64, f64)>; 3] {
+    let eps = 1e-9 * lo.abs().max(hi.abs());
+    let part = |keep: &dyn Fn(f64) -> bool| -> Vec<(f64, f64)> {
+        pts.iter().copied().filter(|p| keep(p.0)).collect()
+    };
+    [
+        part(&|x| x <= lo + eps),
+        part(&|x| x >= lo - eps && x <= hi + eps),
+        part(&|x| x >= hi - eps),
+    ]
 }
 
 /// The part of segment `a`–`b` inside the rectangle (Liang–Barsky), if any.
@@ -1293,6 +1300,45 @@ mod tests {
                 .iter()
                 .all(|p| (0.0..=1.0).contains(&p.0) && (0.0..=1.0).contains(&p.1))
         );
+    }
+
+    #[test]
+    fn a_fit_past_the_data_is_split_off_to_be_dashed() {
+        // Issue 16: a supervised curve ran far past the data, drawn like the fitted part.
+        let curve: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+            .iter()
+            .map(|&x| (x, 10.0 / x))
+            .collect();
+        let [below, inside, above] = split_at_data(&curve, (2.0, 8.0));
+        assert_eq!(below.iter().map(|p| p.0).collect::<Vec<_>>(), [1.0, 2.0]);
+        assert_eq!(
+            inside.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [2.0, 4.0, 8.0]
+        );
+        assert_eq!(
+            above.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [8.0, 16.0, 32.0]
+        );
+    }
+
+    #[test]
+    fn panels_past_the_legend_limit_are_split_evenly() {
+        let series: Vec<usize> = (0..25).collect();
+        let parts = chunks(&series);
+        assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), [9, 9, 7]);
+        assert!(parts.iter().all(|p| p.len() <= MAX_SERIES));
+        assert_eq!(chunks(&series[..10]).len(), 1);
+    }
+
+    #[test]
+    fn seeds_are_grouped_into_mean_and_range() {
+        let reps = replicates(&[(2.0, 3.0), (1.0, 5.0), (2.0, 4.0), (1.0, 5.0)]);
+        assert_eq!(reps.len(), 2);
+        assert_eq!(
+            (reps[0].x, reps[0].mean, reps[0].values.len()),
+            (1.0, 5.0, 2)
+        );
+        assert_eq!((reps[1].mean, reps[1].lo, reps[1].hi), (3.5, 3.0, 4.0));
     }
 
     #[test]
