@@ -718,7 +718,7 @@ mod tests {
             (2e4, 3.22),
             (6e4, 3.15),
             (6e4, 3.17),
-            (2e5, 3.14),
+            (2e5, 3.135),
             (2e5, 3.15),
         ]);
         let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);

@@ -258,7 +258,7 @@ enum Method {
     /// The distillation law's optimum (with the supervised law).
     Law,
     /// The empirical T*(S) fit of the measured optima.
-    TStar(TStarScaling),
+    TStar(Box<TStarScaling>),
 }
 
 /// From a sweep's stored fits: its supervised law and the distillation law of the query's
@@ -374,7 +374,7 @@ pub fn recommend_from_fits(
                     "{why}; the teacher size comes from the {} T*(S) fit of the optima the sweep measured",
                     t.better
                 ));
-                Method::TStar(t.clone())
+                Method::TStar(Box::new(t.clone()))
             }
             None => {
                 return Err(FitError::Invalid(format!(

@@ -105,6 +105,9 @@ fn config_key(distill: &Value) -> String {
     )
 }
 
+/// A student as the distillation fits use it: its point, its teacher's token budget, its seed.
+type Student = (DataPoint, f64, u64);
+
 /// What `pdsweep fit` does to a sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepFitOptions {
@@ -166,7 +169,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let by_id: BTreeMap<&str, &FinishedRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
 
     // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
-    let mut by_config: BTreeMap<String, Vec<(DataPoint, f64, u64)>> = BTreeMap::new();
+    let mut by_config: BTreeMap<String, Vec<Student>> = BTreeMap::new();
     for s in runs.iter().filter(|r| r.kind == "student") {
         let (Some(t), Some(config)) = (s.teacher.as_deref().and_then(|t| by_id.get(t)), &s.config)
         else {
@@ -214,7 +217,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let boot = opts.fit.bootstrap;
     for (config, pts) in &by_config {
         // One group per (student size, budget); its seeds are replicates within it.
-        let mut groups: BTreeMap<(u64, u64), Vec<(DataPoint, f64, u64)>> = BTreeMap::new();
+        let mut groups: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
         for (p, dt, seed) in pts {
             groups
                 .entry((p.params.to_bits(), p.tokens.to_bits()))

@@ -227,7 +227,13 @@ fn recommendation(h: &mut String, data: &ReportData) {
         caveats(h, data);
         return;
     }
-    if data.fits.any_fit() {
+    if data.fits.any_fit() && data.fits.distill.is_empty() {
+        h.push_str(
+            "<div class=\"answer\"><p>The fits are below, but without a distillation law \
+             (see <a href=\"#fits\">Fitted parameters</a> for why) <code>pdsweep recommend</code> \
+             cannot answer for other student sizes.</p>",
+        );
+    } else if data.fits.any_fit() {
         h.push_str(
             "<div class=\"answer\"><p>The fits are below; <code>pdsweep recommend</code> answers \
              for a student size, inside the sweep or beyond it.</p>",

@@ -302,7 +302,12 @@ impl Figure for SupervisedFits<'_> {
                         .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
                         .filter_map(|p| Some((if vs_n { p.n } else { p.d }, residual(p)?)))
                         .collect();
-                    plot.markers(&pts, ordered_color(k, n_groups), marker_of(kind), true)?;
+                    plot.replicates(
+                        &replicates(&pts),
+                        ordered_color(k, n_groups),
+                        marker_of(kind),
+                        true,
+                    )?;
                 }
             }
         }
@@ -312,11 +317,7 @@ impl Figure for SupervisedFits<'_> {
             .map(|(k, v)| format!("{k} = {}", sig(*v)))
             .collect();
         if let Some(note_area) = note_area {
-            let caveat = if law.thin {
-                " (UNDER-DETERMINED: fewer than 2 distinct points per parameter)"
-            } else {
-                ""
-            };
+            let caveat = if law.thin { " (UNDER-DETERMINED)" } else { "" };
             style::note(
                 &note_area,
                 &format!("{}; {}{caveat}", self.law_name(), params.join(", ")),
