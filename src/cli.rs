@@ -598,6 +598,10 @@ impl BenchArgs {
                 logits_top_k: self.logits,
             },
             json: self.json,
+        }
+    }
+}
+
 /// `pdsweep slurm`.
 #[derive(Debug, Args)]
 pub struct SlurmArgs {
@@ -698,6 +702,9 @@ impl DevicesArgs {
     /// The command's own options.
     pub fn into_command(self) -> DevicesCommand {
         DevicesCommand { json: self.json }
+    }
+}
+
 /// `pdsweep worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {

@@ -93,7 +93,7 @@ mod tests {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let u = (state >> 11) as f64 / (1u64 << 53) as f64;
-                let sharp = if (i / vocab) % 3 == 0 { 8.0 } else { 2.0 };
+                let sharp = if (i / vocab).is_multiple_of(3) { 8.0 } else { 2.0 };
                 (u * sharp) as f32 + (i % vocab) as f32 * 1e-4
             })
             .collect()
