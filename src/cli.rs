@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{
     ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
-    SizeCommand, SlurmCommand, StatusCommand, WorkerCommand,
+    SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
 };
 use pdsweep::fit::LawKind;
 use pdsweep::plan::PlanFormat;
@@ -49,6 +49,10 @@ pub enum Command {
     /// The optimal teacher for a student size and budget, from a sweep's fits or from
     /// Busbridge et al.'s published law (`--law busbridge2025`).
     Recommend(RecommendArgs),
+    /// Propose the next runs that most shrink the optimal teacher's interval per hour of
+    /// compute (teachers beyond the grid's edge or around T*, more seeds), from the sweep's
+    /// finished runs; `--write FILE` saves them as a follow-up sweep file for `run`.
+    Suggest(SuggestArgs),
     /// Run the sweep on a Slurm cluster: submit the runs that are not done as job arrays with
     /// dependencies, follow them, record their results, resubmit failed attempts (Ctrl-C
     /// leaves the jobs running; the same command re-attaches).
@@ -576,6 +580,46 @@ impl WorkerArgs {
         WorkerCommand {
             manifest: self.manifest,
             index: self.index,
+        }
+    }
+}
+
+/// `pdsweep suggest`.
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// The sweep file (its finished runs are fitted; its text is what the follow-up edits).
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// At most this many new runs (default 20).
+    #[arg(long, value_name = "N", conflicts_with = "hours")]
+    pub runs: Option<usize>,
+    /// At most this many hours of new runs, one at a time, by the calibrated estimate.
+    #[arg(long, value_name = "H")]
+    pub hours: Option<f64>,
+    /// Write the follow-up sweep file here (next to SWEEP; same name, same database).
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Bootstrap resamples of the fits.
+    #[arg(long, default_value_t = 200, value_name = "B")]
+    pub bootstrap: usize,
+}
+
+impl SuggestArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> SuggestCommand {
+        let budget = match (self.runs, self.hours) {
+            (_, Some(h)) => pdsweep::suggest::Budget::Seconds(h * 3600.0),
+            (Some(n), None) => pdsweep::suggest::Budget::Runs(n),
+            (None, None) => pdsweep::suggest::Budget::Runs(20),
+        };
+        SuggestCommand {
+            sweep: self.sweep,
+            results: self.results,
+            budget,
+            write: self.write,
+            bootstrap: self.bootstrap,
         }
     }
 }

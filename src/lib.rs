@@ -17,4 +17,5 @@ pub mod report;
 pub mod run;
 pub mod spec;
 pub mod store;
+pub mod suggest;
 pub mod train;

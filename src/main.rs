@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::export(args.into_command()),
         Command::Fit(args) => commands::fit(args.into_command()),
         Command::Recommend(args) => commands::recommend(args.into_command()),
+        Command::Suggest(args) => commands::suggest(args.into_command()),
         Command::Slurm(args) => commands::slurm(args.into_command()),
         Command::Worker(args) => commands::worker(args.into_command()),
     };
@@ -60,6 +61,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         130
     } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()
+        || err
+            .downcast_ref::<pdsweep::suggest::SuggestError>()
+            .is_some()
         || matches!(
             err.downcast_ref::<pdsweep::report::ReportError>(),
             Some(pdsweep::report::ReportError::NoPlan { .. })
