@@ -3,6 +3,7 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use rayon::prelude::*;
 
 use super::loss::{SparseTargets, distill_loss};
 use super::reader::StoreReader;
@@ -106,7 +107,7 @@ pub fn teacher_support(
     let vocab = logits.dims()[2];
     let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
     values
-        .chunks(vocab)
+        .par_chunks(vocab.max(1))
         .map(|z| truncate(z, top_p, top_k))
         .collect()
 }

@@ -21,12 +21,7 @@ pub struct Kept {
 pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     let vocab = z.len();
     let k = (top_k.kept(vocab as u64) as usize).clamp(1, vocab.max(1));
-    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_norm = max as f64
-        + z.iter()
-            .map(|&v| ((v - max) as f64).exp())
-            .sum::<f64>()
-            .ln();
+    let log_norm = crate::kernels::row_log_sum_exp(z) as f64;
     let mut order: Vec<u32> = (0..vocab as u32).collect();
     let by_prob = |a: &u32, b: &u32| z[*b as usize].total_cmp(&z[*a as usize]).then(a.cmp(b));
     if k < vocab {

@@ -56,6 +56,17 @@ pub fn sparse_distill(
     per_row.reshape([rows])
 }
 
+/// x · W over every row of `x` as one 2-D matmul (burn's `Linear::forward` on a 3-D input may
+/// run one small matmul per sequence and sum the weight's gradient over them afterwards).
+pub fn linear<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    let dims = x.dims();
+    let [d_in, d_out] = w.dims();
+    let rows = dims[..D - 1].iter().product();
+    let mut out = dims;
+    out[D - 1] = d_out;
+    x.reshape([rows, d_in]).matmul(w).reshape(out)
+}
+
 /// silu(gate) · up.
 pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
     silu(gate) * up

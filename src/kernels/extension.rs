@@ -15,7 +15,7 @@ use burn::tensor::{Shape, TensorData};
 
 use super::cpu::attention::{self, Dims, Rope};
 use super::cpu::softmax::{self, Distill, Support};
-use super::cpu::{rms_norm, swiglu};
+use super::cpu::{linear, rms_norm, swiglu};
 use crate::spec::LossKind;
 
 /// Fused operations with their own CPU kernels. Tensors are row-major; see each kernel in
@@ -38,6 +38,9 @@ pub trait FusedOps: Backend {
         kind: u8,
         tau: f32,
     ) -> FloatTensor<Self>;
+
+    /// x · W without bias. `x`: `[.., d_in]`, `w`: `[d_in, d_out]`; returns `[.., d_out]`.
+    fn fused_linear(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self>;
 
     /// silu(gate) · up, element-wise (same shapes).
     fn fused_swiglu(gate: FloatTensor<Self>, up: FloatTensor<Self>) -> FloatTensor<Self>;
@@ -218,6 +221,28 @@ fn kd_forward(
     }
 }
 
+/// (rows, d_in, d_out) of a linear layer's input and weight.
+fn linear_dims(x: &FlexTensor, w: &FlexTensor) -> (usize, usize, usize) {
+    let (rows, d_in) = dims2(x);
+    let ws = w.shape();
+    assert!(
+        ws.num_dims() == 2 && ws[0] == d_in,
+        "linear: weight {ws:?} does not take inputs of width {d_in}"
+    );
+    (rows, d_in, ws[1])
+}
+
+fn linear_forward(x: &FlexTensor, w: &FlexTensor) -> FlexTensor {
+    let (rows, d_in, d_out) = linear_dims(x, w);
+    let mut shape = x.shape();
+    let last = shape.num_dims() - 1;
+    shape[last] = d_out;
+    tensor(
+        linear::forward(floats(x), floats(w), rows, d_in, d_out),
+        shape,
+    )
+}
+
 fn swiglu_forward(gate: &FlexTensor, up: &FlexTensor) -> FlexTensor {
     assert_eq!(gate.shape(), up.shape(), "gate and up shapes differ");
     tensor(swiglu::forward(floats(gate), floats(up)), gate.shape())
@@ -301,6 +326,10 @@ impl FusedOps for Flex {
         kd_forward(logits, &ids, log_probs, mask, kind, tau).loss
     }
 
+    fn fused_linear(x: FlexTensor, w: FlexTensor) -> FlexTensor {
+        linear_forward(&contiguous(x), &contiguous(w))
+    }
+
     fn fused_swiglu(gate: FlexTensor, up: FlexTensor) -> FlexTensor {
         swiglu_forward(&contiguous(gate), &contiguous(up))
     }
@@ -378,6 +407,33 @@ impl Backward<Flex, 1> for KdBackward {
                 floats(&grad),
             );
             grads.register::<Flex>(node.id, tensor(d, logits.shape()));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct LinearBackward;
+
+impl Backward<Flex, 2> for LinearBackward {
+    type State = (FlexTensor, FlexTensor);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = contiguous(grads.consume::<Flex>(&ops.node));
+        let [x_node, w_node] = ops.parents;
+        let (x, w) = ops.state;
+        let dims = linear_dims(&x, &w);
+        let (dx, dw) = linear::backward(
+            floats(&x),
+            floats(&w),
+            floats(&grad),
+            dims,
+            (x_node.is_some(), w_node.is_some()),
+        );
+        if let (Some(node), Some(dx)) = (x_node, dx) {
+            grads.register::<Flex>(node.id, tensor(dx, x.shape()));
+        }
+        if let (Some(node), Some(dw)) = (w_node, dw) {
+            grads.register::<Flex>(node.id, tensor(dw, w.shape()));
         }
     }
 }
@@ -484,6 +540,21 @@ impl<C: CheckpointStrategy> FusedOps for Ad<C> {
             OpsKind::UnTracked(prep) => {
                 prep.finish(kd_forward(logits, &ids, log_probs, mask, kind, tau).loss)
             }
+        }
+    }
+
+    fn fused_linear(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {
+        let (x, x_guard) = x.into_parts();
+        let (w, w_guard) = w.into_parts();
+        let (x, w) = (contiguous(x), contiguous(w));
+        let out = linear_forward(&x, &w);
+        match LinearBackward
+            .prepare::<C>([x_guard, w_guard])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish((x, w), out),
+            OpsKind::UnTracked(prep) => prep.finish(out),
         }
     }
 

@@ -85,6 +85,20 @@ pub fn sparse_distill(
     ))
 }
 
+/// x · W (a linear layer without bias) over every row of `x` as one matrix product.
+///
+/// # Shapes
+/// - `x`: `[.., d_in]`, `w`: `[d_in, d_out]`; returns `[.., d_out]`
+pub fn linear<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    if !fused(&x) {
+        return composite::linear(x, w);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+    ))
+}
+
 /// silu(gate) · up, element-wise.
 pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
     if !fused(&gate) {

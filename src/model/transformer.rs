@@ -153,7 +153,7 @@ impl Transformer {
     /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
     /// - returns: `[batch, seq, vocab]`
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        let [batch, seq] = tokens.dims();
+        let [_, seq] = tokens.dims();
         let mut x = self.embed.forward(tokens);
         let cos = self.rope_cos.clone().narrow(0, 0, seq);
         let sin = self.rope_sin.clone().narrow(0, 0, seq);
@@ -163,14 +163,7 @@ impl Transformer {
         let x = norm(&self.norm, x);
         match &self.head {
             Some(head) => project(head, x),
-            None => {
-                let [_, _, d] = x.dims();
-                let weight = self.embed.weight.val();
-                let vocab = weight.dims()[0];
-                x.reshape([batch * seq, d])
-                    .matmul(weight.transpose())
-                    .reshape([batch, seq, vocab])
-            }
+            None => kernels::linear(x, self.embed.weight.val().transpose()),
         }
     }
 
@@ -180,16 +173,9 @@ impl Transformer {
     }
 }
 
-/// `l` (no bias) on every position as one `[batch·seq, d_in] × [d_in, d_out]` matmul: on a
-/// 3-D input burn's `Linear::forward` may run one small matmul per sequence and sum the
-/// weight's gradient over them afterwards.
+/// `l` (no bias) on every position, as one matrix product over the whole batch.
 fn project(l: &Linear, x: Tensor<3>) -> Tensor<3> {
-    let [batch, seq, d_in] = x.dims();
-    let weight = l.weight.val();
-    let d_out = weight.dims()[1];
-    x.reshape([batch * seq, d_in])
-        .matmul(weight)
-        .reshape([batch, seq, d_out])
+    kernels::linear(x, l.weight.val())
 }
 
 /// RMSNorm through the fused kernel (same parameters and maths as burn's `RmsNorm::forward`).

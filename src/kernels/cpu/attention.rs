@@ -10,7 +10,8 @@
 
 use rayon::prelude::*;
 
-use super::simd::{LANES, dot, exp, load, map, max, multiversion, store};
+use super::matmul::{View, matmul};
+use super::simd::{LANES, dot, exp, exp_shift_sum, load, map, max, multiversion, store};
 
 /// The shape of one attention call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,72 +96,6 @@ fn unrope_head(
     }
 }
 
-/// A strided matrix view for [`matmul`]: element (r, c) at `ptr + r·rs + c·cs`.
-#[derive(Clone, Copy)]
-struct View {
-    ptr: *const f32,
-    rs: isize,
-    cs: isize,
-}
-
-impl View {
-    /// `rows × cols` of `x` from `offset`, with the given strides; panics if it would reach
-    /// past `x`.
-    fn of(x: &[f32], offset: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> View {
-        if rows > 0 && cols > 0 {
-            assert!(offset + (rows - 1) * rs + (cols - 1) * cs < x.len());
-        }
-        View {
-            ptr: x[offset..].as_ptr(),
-            rs: rs as isize,
-            cs: cs as isize,
-        }
-    }
-}
-
-/// `dst` (m × n, row stride `ldd`, from `offset`) = (`acc` ? dst : 0) + a (m × k) · b (k × n),
-/// single-threaded (the caller parallelises over sequences).
-#[allow(clippy::too_many_arguments)]
-fn matmul(
-    dst: &mut [f32],
-    offset: usize,
-    ldd: usize,
-    acc: bool,
-    (m, n, k): (usize, usize, usize),
-    a: View,
-    b: View,
-) {
-    if m == 0 || n == 0 {
-        return;
-    }
-    assert!(offset + (m - 1) * ldd + n <= dst.len());
-    // SAFETY: the views and the destination were bounds-checked for these sizes above; the
-    // destination does not overlap the inputs (separate buffers).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst[offset..].as_mut_ptr(),
-            1,
-            ldd as isize,
-            acc,
-            a.ptr,
-            a.cs,
-            a.rs,
-            b.ptr,
-            b.cs,
-            b.rs,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
-}
-
 /// Query rows per tile: scores are computed tile by tile, each against the keys up to its
 /// last row, so about half of the causal square is skipped.
 const TILE: usize = 32;
@@ -221,9 +156,11 @@ multiversion! {
                         let i = t0 + r;
                         let row = &mut w.s[r * seq..(r + 1) * seq];
                         let m = max(&row[..=i]);
-                        let l = m + super::simd::sum_exp(&row[..=i], m).ln();
-                        lse[h * seq + i] = l;
-                        probabilities(row, i + 1, l);
+                        let total = exp_shift_sum(&mut row[..=i], m);
+                        lse[h * seq + i] = m + total.ln();
+                        let inv = 1.0 / total;
+                        row[..=i].iter_mut().for_each(|p| *p *= inv);
+                        row[i + 1..].fill(0.0);
                     }
                     // O = P · v[..keys]
                     let ld = d.heads * hd;

@@ -2,6 +2,8 @@
 //! direct f64 computation and finite differences.
 
 pub mod attention;
+pub mod linear;
+pub mod matmul;
 pub mod rms_norm;
 pub mod rows;
 pub mod simd;

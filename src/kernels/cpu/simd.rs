@@ -176,6 +176,27 @@ pub fn sum_exp(x: &[f32], shift: f32) -> f32 {
     hsum(acc)
 }
 
+/// Replaces x by e^{x − shift} and returns the sum of the new values.
+#[inline(always)]
+pub fn exp_shift_sum(x: &mut [f32], shift: f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut at = 0;
+    while at < x.len() {
+        let fill = if at + LANES <= x.len() {
+            0.0
+        } else {
+            f32::NEG_INFINITY
+        };
+        let e = exp(map(load(x, at, fill), |v| v - shift));
+        store(x, at, &e);
+        for i in 0..LANES {
+            acc[i] += e[i];
+        }
+        at += LANES;
+    }
+    hsum(acc)
+}
+
 /// Σ a·b over two slices of equal length.
 #[inline(always)]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {

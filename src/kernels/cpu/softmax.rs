@@ -20,6 +20,13 @@ fn log_sum_exp(z: &[f32]) -> f32 {
 }
 
 multiversion! {
+    /// ln Σ_v e^{z_v} of one row (vectorised, stable; −∞ for an empty row).
+    pub fn row_log_sum_exp(z: &[f32]) -> f32 {
+        log_sum_exp(z)
+    }
+}
+
+multiversion! {
     fn ce_forward_block(logits: &[f32], vocab: usize, targets: &[u32], loss: &mut [f32], lse: &mut [f32]) {
         for (r, z) in logits.chunks_exact(vocab).enumerate() {
             let l = log_sum_exp(z);
