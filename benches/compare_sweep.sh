@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side by side on this machine: the wall time of a whole sweep under two pdsweep binaries,
 # interleaved (A, B, A, B, ...) in fresh results folders, and each run's final losses compared
-# (runs are deterministic, so the two binaries must agree to within float rounding).
+# (runs are deterministic, so the two binaries must agree to within float rounding). CPU time
+# (user + sys) is printed too: on a shared machine it moves less with the load than wall time.
 #
 #   benches/compare_sweep.sh BASELINE_BIN NEW_BIN [SWEEP] [ROUNDS] [-- extra `run` options]
 #
@@ -18,24 +19,25 @@ shift $(($# < 4 ? $# : 4))
 [ "${1:-}" = "--" ] && shift
 work="$(mktemp -d /tmp/pdsweep-compare-XXXXXX)"
 name="$(sed -n 's/^name *= *"\(.*\)"/\1/p' "$sweep" | head -1)"
-declare -a times_a times_b
+declare -a times_a times_b cpu_a cpu_b
 for r in $(seq 1 "$rounds"); do
   for side in a b; do
     bin="$base"; [ "$side" = b ] && bin="$new"
     out="$work/$side$r"
-    start=$(date +%s.%N)
-    "$bin" run "$sweep" --results "$out" "$@" >/dev/null 2>"$out.log" || {
-      echo "round $r ($side) failed: see $out.log" >&2; exit 1; }
-    end=$(date +%s.%N)
-    t=$(echo "$end - $start" | bc)
-    if [ "$side" = a ]; then times_a+=("$t"); else times_b+=("$t"); fi
-    printf 'round %d %-8s %8.1f s   load %s\n' "$r" "$([ "$side" = a ] && echo base || echo new)" \
-      "$t" "$(cut -d' ' -f1-3 /proc/loadavg)"
+    /usr/bin/time -f '%e %U %S' -o "$out.time" "$bin" run "$sweep" --results "$out" "$@" \
+      >/dev/null 2>"$out.log" || { echo "round $r ($side) failed: see $out.log" >&2; exit 1; }
+    read -r t user sys < "$out.time"
+    cpu=$(echo "$user + $sys" | bc)
+    if [ "$side" = a ]; then times_a+=("$t"); cpu_a+=("$cpu"); else times_b+=("$t"); cpu_b+=("$cpu"); fi
+    printf 'round %d %-5s wall %8.1f s   cpu %8.1f s   load %s\n' "$r" \
+      "$([ "$side" = a ] && echo base || echo new)" "$t" "$cpu" "$(cut -d' ' -f1-3 /proc/loadavg)"
   done
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 ma=$(median "${times_a[@]}"); mb=$(median "${times_b[@]}")
 echo "median wall: base $ma s, new $mb s, ratio base/new $(echo "scale=2; $ma / $mb" | bc)"
+ca=$(median "${cpu_a[@]}"); cb=$(median "${cpu_b[@]}")
+echo "median cpu:  base $ca s, new $cb s, ratio base/new $(echo "scale=2; $ca / $cb" | bc)"
 query="SELECT r.name, s.val_loss, IFNULL(s.train_loss, '-') FROM runs r JOIN results s ON s.run_id = r.id ORDER BY r.name"
 sqlite3 -separator ' ' "$work/a1/$name/sweep.db" "$query" | LC_ALL=C sort > "$work/losses_a"
 sqlite3 -separator ' ' "$work/b1/$name/sweep.db" "$query" | LC_ALL=C sort > "$work/losses_b"

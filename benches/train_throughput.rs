@@ -126,11 +126,7 @@ fn main() {
 fn measure(base: &Device, shape: ModelShape, a: &Args) -> (f64, f64) {
     base.seed(0);
     let dev = base.clone().autodiff();
-    let mut model = TransformerConfig {
-        shape,
-        context: a.context,
-    }
-    .init(&dev);
+    let mut model = TransformerConfig::new(shape, a.context).init(&dev);
     let mut optim = AdamWConfig::new().with_weight_decay(0.1).init();
     let n = a.batch * a.context;
     let mut state = 12345u64;

@@ -10,6 +10,7 @@ pub mod alloc;
 pub mod data;
 pub mod distill;
 pub mod fit;
+pub mod hf;
 pub mod kernels;
 pub mod model;
 pub mod plan;

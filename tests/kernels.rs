@@ -238,7 +238,7 @@ fn a_whole_model_has_the_same_loss_and_gradients_fused_and_composed() {
             tie_embeddings: tie,
         };
         let dev = device();
-        let model = TransformerConfig { shape, context: 24 }.init(&dev);
+        let model = TransformerConfig::new(shape, 24).init(&dev);
         let run = |fused: bool| {
             let tokens: Vec<i64> = (0..3 * 25).map(|i| (i * 11 % 64) as i64).collect();
             let x: Vec<i64> = tokens.chunks(25).flat_map(|c| c[..24].to_vec()).collect();
@@ -284,7 +284,7 @@ fn a_training_step_gives_the_same_bits_on_one_thread_and_on_three() {
     // one model for both runs (the device seed is process-wide: tests beside this one draw
     // from it too)
     let dev = device();
-    let model = TransformerConfig { shape, context: 64 }.init(&dev);
+    let model = TransformerConfig::new(shape, 64).init(&dev);
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)

@@ -1,6 +1,6 @@
 //! `pdsweep run` through the real binary on a tiny synthetic sweep: teachers and baselines
 //! train, results and metrics land in the database, bigger models do better, finished runs are
-//! skipped on the next run, and a missing corpus fails its runs with a clear message.
+//! skipped on the next run, and a missing corpus is refused before anything runs.
 
 mod common;
 
@@ -81,8 +81,8 @@ fn run_trains_every_run_and_records_it() {
         .unwrap()
         .to_string();
     assert!(
-        source.starts_with("measured on"),
-        "plan uses measured throughput: {source}"
+        source.starts_with("fitted on"),
+        "plan prices work from the finished runs: {source}"
     );
 
     let again = pdsweep(tmp.path(), &["run", "tiny.toml"]);
@@ -94,26 +94,43 @@ fn run_trains_every_run_and_records_it() {
     );
 }
 
+/// A corpus path that did not exist passed `plan` (exit 0, runs recorded), and `run` then failed
+/// run by run with exit 3 and the unresolved relative path. Both now refuse it at once (exit 2)
+/// with the path as written and as resolved, and record nothing.
 #[test]
-fn a_missing_corpus_fails_its_runs_with_the_path() {
+fn a_missing_corpus_is_refused_at_plan_time_with_both_paths() {
     let tmp = tempfile::tempdir().unwrap();
     let text = SWEEP.replace(
         "val_tokens = \"16K\"",
         "kind = \"text\"\npath = \"nowhere/texts\"\nval_tokens = \"16K\"",
     );
-    std::fs::write(tmp.path().join("tiny.toml"), text).unwrap();
-    let out = pdsweep(tmp.path(), &["run", "tiny.toml"]);
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(err.contains("nowhere/texts"), "{err}");
-    let db = SweepDb::open(&tmp.path().join("results/tiny/sweep.db")).unwrap();
+    std::fs::create_dir_all(tmp.path().join("sweeps")).unwrap();
+    std::fs::write(tmp.path().join("sweeps/tiny.toml"), text).unwrap();
+    let resolved = tmp.path().join("sweeps/nowhere/texts");
+    for command in ["plan", "run"] {
+        let out = pdsweep(tmp.path(), &[command, "sweeps/tiny.toml"]);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("`[corpus] path` = `nowhere/texts`")
+                && err.contains(&resolved.display().to_string()),
+            "{command}: {err}"
+        );
+        assert_eq!(err.matches("error:").count(), 1, "one message: {err}");
+    }
     assert!(
-        db.runs()
-            .unwrap()
-            .iter()
-            .filter(|r| r.kind == "teacher")
-            .all(|r| r.state == "failed")
+        !tmp.path().join("results/tiny/sweep.db").exists(),
+        "nothing is recorded for a sweep whose corpus is missing"
     );
+    std::fs::create_dir_all(tmp.path().join("sweeps/nowhere/texts")).unwrap();
+    std::fs::write(
+        tmp.path().join("sweeps/nowhere/texts/a.txt"),
+        [0xff, 0xfe, 0x00],
+    )
+    .unwrap();
+    let out = pdsweep(tmp.path(), &["plan", "sweeps/tiny.toml"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not UTF-8"), "{}", stderr(&out));
 }
 
 #[test]
@@ -172,4 +189,26 @@ fn two_processes_on_one_sweep_run_every_run_exactly_once() {
         .query_row("SELECT count(*) FROM results", [], |r| r.get(0))
         .unwrap();
     assert_eq!(results as usize, rows.len());
+}
+
+#[test]
+fn run_refuses_a_sweep_database_in_use_on_another_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.toml"), SWEEP).unwrap();
+    let results = tmp.path().join("results/tiny");
+    std::fs::create_dir_all(&results).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let lease = format!(r#"{{"host":"node-17","pid":4242,"holder":"run","renewed_unix":{now}}}"#);
+    std::fs::write(results.join("lease.json"), lease).unwrap();
+    let out = pdsweep(tmp.path(), &["run", "tiny.toml"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("`node-17`") && err.contains("WAL"), "{err}");
+    assert!(
+        !results.join("sweep.db").exists(),
+        "the database was not even opened"
+    );
 }

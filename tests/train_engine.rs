@@ -16,7 +16,7 @@ fn rule(vocab: u64, tie: bool) -> ShapeRule {
         aspect_ratio: 32.0,
         head_dim: None,
         kv_groups: 1,
-        ffn_multiple: 32,
+        ffn_multiple: None,
         tie_embeddings: tie,
         vocab,
     }
@@ -33,7 +33,7 @@ fn burn_model_has_exactly_the_planned_parameters() {
         }
         .derive(target)
         .unwrap();
-        let model = TransformerConfig { shape, context: 32 }.init(&device);
+        let model = TransformerConfig::new(shape, 32).init(&device);
         assert_eq!(
             model.param_count() as u64,
             shape.params().total,
@@ -53,7 +53,7 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
     let device = Device::flex();
     let shape = rule(256, false).derive(60_000).unwrap();
     device.seed(3);
-    let model = TransformerConfig { shape, context: 16 }.init(&device);
+    let model = TransformerConfig::new(shape, 16).init(&device);
     let before: Vec<f32> = model
         .forward(tokens(2, 16, &device))
         .into_data()
@@ -71,7 +71,7 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
     };
     checkpoint::save(&path, &state, &model, None).unwrap();
     device.seed(99);
-    let fresh = TransformerConfig { shape, context: 16 }.init(&device);
+    let fresh = TransformerConfig::new(shape, 16).init(&device);
     let loaded = checkpoint::load(&path, "abc").unwrap().unwrap();
     assert_eq!(loaded.state, state);
     let restored = loaded.model(fresh).unwrap();

@@ -19,10 +19,17 @@ pub struct ExportCommand {
     pub format: ExportFormat,
     /// Output folder (default `results/NAME/export`).
     pub out: Option<PathBuf>,
+    /// Write model folders here instead of tables.
+    pub models: Option<PathBuf>,
+    /// With `models`: only these runs (names or ids).
+    pub runs: Vec<String>,
 }
 
 /// Runs `pdsweep export`.
 pub fn export(cmd: ExportCommand) -> anyhow::Result<()> {
+    if let Some(out) = &cmd.models {
+        return super::export_models::export_models(&cmd, out);
+    }
     let (located, db, data) = gather(cmd.sweep.as_deref(), &cmd.results)?;
     let dir = cmd
         .out

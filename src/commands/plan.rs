@@ -24,6 +24,10 @@ pub struct PlanCommand {
     pub dry_run: bool,
     /// Throughput override.
     pub flops_per_s: Option<f64>,
+    /// Refuse a plan with design warnings.
+    pub strict: bool,
+    /// Do not time a probe on this machine for the estimate (stated defaults instead).
+    pub no_probe: bool,
 }
 
 /// Runs `pdsweep plan`.
@@ -35,17 +39,42 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
     }
     let sweep = Sweep::load(&cmd.sweep)?;
     let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
-    let measured = if db_path.exists() {
-        SweepDb::open(&db_path)?.measured_throughput(sweep.file.backend.as_str())?
-    } else {
-        Vec::new()
-    };
+    let forced = cmd.flops_per_s.is_some() || sweep.file.estimate.flops_per_s.is_some();
+    let db = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
     let options = PlanOptions {
         flops_per_s: cmd.flops_per_s,
-        measured,
+        calibration: (!forced)
+            .then(|| super::estimate::calibration(db.as_ref(), sweep.file.backend, !cmd.no_probe)),
     };
-    let plan = Plan::build(&sweep, &options)?;
+    drop(db);
+    let mut plan = Plan::build(&sweep, &options)?;
+    let results_dir = db_path.parent().unwrap_or(&cmd.results).to_path_buf();
+    super::corpus::prepare(&mut plan, &cmd.sweep, &results_dir, !cmd.dry_run)?;
+    let db = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
+    plan.check_design(&super::priors::priors(db.as_ref()));
+    drop(db);
+    if cmd.strict && !plan.warnings.is_empty() {
+        for w in &plan.warnings {
+            eprintln!("warning: {w}");
+        }
+        return Err(UsageError(format!(
+            "`--strict`: the plan has {} design warning(s) (above)",
+            plan.warnings.len()
+        ))
+        .into());
+    }
     let mut out = render(&plan, cmd.format);
+    if cmd.format != PlanFormat::Table {
+        for w in &plan.warnings {
+            eprintln!("warning: {w}");
+        }
+    }
     if !cmd.dry_run {
         let mut db = SweepDb::open(&db_path)?;
         let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;

@@ -17,6 +17,8 @@ pub struct ProgressView {
     bars: HashMap<String, (String, ProgressBar)>,
     /// The corpus last described, so it is described once.
     corpus: Option<String>,
+    /// The time left last shown, and when.
+    eta: Option<(f64, std::time::Instant)>,
 }
 
 impl ProgressView {
@@ -27,7 +29,29 @@ impl ProgressView {
             overall: None,
             bars: HashMap::new(),
             corpus: None,
+            eta: None,
         }
+    }
+
+    /// Seconds left to show for a fresh estimate of `one_at_a_time_s` with `jobs` runs at once
+    /// (at most one per core helps): the mean of the fresh estimate and the last one shown minus
+    /// the time since, so one surprising run moves the estimate halfway, not all the way.
+    fn smoothed_eta(&mut self, one_at_a_time_s: f64, jobs: usize) -> f64 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let fresh = one_at_a_time_s / jobs.clamp(1, cores) as f64;
+        let shown = match self.eta {
+            Some((last, at)) => {
+                let projected = last - at.elapsed().as_secs_f64();
+                if projected > 0.0 {
+                    0.5 * (projected + fresh)
+                } else {
+                    fresh
+                }
+            }
+            None => fresh,
+        };
+        self.eta = Some((shown, std::time::Instant::now()));
+        shown
     }
 
     fn line(&self, text: String) {
@@ -49,11 +73,11 @@ impl ProgressView {
                 one_at_a_time_s,
                 jobs,
             } => {
-                if let Some(o) = &self.overall
-                    && one_at_a_time_s.is_finite()
-                {
-                    let left = one_at_a_time_s / jobs.max(1) as f64;
-                    o.set_message(format!("about {} left", format_duration(left)));
+                if self.overall.is_some() && one_at_a_time_s.is_finite() {
+                    let left = self.smoothed_eta(one_at_a_time_s, jobs);
+                    if let Some(o) = &self.overall {
+                        o.set_message(format!("about {} left", format_duration(left)));
+                    }
                 }
             }
             RunEvent::Preparing { id, name } => {

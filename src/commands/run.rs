@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::{RunOptions, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
@@ -70,9 +71,32 @@ fn install_stop_handler() {
 /// Runs `pdsweep run`.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
-    let plan = Plan::build(&sweep, &PlanOptions::default())?;
-    install_stop_handler();
+    let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
     let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    // Before opening the database: refuses a database in use on another host.
+    let _lease = Lease::acquire(
+        db_path.parent().unwrap_or(std::path::Path::new(".")),
+        Holder::Run,
+    )?;
+    if let Some(dir) = db_path.parent() {
+        super::corpus::prepare(&mut plan, &cmd.sweep, dir, true)?;
+    }
+    if let Some(corpus) = plan.corpus.as_ref().filter(|c| c.files > 0) {
+        eprintln!(
+            "corpus: {} ({} training tokens, {} held out; {})",
+            corpus.description, corpus.train_tokens, corpus.val_tokens, corpus.val_split
+        );
+    }
+    let existing = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
+    plan.check_design(&super::priors::priors(existing.as_ref()));
+    drop(existing);
+    for w in &plan.warnings {
+        eprintln!("warning: {w}");
+    }
+    install_stop_handler();
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
     let sweep_dir = cmd.sweep.parent().map(PathBuf::from).unwrap_or_default();
@@ -89,6 +113,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         devices: cmd.devices,
         threads: cmd.threads,
         stop: &STOP,
+        calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),
     };
     eprintln!(
         "sweep `{}`: {} runs planned, recorded in {}",

@@ -50,7 +50,7 @@ pub fn size(cmd: SizeCommand) -> anyhow::Result<()> {
                 aspect_ratio: cmd.aspect_ratio,
                 head_dim: cmd.head_dim,
                 kv_groups: cmd.kv_groups,
-                ffn_multiple: 32,
+                ffn_multiple: None,
                 tie_embeddings: cmd.tie_embeddings,
                 vocab: cmd.vocab,
             };

@@ -149,7 +149,10 @@ pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), DataError> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     }
-    let tmp: PathBuf = path.with_extension(format!("tmp{}", std::process::id()));
+    // Unique per process and per call, so two threads writing the same file never share one.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp: PathBuf = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
         for part in parts {

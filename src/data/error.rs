@@ -48,7 +48,30 @@ pub enum DataError {
         /// What the operating system said.
         reason: String,
     },
+    /// `[corpus] path` (or `val_path`) cannot be used.
+    #[error("`[corpus] {key}` = `{written}` cannot be used: {reason} (resolved to `{}`)\n\nhint: `{key}` is relative to the folder of the sweep file", resolved.display())]
+    CorpusPath {
+        /// `path` or `val_path`.
+        key: &'static str,
+        /// The path as written in the sweep file.
+        written: String,
+        /// The path it resolves to.
+        resolved: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The corpus is too small for the run.
     #[error("{0}")]
     TooSmall(String),
+}
+
+impl DataError {
+    /// The reason without the path (for messages that name the path themselves).
+    pub fn short_reason(&self) -> String {
+        match self {
+            DataError::Missing { reason, .. } => reason.clone(),
+            DataError::Empty { what, .. } => what.clone(),
+            other => other.to_string(),
+        }
+    }
 }

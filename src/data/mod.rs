@@ -3,24 +3,25 @@
 
 mod batches;
 mod cache;
+mod corpus;
 mod error;
+pub mod split;
 pub mod synthetic;
 mod text;
 mod tokenize;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-
-use sha2::{Digest, Sha256};
 
 pub use batches::{Batch, Batcher, eval_batches, mix};
 pub use cache::{TokenFile, write_atomic};
+pub use corpus::{CorpusFacts, CorpusFiles, find_files, tokenizer_json};
 pub use error::DataError;
 pub use text::{Document, corpus_files, read_documents};
 pub use tokenize::Tokenizer;
 
 use crate::plan::DataConfig;
-use crate::spec::{CorpusKind, TokenizerKind, hex};
+use crate::spec::CorpusKind;
 use synthetic::{SyntheticCorpus, SyntheticSpec};
 
 /// Stream seed of the synthetic held-out split (never used for training).
@@ -68,7 +69,7 @@ impl Stream {
 }
 
 /// What is known about a corpus, recorded with each run.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CorpusInfo {
     /// Human-readable description.
     pub description: String,
@@ -89,6 +90,25 @@ pub struct CorpusInfo {
     pub entropy_rate_nats: Option<f64>,
     /// Loss of the true generating process on this held-out split (synthetic only).
     pub oracle_val_loss: Option<f64>,
+    /// Files read (text corpora; 0 for the synthetic corpus and older records).
+    #[serde(default)]
+    pub files: u64,
+    /// Documents read, duplicates included.
+    #[serde(default)]
+    pub documents: u64,
+    /// Groups of byte-identical documents, by source; the first of each was kept, the others
+    /// dropped.
+    #[serde(default)]
+    pub duplicate_groups: Vec<Vec<String>>,
+    /// How the held-out split was chosen, in words.
+    #[serde(default)]
+    pub val_split: String,
+    /// Fraction of held-out 64-token windows that also occur in training (text corpora).
+    #[serde(default)]
+    pub val_overlap: Option<f64>,
+    /// UTF-8 bytes of the training split (text corpora).
+    #[serde(default)]
+    pub train_bytes: u64,
 }
 
 /// The training and held-out streams of a run.
@@ -115,7 +135,7 @@ pub fn prepare(
 ) -> Result<Prepared, DataError> {
     match data.corpus {
         CorpusKind::Synthetic => prepare_synthetic(data, train_tokens),
-        _ => prepare_text(data, base_dir, cache_dir),
+        _ => corpus::prepare_text(data, base_dir, cache_dir),
     }
 }
 
@@ -139,6 +159,8 @@ fn prepare_synthetic(data: &DataConfig, train_tokens: u64) -> Result<Prepared, D
         unigram_entropy_nats: unigram_entropy(&val.tokens),
         entropy_rate_nats: Some(val.entropy_sum_nats / n),
         oracle_val_loss: Some(val.nll_sum_nats / n),
+        val_split: "a separate generated stream".into(),
+        ..CorpusInfo::default()
     };
     Ok(Prepared {
         train: Stream::Memory(train.tokens),
@@ -160,137 +182,4 @@ pub fn unigram_entropy(tokens: &[u32]) -> f64 {
         .map(|&c| c as f64 / n)
         .map(|p| -p * p.ln())
         .sum()
-}
-
-/// The cache key of a text corpus: its settings and each file's path, size and modification
-/// time (content hashing a large corpus on every run would cost more than it protects).
-fn cache_key(data: &DataConfig, files: &[PathBuf]) -> String {
-    let mut h = Sha256::new();
-    h.update(format!(
-        "{:?}|{:?}|{}|{}|{:?}",
-        data.corpus, data.tokenizer, data.vocab, data.val_tokens, data.text_column
-    ));
-    for f in files {
-        let meta = std::fs::metadata(f).ok();
-        let modified = meta
-            .as_ref()
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-        h.update(format!(
-            "|{}|{:?}|{:?}",
-            f.display(),
-            meta.map(|m| m.len()),
-            modified
-        ));
-    }
-    hex(&h.finalize()[..8])
-}
-
-fn prepare_text(
-    data: &DataConfig,
-    base_dir: &Path,
-    cache_dir: &Path,
-) -> Result<Prepared, DataError> {
-    let path = base_dir.join(data.path.as_deref().unwrap_or_default());
-    let files = corpus_files(&path, data.corpus)?;
-    let key = cache_key(data, &files);
-    let token_path = cache_dir.join(format!("tokens-{key}.bin"));
-    let file = match TokenFile::open(&token_path) {
-        Ok(file) => file,
-        Err(DataError::Missing { .. }) => {
-            build_cache(
-                data,
-                &files,
-                &token_path,
-                &cache_dir.join(format!("tokenizer-{key}.json")),
-            )?;
-            TokenFile::open(&token_path)?
-        }
-        Err(e) => return Err(e),
-    };
-    let file = Arc::new(file);
-    let (train_len, len) = (file.train_len, file.len());
-    let val = Stream::File {
-        file: file.clone(),
-        start: train_len,
-        end: len,
-    };
-    let val_tokens = val.slice(0, val.len());
-    let info = CorpusInfo {
-        key: key.clone(),
-        description: format!(
-            "{} at {} ({} files, {} tokenizer)",
-            data.corpus,
-            path.display(),
-            files.len(),
-            tokenizer_name(data)
-        ),
-        train_tokens: train_len as u64,
-        val_tokens: (len - train_len) as u64,
-        val_bytes_per_token: file.val_bytes as f64 / (len - train_len).max(1) as f64,
-        unigram_entropy_nats: unigram_entropy(&val_tokens),
-        entropy_rate_nats: None,
-        oracle_val_loss: None,
-    };
-    Ok(Prepared {
-        train: Stream::File {
-            file,
-            start: 0,
-            end: train_len,
-        },
-        val,
-        shuffle: true,
-        info,
-    })
-}
-
-fn tokenizer_name(data: &DataConfig) -> &'static str {
-    match data.tokenizer {
-        Some(TokenizerKind::Bpe) => "bpe",
-        _ => "byte",
-    }
-}
-
-/// Reads, tokenises and caches a text corpus; the last `val_tokens` tokens are held out.
-fn build_cache(
-    data: &DataConfig,
-    files: &[PathBuf],
-    token_path: &Path,
-    tokenizer_path: &Path,
-) -> Result<(), DataError> {
-    let column = data.text_column.as_deref().unwrap_or("text");
-    let docs = read_documents(files, data.corpus, column)?;
-    let tokenizer = match data.tokenizer {
-        Some(TokenizerKind::Bpe) => {
-            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
-            t.save(tokenizer_path)?;
-            t
-        }
-        _ => Tokenizer::Byte,
-    };
-    let mut tokens = Vec::new();
-    for doc in &docs {
-        tokenizer.encode_into(&doc.text, &mut tokens)?;
-        tokenizer.encode_into("\n\n", &mut tokens)?;
-    }
-    let val = data.val_tokens as usize;
-    if tokens.len() < val.saturating_mul(5) {
-        return Err(DataError::TooSmall(format!(
-            "corpus `{}` has {} tokens, too few to hold out {val} (need at least 5× as many)\n\nhint: lower `[corpus] val_tokens`",
-            files
-                .first()
-                .map(|f| f.display().to_string())
-                .unwrap_or_default(),
-            tokens.len()
-        )));
-    }
-    let train_len = tokens.len() - val;
-    let val_bytes = tokenizer.decoded_bytes(&tokens[train_len..])?;
-    TokenFile::write(
-        token_path,
-        &tokens,
-        train_len,
-        tokenizer.vocab().max(data.vocab),
-        val_bytes,
-    )
 }

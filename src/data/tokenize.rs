@@ -1,6 +1,7 @@
-//! Tokenizers: byte-level (vocabulary 256, one token per byte) and byte-level BPE trained on
-//! the corpus with the `tokenizers` crate. A trained BPE tokenizer is saved as JSON next to the
-//! token cache so every run of a sweep uses the same one.
+//! Tokenizers: byte-level (vocabulary 256, one token per byte), byte-level BPE trained on the
+//! corpus with the `tokenizers` crate, and a Hugging Face `tokenizer.json` named by the sweep (a
+//! pre-trained teacher's). A trained BPE tokenizer is saved as JSON next to the token cache so
+//! every run of a sweep uses the same one.
 
 use std::path::Path;
 
@@ -18,6 +19,9 @@ pub enum Tokenizer {
     Byte,
     /// Byte-level BPE.
     Bpe(Box<HfTokenizer>),
+    /// A Hugging Face `tokenizer.json` (a pre-trained model's): each document is encoded with
+    /// its special tokens, as transformers encodes a text.
+    File(Box<HfTokenizer>),
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -25,6 +29,7 @@ impl std::fmt::Debug for Tokenizer {
         match self {
             Tokenizer::Byte => f.write_str("Tokenizer::Byte"),
             Tokenizer::Bpe(_) => f.write_str("Tokenizer::Bpe"),
+            Tokenizer::File(_) => f.write_str("Tokenizer::File"),
         }
     }
 }
@@ -65,14 +70,23 @@ impl Tokenizer {
             })
     }
 
+    /// Loads a Hugging Face `tokenizer.json` named by a sweep.
+    pub fn from_file(path: &Path) -> Result<Tokenizer, DataError> {
+        HfTokenizer::from_file(path)
+            .map(|t| Tokenizer::File(Box::new(t)))
+            .map_err(|e| DataError::Tokenizer(format!("`{}`: {e}", path.display())))
+    }
+
     /// Saves a BPE tokenizer as JSON (nothing to save for the byte tokenizer).
     pub fn save(&self, path: &Path) -> Result<(), DataError> {
         match self {
             Tokenizer::Byte => Ok(()),
-            Tokenizer::Bpe(t) => t.save(path, false).map_err(|e| DataError::Write {
-                path: path.to_path_buf(),
-                reason: e.to_string(),
-            }),
+            Tokenizer::Bpe(t) | Tokenizer::File(t) => {
+                t.save(path, false).map_err(|e| DataError::Write {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })
+            }
         }
     }
 
@@ -80,7 +94,7 @@ impl Tokenizer {
     pub fn vocab(&self) -> u64 {
         match self {
             Tokenizer::Byte => 256,
-            Tokenizer::Bpe(t) => t.get_vocab_size(true) as u64,
+            Tokenizer::Bpe(t) | Tokenizer::File(t) => t.get_vocab_size(true) as u64,
         }
     }
 
@@ -93,8 +107,29 @@ impl Tokenizer {
                     .map_err(tokenizer_error)?
                     .get_ids(),
             ),
+            Tokenizer::File(t) => out.extend_from_slice(
+                t.encode_fast(text, true)
+                    .map_err(tokenizer_error)?
+                    .get_ids(),
+            ),
         }
         Ok(())
+    }
+
+    /// Appends the tokens of `text` to `out` without special tokens (a separator between
+    /// documents).
+    pub fn encode_plain(&self, text: &str, out: &mut Vec<u32>) -> Result<(), DataError> {
+        match self {
+            Tokenizer::File(t) => {
+                out.extend_from_slice(
+                    t.encode_fast(text, false)
+                        .map_err(tokenizer_error)?
+                        .get_ids(),
+                );
+                Ok(())
+            }
+            other => other.encode_into(text, out),
+        }
     }
 
     /// The UTF-8 byte length of the text that `tokens` decode to.
@@ -102,6 +137,8 @@ impl Tokenizer {
         match self {
             Tokenizer::Byte => Ok(tokens.len() as u64),
             Tokenizer::Bpe(t) => Ok(t.decode(tokens, false).map_err(tokenizer_error)?.len() as u64),
+            // the text's bytes: special tokens (BOS, EOS) are not text
+            Tokenizer::File(t) => Ok(t.decode(tokens, true).map_err(tokenizer_error)?.len() as u64),
         }
     }
 }

@@ -3,7 +3,6 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use rayon::prelude::*;
 
 use super::loss::{SparseTargets, distill_loss};
 use super::reader::StoreReader;
@@ -12,7 +11,7 @@ use super::truncate::{Kept, refine, truncate};
 use crate::data::{Batch, Stream, eval_batches};
 use crate::model::Transformer;
 use crate::plan::DistillConfig;
-use crate::train::{Objective, batch_tensors, cross_entropy, schedule};
+use crate::train::{Objective, batch_tensors, cross_entropy, eval_rows, schedule};
 
 /// Where a student's teacher targets come from.
 pub enum TeacherSource<'a> {
@@ -94,7 +93,12 @@ impl Objective for DistillObjective<'_> {
     }
 }
 
-/// The teacher's truncated distribution at every position of `batch`.
+/// Teacher logits held at once by [`teacher_support`]: 2^26 values (256 MiB), so a batch at a
+/// large vocabulary (16K positions × 49,152 tokens would be 3.2 GB) goes through in parts.
+const LOGITS_PER_PASS: usize = 1 << 26;
+
+/// The teacher's truncated distribution at every position of `batch`, truncating the
+/// positions of each forward pass in parallel.
 pub fn teacher_support(
     teacher: &Transformer,
     batch: &Batch,
@@ -102,14 +106,26 @@ pub fn teacher_support(
     top_p: f64,
     top_k: crate::spec::TopK,
 ) -> Vec<Kept> {
-    let (inputs, _) = batch_tensors(batch, device);
-    let logits = teacher.forward(inputs);
-    let vocab = logits.dims()[2];
-    let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
-    values
-        .par_chunks(vocab.max(1))
-        .map(|z| truncate(z, top_p, top_k))
-        .collect()
+    use rayon::prelude::*;
+    let per_row = batch.context * teacher.vocab();
+    let rows = (LOGITS_PER_PASS / per_row.max(1)).clamp(1, batch.batch.max(1));
+    let mut out = Vec::with_capacity(batch.batch * batch.context);
+    for first in (0..batch.batch).step_by(rows) {
+        let n = rows.min(batch.batch - first);
+        let span = first * batch.context..(first + n) * batch.context;
+        let part = Batch {
+            inputs: batch.inputs[span.clone()].to_vec(),
+            targets: batch.targets[span].to_vec(),
+            batch: n,
+            context: batch.context,
+        };
+        let (inputs, _) = batch_tensors(&part, device);
+        let logits = teacher.forward(inputs);
+        let vocab = logits.dims()[2];
+        let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+        out.par_extend(values.par_chunks(vocab).map(|z| truncate(z, top_p, top_k)));
+    }
+    out
 }
 
 /// Pads the kept supports to a common width as tensors on `device`.
@@ -155,7 +171,7 @@ pub fn agreement(
     device: &Device,
 ) -> (f64, f64) {
     let (mut same, mut kl, mut count) = (0.0f64, 0.0f64, 0usize);
-    for batch in eval_batches(val, context, 16) {
+    for batch in eval_batches(val, context, eval_rows(context, teacher.vocab())) {
         let (inputs, _) = batch_tensors(&batch, device);
         let s = log_softmax(student.forward(inputs.clone()), 2);
         let t = log_softmax(teacher.forward(inputs), 2);

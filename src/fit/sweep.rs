@@ -141,6 +141,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let supervised_points: Vec<DataPoint> = runs
         .iter()
         .filter(|r| r.kind == "teacher" || r.kind == "baseline")
+        .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .map(|r| DataPoint::supervised(r.params, r.tokens, r.loss))
         .collect();
     let supervised = match fit(
@@ -180,7 +181,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         };
         let mut p = DataPoint::distill(s.params, s.tokens, t.loss, lsup, s.loss);
         p.teacher_params = Some(t.params);
-        p.teacher_tokens = Some(t.tokens);
+        p.teacher_tokens = (t.tokens > 0.0).then_some(t.tokens); // unknown when pre-trained
         by_config
             .entry(config.clone())
             .or_default()
@@ -235,9 +236,14 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
                         && r.baseline_loss.is_some()
                 })
                 .and_then(|r| r.baseline_loss);
-            let mut teacher_tokens: Vec<f64> = group.iter().map(|g| g.1).collect();
+            let mut teacher_tokens: Vec<f64> =
+                group.iter().map(|g| g.1).filter(|d| *d > 0.0).collect();
             teacher_tokens.sort_by(f64::total_cmp);
-            let d_t = teacher_tokens[teacher_tokens.len() / 2];
+            // NaN when every teacher is pre-trained: the law's teacher size is then unknown.
+            let d_t = teacher_tokens
+                .get(teacher_tokens.len() / 2)
+                .copied()
+                .unwrap_or(f64::NAN);
             let from_law = distill.get(config).and_then(|f| {
                 law_optimum(
                     f,

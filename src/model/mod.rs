@@ -1,6 +1,9 @@
 //! The transformer: one LLaMA-style decoder, written once against burn's `Tensor` and run
-//! unchanged on every backend (the backend is chosen by the `Device` passed to `init`).
+//! unchanged on every backend (the backend is chosen by the `Device` passed to `init`), and its
+//! weights by their Hugging Face names.
 
 mod transformer;
+mod weights;
 
-pub use transformer::{Transformer, TransformerConfig};
+pub use transformer::{DEFAULT_NORM_EPS, DEFAULT_ROPE_THETA, Transformer, TransformerConfig};
+pub use weights::{NamedTensor, WeightSource, weight_names};

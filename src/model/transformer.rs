@@ -15,8 +15,10 @@ use crate::plan::ModelShape;
 /// Standard deviation of the normal initialisation of every weight (GPT-2 / LLaMA practice);
 /// the projections that write into the residual stream are further scaled by 1/√(2·n_layers).
 const INIT_STD: f64 = 0.02;
-/// RoPE base frequency.
-const ROPE_THETA: f64 = 10_000.0;
+/// RoPE base frequency θ unless a model says otherwise (LLaMA 1 and 2).
+pub const DEFAULT_ROPE_THETA: f64 = 10_000.0;
+/// RMSNorm ε unless a model says otherwise.
+pub const DEFAULT_NORM_EPS: f64 = 1e-5;
 
 /// Everything needed to build a [`Transformer`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,45 +27,61 @@ pub struct TransformerConfig {
     pub shape: ModelShape,
     /// Longest sequence the rotary tables cover.
     pub context: usize,
+    /// RoPE base frequency θ: pair j of a head rotates at θ^(−2j/head_dim) per position.
+    pub rope_theta: f64,
+    /// ε added to the mean square inside every RMSNorm.
+    pub norm_eps: f64,
+}
+
+impl TransformerConfig {
+    /// A model of `shape` over sequences of up to `context` tokens with the default θ and ε.
+    pub fn new(shape: ModelShape, context: usize) -> Self {
+        TransformerConfig {
+            shape,
+            context,
+            rope_theta: DEFAULT_ROPE_THETA,
+            norm_eps: DEFAULT_NORM_EPS,
+        }
+    }
 }
 
 /// The decoder.
 #[derive(Module, Debug)]
 pub struct Transformer {
-    embed: Embedding,
-    blocks: Vec<Block>,
-    norm: RmsNorm,
-    head: Option<Linear>,
+    pub(super) embed: Embedding,
+    pub(super) blocks: Vec<Block>,
+    pub(super) norm: RmsNorm,
+    pub(super) head: Option<Linear>,
     /// cos of the rotary angles, `[context, head_dim]` (a constant, not a parameter).
-    rope_cos: Tensor<2>,
+    pub(super) rope_cos: Tensor<2>,
     /// sin of the rotary angles, `[context, head_dim]`.
-    rope_sin: Tensor<2>,
+    pub(super) rope_sin: Tensor<2>,
 }
 
 #[derive(Module, Debug)]
-struct Block {
-    attn_norm: RmsNorm,
-    attn: Attention,
-    mlp_norm: RmsNorm,
-    mlp: Mlp,
+pub(super) struct Block {
+    pub(super) attn_norm: RmsNorm,
+    pub(super) attn: Attention,
+    pub(super) mlp_norm: RmsNorm,
+    pub(super) mlp: Mlp,
 }
 
 #[derive(Module, Debug)]
-struct Attention {
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
-    wo: Linear,
-    n_heads: usize,
-    n_kv_heads: usize,
-    head_dim: usize,
+pub(super) struct Attention {
+    pub(super) wq: Linear,
+    pub(super) wk: Linear,
+    pub(super) wv: Linear,
+    pub(super) wo: Linear,
+    pub(super) n_heads: usize,
+    pub(super) n_kv_heads: usize,
+    pub(super) head_dim: usize,
 }
 
 #[derive(Module, Debug)]
-struct Mlp {
-    gate: Linear,
-    up: Linear,
-    down: Linear,
+pub(super) struct Mlp {
+    pub(super) gate: Linear,
+    pub(super) up: Linear,
+    pub(super) down: Linear,
 }
 
 fn linear(d_in: usize, d_out: usize, std: f64, device: &Device) -> Linear {
@@ -73,8 +91,8 @@ fn linear(d_in: usize, d_out: usize, std: f64, device: &Device) -> Linear {
         .init(device)
 }
 
-fn rms_norm(d: usize, device: &Device) -> RmsNorm {
-    RmsNormConfig::new(d).with_epsilon(1e-5).init(device)
+fn rms_norm(d: usize, eps: f64, device: &Device) -> RmsNorm {
+    RmsNormConfig::new(d).with_epsilon(eps).init(device)
 }
 
 impl TransformerConfig {
@@ -88,7 +106,7 @@ impl TransformerConfig {
         let residual_std = INIT_STD / (2.0 * s.n_layers as f64).sqrt();
         let blocks = (0..s.n_layers)
             .map(|_| Block {
-                attn_norm: rms_norm(d, device),
+                attn_norm: rms_norm(d, self.norm_eps, device),
                 attn: Attention {
                     wq: linear(d, n_heads * head_dim, INIT_STD, device),
                     wk: linear(d, n_kv_heads * head_dim, INIT_STD, device),
@@ -98,7 +116,7 @@ impl TransformerConfig {
                     n_kv_heads,
                     head_dim,
                 },
-                mlp_norm: rms_norm(d, device),
+                mlp_norm: rms_norm(d, self.norm_eps, device),
                 mlp: Mlp {
                     gate: linear(d, ff, INIT_STD, device),
                     up: linear(d, ff, INIT_STD, device),
@@ -113,11 +131,11 @@ impl TransformerConfig {
             })
             .init(device);
         let head = (!s.tie_embeddings).then(|| linear(d, vocab, INIT_STD, device));
-        let (rope_cos, rope_sin) = rope_tables(self.context, head_dim, device);
+        let (rope_cos, rope_sin) = rope_tables(self.context, head_dim, self.rope_theta, device);
         Transformer {
             embed,
             blocks,
-            norm: rms_norm(d, device),
+            norm: rms_norm(d, self.norm_eps, device),
             head,
             rope_cos,
             rope_sin,
@@ -126,15 +144,25 @@ impl TransformerConfig {
 }
 
 /// cos and sin of the rotary angles for positions `0..context`, laid out for the
-/// "rotate half" convention: column j and j + head_dim/2 share frequency θ^(−2j/head_dim).
-fn rope_tables(context: usize, head_dim: usize, device: &Device) -> (Tensor<2>, Tensor<2>) {
+/// "rotate half" convention: column j and j + head_dim/2 share frequency θ^(−2j/head_dim)
+/// (Hugging Face's LLaMA layout).
+pub(super) fn rope_tables(
+    context: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &Device,
+) -> (Tensor<2>, Tensor<2>) {
     let half = head_dim / 2;
+    // Rounded as transformers rounds them (inverse frequencies and angles in f32), so long
+    // contexts at a large θ give the reference's logits, not merely close ones.
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|j| 1.0 / (theta as f32).powf((2 * j) as f32 / head_dim as f32))
+        .collect();
     let mut cos = Vec::with_capacity(context * head_dim);
     let mut sin = Vec::with_capacity(context * head_dim);
     for pos in 0..context {
         for j in 0..head_dim {
-            let freq = ROPE_THETA.powf(-2.0 * (j % half) as f64 / head_dim as f64);
-            let angle = pos as f64 * freq;
+            let angle = f64::from(inv_freq[j % half] * pos as f32);
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);
         }
@@ -165,6 +193,11 @@ impl Transformer {
             Some(head) => project(head, x),
             None => kernels::linear(x, self.embed.weight.val().transpose()),
         }
+    }
+
+    /// The vocabulary (rows of the token embedding).
+    pub fn vocab(&self) -> usize {
+        self.embed.weight.dims()[0]
     }
 
     /// Number of trainable parameters (equals the plan's total count).

@@ -113,62 +113,8 @@ pub fn totals(runs: &[Run], naive_extra: f64, throughput: Throughput) -> Totals 
     }
 }
 
-/// Estimated training tokens/s of a model of `params` non-embedding parameters from `measured`
-/// (parameters, tokens/s) pairs of finished runs: the measurement of the nearest size (in log
-/// ratio), scaled by the size ratio (time per token grows about linearly with N). `None`
-/// without measurements.
-pub fn estimate_tokens_per_s(measured: &[(u64, f64)], params: u64) -> Option<f64> {
-    let ratio = |n: u64| (n.max(1) as f64 / params.max(1) as f64).ln().abs();
-    measured
-        .iter()
-        .min_by(|a, b| ratio(a.0).total_cmp(&ratio(b.0)))
-        .map(|&(n, tps)| tps * n.max(1) as f64 / params.max(1) as f64)
-}
-
-/// Seconds to run `run` one at a time, from measured throughput: trained runs at the
-/// estimated training speed of their size (online students also pay the teacher's forward
-/// pass, about a third of its training cost per token), logit passes at three times the
-/// teacher's training speed (a forward pass is about a third of a training step).
-pub fn measured_seconds(
-    run: &Run,
-    teacher_params: Option<u64>,
-    measured: &[(u64, f64)],
-) -> Option<f64> {
-    let n = run.params.non_embedding;
-    let tokens = run.tokens() as f64;
-    let own = estimate_tokens_per_s(measured, n)?;
-    let seconds = match run.kind() {
-        RunKind::Logits => tokens / (3.0 * own),
-        _ => tokens / own,
-    };
-    let online = run
-        .config
-        .distill
-        .as_ref()
-        .is_some_and(|d| d.mode == crate::spec::DistillMode::Online);
-    let teacher = match (online, teacher_params) {
-        (true, Some(t)) => tokens / (3.0 * estimate_tokens_per_s(measured, t)?),
-        _ => 0.0,
-    };
-    Some(seconds + teacher)
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn throughput_scales_from_the_nearest_measurement() {
-        let measured = [(100_000, 40_000.0), (1_000_000, 6_000.0)];
-        assert_eq!(
-            super::estimate_tokens_per_s(&measured, 1_000_000),
-            Some(6_000.0)
-        );
-        assert_eq!(
-            super::estimate_tokens_per_s(&measured, 200_000),
-            Some(20_000.0)
-        );
-        assert_eq!(super::estimate_tokens_per_s(&[], 5), None);
-    }
-
     use super::*;
 
     #[test]

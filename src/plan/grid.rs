@@ -7,8 +7,8 @@ use std::ops::Range;
 
 use super::cost;
 use super::run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, Run, RunConfig, RunId, RunKind,
-    TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind, TokenizerRef, TrainConfig, Truncation,
 };
 use super::shape::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
@@ -78,6 +78,9 @@ pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
 struct Context<'a> {
     sweep: &'a Sweep,
     rule: ShapeRule,
+    /// RoPE θ and RMSNorm ε of the models the sweep trains.
+    rope_theta: f64,
+    norm_eps: f64,
     data: DataConfig,
     train: TrainConfig,
     tokens_per_step: u64,
@@ -101,7 +104,7 @@ impl<'a> Context<'a> {
             aspect_ratio: m.aspect_ratio.0,
             head_dim: m.head_dim.map(|h| h.0),
             kv_groups: m.kv_groups.0,
-            ffn_multiple: m.ffn_multiple.0,
+            ffn_multiple: m.ffn_multiple.map(|f| f.0),
             tie_embeddings: m.tie_embeddings,
             vocab: sweep.vocab,
         };
@@ -109,16 +112,34 @@ impl<'a> Context<'a> {
             corpus: corpus.kind,
             path: corpus.path.clone(),
             text_column: corpus.text_column.clone(),
-            tokenizer: corpus.tokenizer.or(match corpus.kind {
-                crate::spec::CorpusKind::Synthetic => None,
-                _ => Some(crate::spec::TokenizerKind::Byte),
-            }),
+            tokenizer: corpus
+                .tokenizer
+                .as_ref()
+                .map(|t| t.kind())
+                .or(match corpus.kind {
+                    crate::spec::CorpusKind::Synthetic => None,
+                    _ => Some(crate::spec::TokenizerKind::Byte),
+                }),
+            tokenizer_file: corpus
+                .tokenizer
+                .as_ref()
+                .and_then(|t| t.file())
+                .zip(sweep.files.tokenizer.as_ref())
+                .map(|(path, file)| TokenizerRef {
+                    path: path.to_string(),
+                    sha256: file.sha256.clone(),
+                }),
             vocab: sweep.vocab,
             val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
             corpus_seed: corpus.seed.unwrap_or(0),
             context,
             batch_seqs,
             seed: 0,
+            val_path: corpus.val_path.clone(),
+            split: match corpus.kind {
+                crate::spec::CorpusKind::Synthetic => 0,
+                _ => 2,
+            },
         };
         let t = &f.train;
         let train = TrainConfig {
@@ -149,6 +170,10 @@ impl<'a> Context<'a> {
         Ok(Context {
             sweep,
             rule,
+            rope_theta: m
+                .rope_theta
+                .map_or(crate::model::DEFAULT_ROPE_THETA, |r| r.0),
+            norm_eps: m.norm_eps.map_or(crate::model::DEFAULT_NORM_EPS, |r| r.0),
             data,
             train,
             tokens_per_step: batch_seqs * context,
@@ -200,6 +225,10 @@ impl<'a> Context<'a> {
         for (i, entry) in g.models.iter().enumerate() {
             let entry_key = format!("{key}.models[{i}]");
             let e = entry.get_ref();
+            if let (true, Some(model)) = (teachers, self.sweep.files.teachers.get(&i)) {
+                out.push(self.pretrained_model(e, model, entry_key, entry.span())?);
+                continue;
+            }
             let (label, target, shape) = self.entry_shape(e, entry.span(), &entry_key)?;
             out.push(self.group_model(
                 label,
@@ -242,12 +271,72 @@ impl<'a> Context<'a> {
                 label,
                 target,
                 shape,
+                rope_theta: self.rope_theta,
+                norm_eps: self.norm_eps,
+                pretrained: None,
             },
             budgets,
             seeds,
             key,
             span,
         }
+    }
+
+    /// A pre-trained teacher: its shape, θ and ε from its config.json, its identity from the
+    /// content of its config and weights; one run, not trained.
+    fn pretrained_model(
+        &self,
+        e: &ModelEntry,
+        model: &crate::hf::PretrainedModel,
+        key: String,
+        span: Range<usize>,
+    ) -> Result<GroupModel, SpecError> {
+        let path = e.pretrained.clone().unwrap_or_default();
+        let fail = |message: String| {
+            self.sweep
+                .error_at(span.clone(), &format!("{key}.pretrained"), message)
+        };
+        let shape = model.shape();
+        shape
+            .validate()
+            .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;
+        let label = match &e.name {
+            Some(name) => name.to_string(),
+            None => {
+                let folder = model
+                    .dir
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                folder.parse::<crate::spec::Name>().map_err(|m| {
+                    fail(format!("the folder name cannot label runs: {m}"))
+                        .with_hint("give the entry a `name`")
+                })?;
+                folder
+            }
+        };
+        let weights_sha256 =
+            crate::hf::weights_sha256(&model.dir).map_err(|e| fail(e.to_string()))?;
+        Ok(GroupModel {
+            n: shape.params().non_embedding,
+            spec: ModelSpec {
+                label,
+                target: None,
+                shape,
+                rope_theta: model.config.rope_theta,
+                norm_eps: model.config.norm_eps,
+                pretrained: Some(PretrainedSource {
+                    path,
+                    config_sha256: model.config_sha256.clone(),
+                    weights_sha256,
+                }),
+            },
+            budgets: vec![TokenBudget::Absolute(0)],
+            seeds: self.sweep.file.seed.values()[..1].to_vec(),
+            lr: None,
+            key,
+            span,
+        })
     }
 
     fn derive(&self, target: u64, span: Range<usize>, key: &str) -> Result<ModelShape, SpecError> {
@@ -326,13 +415,38 @@ impl<'a> Context<'a> {
     }
 }
 
-/// Refuses two models of the sweep with the same label within a group.
+/// Refuses two models of the sweep with the same label within a group, and two models of a
+/// group that would be the same model (one shape, learning rate, budgets and seeds), such as
+/// two size targets that resolve to one shape.
 fn check_labels(
     sweep: &Sweep,
     teachers: &[GroupModel],
     students: &[GroupModel],
 ) -> Result<(), SpecError> {
     for group in [teachers, students] {
+        for (i, m) in group.iter().enumerate() {
+            let twin = group[..i].iter().find(|p| {
+                p.spec.shape == m.spec.shape
+                    && p.lr == m.lr
+                    && p.budgets == m.budgets
+                    && p.seeds == m.seeds
+            });
+            if let Some(prev) = twin {
+                return Err(sweep
+                    .error_at(
+                        m.span.clone(),
+                        &m.key,
+                        format!(
+                            "`{}` and `{}` resolve to the same model ({}, {} non-embedding parameters), so they would train the same runs twice",
+                            m.spec.label,
+                            prev.spec.label,
+                            m.spec.shape.summary(),
+                            m.n
+                        ),
+                    )
+                    .with_hint("remove one of the two, or move their sizes further apart (derived shapes meet their target within 10 %)"));
+            }
+        }
         let mut seen: HashMap<&str, &GroupModel> = HashMap::new();
         for m in group {
             if let Some(prev) = seen.insert(&m.spec.label, m) {
@@ -410,6 +524,17 @@ impl Builder<'_, '_> {
         let mut out = Vec::new();
         let many_budgets = distinct_budgets(teachers) > 1;
         for (mi, m) in teachers.iter().enumerate() {
+            if m.spec.pretrained.is_some() {
+                let seed = m.seeds[0];
+                let index = self.pretrained_teacher(m, seed);
+                out.push(TeacherRun {
+                    index,
+                    model: mi,
+                    budget: 0,
+                    seed,
+                });
+                continue;
+            }
             for (bi, &budget) in m.budgets.iter().enumerate() {
                 let (steps, tokens) = self.ctx.tokens(budget, m.n, m)?;
                 for &seed in &m.seeds {
@@ -437,6 +562,24 @@ impl Builder<'_, '_> {
             }
         }
         Ok(out)
+    }
+
+    /// A pre-trained teacher's run: not trained (no tokens, no optimiser); it measures its
+    /// held-out loss on the sweep's corpus, so its cost is one forward pass over that split.
+    fn pretrained_teacher(&mut self, m: &GroupModel, seed: u64) -> usize {
+        let config = RunConfig {
+            kind: RunKind::Teacher,
+            model: m.spec.clone(),
+            tokens: 0,
+            data: self.ctx.data(seed),
+            train: None,
+            distill: None,
+            logits: None,
+            backend: self.ctx.sweep.file.backend,
+        };
+        let flops = cost::forward_flops(m.n, config.data.val_tokens);
+        let name = format!("teacher-{}", m.spec.label);
+        self.push(config, name, Vec::new(), flops)
     }
 
     fn students(
@@ -498,7 +641,7 @@ impl Builder<'_, '_> {
                                 continue;
                             };
                             let teacher = &self.runs[tr.index];
-                            let t_budget = if many_teacher_budgets {
+                            let t_budget = if many_teacher_budgets && t.spec.pretrained.is_none() {
                                 format!("-{}", t.budgets[bi])
                             } else {
                                 String::new()
@@ -690,6 +833,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
                 .map_or(vocab, |l| l.truncation.top_k.kept(vocab));
             cost::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
         }
+        _ if config.model.pretrained.is_some() => 0, // read from its folder, never written
         _ => cost::checkpoint_bytes(params.total),
     };
     let config_json = config.to_json();
@@ -729,6 +873,7 @@ fn pick_teacher(
 fn distinct_budgets(models: &[GroupModel]) -> usize {
     let labels: BTreeSet<String> = models
         .iter()
+        .filter(|m| m.spec.pretrained.is_none())
         .flat_map(|m| m.budgets.iter().map(|b| b.to_string()))
         .collect();
     labels.len()

@@ -1,20 +1,26 @@
 //! Planning: model shapes and exact sizes, grid expansion into the run graph, cost estimates,
 //! and the plan's table, JSON and CSV renderings.
 
+mod checks;
 mod cost;
+mod cost_model;
 mod grid;
 mod render;
 mod run;
 mod shape;
 
-pub use cost::{
-    Throughput, Totals, checkpoint_bytes, default_flops_per_s, estimate_tokens_per_s,
-    forward_flops, index_bits, logit_bytes_per_token, measured_seconds, training_flops,
+pub use checks::{
+    DesignWarning, LossPrior, Priors, TStarPrior, corpus_checks, design_checks, passes,
 };
+pub use cost::{
+    Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,
+    logit_bytes_per_token, training_flops,
+};
+pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
 pub use render::{PlanFormat, render};
 pub use run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, Run, RunConfig, RunId, RunKind,
-    TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind, TokenizerRef, TrainConfig, Truncation,
 };
 pub use shape::{ModelShape, ParamCount, ShapeRule};
 
@@ -24,11 +30,11 @@ use crate::spec::{SpecError, Sweep};
 /// Options that come from the command line rather than the sweep file.
 #[derive(Debug, Clone, Default)]
 pub struct PlanOptions {
-    /// Overrides the FLOP/s used for time estimates.
+    /// Overrides the FLOP/s used for time estimates (6·N·D at that rate only).
     pub flops_per_s: Option<f64>,
-    /// (non-embedding parameters, training tokens/s) of runs already measured on this backend;
-    /// when present (and no FLOP/s is forced) the time estimate comes from them.
-    pub measured: Vec<(u64, f64)>,
+    /// Prices of the work of a step on this backend and machine (fitted on finished runs, or
+    /// probed); without it (and without a FLOP/s) the stated defaults of the backend.
+    pub calibration: Option<Calibration>,
 }
 
 /// The run graph of a sweep with its totals.
@@ -42,6 +48,11 @@ pub struct Plan {
     pub runs: Vec<Run>,
     /// Sweep-wide numbers.
     pub totals: Totals,
+    /// The prepared corpus, once known ([`Plan::attach_corpus`]): passes over its training split
+    /// are shown per run.
+    pub corpus: Option<crate::data::CorpusInfo>,
+    /// Design warnings (see `checks`).
+    pub warnings: Vec<DesignWarning>,
 }
 
 impl Plan {
@@ -49,54 +60,58 @@ impl Plan {
     pub fn build(sweep: &Sweep, options: &PlanOptions) -> Result<Plan, SpecError> {
         let expansion = grid::expand(sweep)?;
         let backend = sweep.file.backend;
-        let throughput = match (options.flops_per_s, sweep.file.estimate.flops_per_s) {
-            (Some(f), _) => Throughput {
-                flops_per_s: f,
-                source: "--flops-per-s".into(),
-            },
-            (None, Some(f)) => Throughput {
-                flops_per_s: f.0,
-                source: "[estimate] flops_per_s".into(),
-            },
-            (None, None) => Throughput {
-                flops_per_s: default_flops_per_s(backend),
-                source: format!("default for backend `{backend}` (not measured yet)"),
-            },
+        let calibration = match (options.flops_per_s, sweep.file.estimate.flops_per_s) {
+            (Some(f), _) => Calibration::flops_only(f, "--flops-per-s"),
+            (None, Some(f)) => Calibration::flops_only(f.0, "[estimate] flops_per_s"),
+            (None, None) => options
+                .calibration
+                .clone()
+                .unwrap_or_else(|| Calibration::stated(backend)),
+        };
+        let seconds = estimated_seconds(&expansion.runs, &calibration);
+        let flops: f64 = expansion.runs.iter().map(|r| r.flops).sum();
+        let throughput = Throughput {
+            flops_per_s: if seconds > 0.0 { flops / seconds } else { 0.0 },
+            source: calibration.source.clone(),
         };
         let mut totals = cost::totals(&expansion.runs, expansion.naive_flops, throughput);
-        if options.flops_per_s.is_none() && !options.measured.is_empty() {
-            let params: std::collections::HashMap<&RunId, u64> = expansion
-                .runs
-                .iter()
-                .map(|r| (&r.id, r.params.non_embedding))
-                .collect();
-            let teacher_of = |r: &Run| {
-                r.config
-                    .distill
-                    .as_ref()
-                    .and_then(|d| params.get(&d.teacher).copied())
-            };
-            let seconds: Option<f64> = expansion
-                .runs
-                .iter()
-                .map(|r| cost::measured_seconds(r, teacher_of(r), &options.measured))
-                .sum();
-            if let Some(seconds) = seconds {
-                totals.estimated_seconds = seconds;
-                totals.throughput.source = format!(
-                    "measured on {} finished runs of this backend",
-                    options.measured.len()
-                );
-            }
-        }
+        totals.estimated_seconds = seconds;
         let plan = Plan {
             sweep_name: sweep.file.name.to_string(),
             sweep_hash: sweep.hash.clone(),
             runs: expansion.runs,
             totals,
+            corpus: None,
+            warnings: Vec::new(),
         };
         plan.check_disk(sweep)?;
         Ok(plan)
+    }
+
+    /// The data settings of the sweep's real-text corpus (`None` for the synthetic corpus).
+    pub fn text_corpus(&self) -> Option<&DataConfig> {
+        self.runs
+            .iter()
+            .map(|r| &r.config.data)
+            .find(|d| d.corpus != crate::spec::CorpusKind::Synthetic)
+    }
+
+    /// Adds the experimental-design warnings under `priors` (after [`Plan::attach_corpus`], so
+    /// that the unigram entropy is known).
+    pub fn check_design(&mut self, priors: &Priors) {
+        let warnings = design_checks(self, priors);
+        self.warnings.extend(warnings);
+    }
+
+    /// Records the prepared corpus and adds its design warnings.
+    pub fn attach_corpus(&mut self, corpus: crate::data::CorpusInfo) {
+        self.warnings.extend(corpus_checks(self, &corpus));
+        self.corpus = Some(corpus);
+    }
+
+    /// The run with id `id`.
+    pub fn run(&self, id: &RunId) -> Option<&Run> {
+        self.runs.iter().find(|r| &r.id == id)
     }
 
     fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
@@ -123,4 +138,23 @@ impl Plan {
             )
             .with_hint("raise `[limits] disk`, lower `top_k`, or shrink the student token budgets"))
     }
+}
+
+/// Seconds to run `runs` one at a time at the prices of `calibration` (an online student also
+/// pays its teacher's forward passes).
+pub fn estimated_seconds(runs: &[Run], calibration: &Calibration) -> f64 {
+    let shapes: std::collections::HashMap<&RunId, &ModelShape> = runs
+        .iter()
+        .map(|r| (&r.id, &r.config.model.shape))
+        .collect();
+    runs.iter()
+        .map(|r| {
+            let teacher = r
+                .config
+                .distill
+                .as_ref()
+                .and_then(|d| shapes.get(&d.teacher).copied());
+            calibration.run_seconds(&r.config, teacher)
+        })
+        .sum()
 }

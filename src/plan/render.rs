@@ -39,7 +39,16 @@ fn names_by_id(plan: &Plan) -> HashMap<&str, &str> {
         .collect()
 }
 
-fn run_json(run: &Run, names: &HashMap<&str, &str>) -> Value {
+/// Passes over the corpus's training split that `run` makes, when the corpus is known and finite
+/// (logit passes read a student's stream and are not counted).
+fn run_passes(plan: &Plan, run: &Run) -> Option<f64> {
+    let corpus = plan.corpus.as_ref()?;
+    (run.kind() != RunKind::Logits)
+        .then(|| super::passes(run.tokens(), corpus))
+        .flatten()
+}
+
+fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
     let c = &run.config;
     let s = &c.model.shape;
     let teacher = c
@@ -57,6 +66,7 @@ fn run_json(run: &Run, names: &HashMap<&str, &str>) -> Value {
         "params_non_embedding": run.params.non_embedding,
         "shape": s,
         "tokens": c.tokens,
+        "pretrained": c.model.pretrained.as_ref().map(|p| &p.path),
         "steps": c.train.as_ref().map(|t| t.steps),
         "seed": c.data.seed,
         "flops": run.flops,
@@ -68,6 +78,7 @@ fn run_json(run: &Run, names: &HashMap<&str, &str>) -> Value {
             "top_p": d.truncation.top_p.0, "top_k": d.truncation.top_k,
         })),
         "truncation": c.logits.as_ref().map(|l| json!({"top_p": l.truncation.top_p.0, "top_k": l.truncation.top_k})),
+        "passes": run_passes(plan, run),
     })
 }
 
@@ -77,7 +88,9 @@ pub fn json_value(plan: &Plan) -> Value {
     let t = &plan.totals;
     json!({
         "sweep": {"name": plan.sweep_name, "hash": plan.sweep_hash},
-        "runs": plan.runs.iter().map(|r| run_json(r, &names)).collect::<Vec<_>>(),
+        "runs": plan.runs.iter().map(|r| run_json(plan, r, &names)).collect::<Vec<_>>(),
+        "corpus": plan.corpus,
+        "warnings": plan.warnings,
         "totals": {
             "runs": t.runs,
             "by_kind": t.by_kind.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
@@ -94,7 +107,7 @@ pub fn json_value(plan: &Plan) -> Value {
     })
 }
 
-const CSV_HEADER: [&str; 24] = [
+const CSV_HEADER: [&str; 25] = [
     "id",
     "kind",
     "name",
@@ -119,6 +132,7 @@ const CSV_HEADER: [&str; 24] = [
     "top_p",
     "top_k",
     "depends_on",
+    "passes",
 ];
 
 fn csv(plan: &Plan) -> String {
@@ -168,6 +182,7 @@ fn csv(plan: &Plan) -> String {
                 .map(|d| d.0.as_str())
                 .collect::<Vec<_>>()
                 .join(";"),
+            run_passes(plan, run).map_or(String::new(), |p| format!("{p:.4}")),
         ];
         let _ = writer.write_record(&record);
     }
@@ -182,7 +197,7 @@ fn table(plan: &Plan) -> String {
     let names = names_by_id(plan);
     let mut table = Table::new();
     table.load_style(UTF8_BORDERS_ONLY);
-    table.set_header([
+    let mut header = vec![
         "id",
         "kind",
         "name",
@@ -192,31 +207,84 @@ fn table(plan: &Plan) -> String {
         "tokens",
         "FLOPs",
         "after",
-    ]);
+    ];
+    if plan.corpus.as_ref().is_some_and(|c| c.files > 0) {
+        header.push("passes");
+    }
+    table.set_header(header.clone());
     for run in &plan.runs {
         let after: Vec<&str> = run
             .depends_on
             .iter()
             .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0))
             .collect();
-        table.add_row([
+        let mut row = vec![
             run.id.0[..8].to_string(),
             run.kind().to_string(),
             run.name.clone(),
             format_count(run.params.total as f64),
             run.params.non_embedding.to_string(),
             run.config.model.shape.summary(),
-            format_count(run.tokens() as f64),
+            match run.config.model.pretrained {
+                Some(_) if run.kind() == RunKind::Teacher => "pre-trained".into(),
+                _ => format_count(run.tokens() as f64),
+            },
             format!("{:.2e}", run.flops),
             after.join(", "),
-        ]);
+        ];
+        if header.len() > row.len() {
+            row.push(run_passes(plan, run).map_or(String::new(), |p| format!("{p:.2}")));
+        }
+        table.add_row(row);
     }
-    for column in [3, 4, 6, 7] {
+    for column in [3, 4, 6, 7, 9] {
         if let Some(c) = table.column_mut(column) {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    format!("{table}\n{}", summary(plan))
+    format!("{table}\n{}{}", summary(plan), warnings(plan))
+}
+
+/// The corpus facts, for the summary.
+fn corpus_line(corpus: &crate::data::CorpusInfo) -> String {
+    if corpus.files == 0 {
+        let rate = corpus
+            .entropy_rate_nats
+            .map_or(String::new(), |h| format!(", entropy rate {h:.3}"));
+        return format!(
+            "  corpus       {}: generated as needed, {} held out; unigram entropy {:.3} nats{rate}\n",
+            corpus.description,
+            format_count(corpus.val_tokens as f64),
+            corpus.unigram_entropy_nats
+        );
+    }
+    let mut out = format!(
+        "  corpus       {}: {} training tokens, {} held out",
+        corpus.description,
+        format_count(corpus.train_tokens as f64),
+        format_count(corpus.val_tokens as f64)
+    );
+    if corpus.files > 0 {
+        out += &format!(
+            "\n               {} documents, {} duplicate(s) dropped; {}",
+            corpus.documents,
+            corpus
+                .duplicate_groups
+                .iter()
+                .map(|g| g.len() - 1)
+                .sum::<usize>(),
+            corpus.val_split
+        );
+    }
+    out + "\n"
+}
+
+/// The design warnings, one block each.
+fn warnings(plan: &Plan) -> String {
+    plan.warnings
+        .iter()
+        .map(|w| format!("warning: {w}\n"))
+        .collect()
 }
 
 fn summary(plan: &Plan) -> String {
@@ -252,6 +320,9 @@ fn summary(plan: &Plan) -> String {
         format_bytes(t.logit_store_bytes as f64),
         format_bytes(t.checkpoint_bytes as f64)
     );
+    if let Some(corpus) = &plan.corpus {
+        out += &corpus_line(corpus);
+    }
     let basis = if t.throughput.source.starts_with("measured") {
         format!("from throughput {}", t.throughput.source)
     } else {

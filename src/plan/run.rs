@@ -71,6 +71,58 @@ pub struct ModelSpec {
     pub target: Option<u64>,
     /// The shape.
     pub shape: ModelShape,
+    /// RoPE base frequency θ (left out of the JSON, and so of the id, at its default).
+    #[serde(
+        default = "default_rope_theta",
+        skip_serializing_if = "is_default_rope_theta"
+    )]
+    pub rope_theta: f64,
+    /// RMSNorm ε (left out of the JSON at its default).
+    #[serde(
+        default = "default_norm_eps",
+        skip_serializing_if = "is_default_norm_eps"
+    )]
+    pub norm_eps: f64,
+    /// For a pre-trained teacher: the Hugging Face folder its weights come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pretrained: Option<PretrainedSource>,
+}
+
+fn default_rope_theta() -> f64 {
+    crate::model::DEFAULT_ROPE_THETA
+}
+fn is_default_rope_theta(v: &f64) -> bool {
+    *v == crate::model::DEFAULT_ROPE_THETA
+}
+fn default_norm_eps() -> f64 {
+    crate::model::DEFAULT_NORM_EPS
+}
+fn is_default_norm_eps(v: &f64) -> bool {
+    *v == crate::model::DEFAULT_NORM_EPS
+}
+
+impl ModelSpec {
+    /// The model's architecture for `context` tokens.
+    pub fn transformer(&self, context: u64) -> crate::model::TransformerConfig {
+        crate::model::TransformerConfig {
+            rope_theta: self.rope_theta,
+            norm_eps: self.norm_eps,
+            ..crate::model::TransformerConfig::new(self.shape, context as usize)
+        }
+    }
+}
+
+/// A model that is not trained by the sweep: a Hugging Face-format LLaMA folder. Its content
+/// hashes are part of the run's id, so other weights are another teacher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PretrainedSource {
+    /// The folder as written in the sweep file (relative to the sweep file's folder).
+    pub path: String,
+    /// SHA-256 (hex) of its `config.json`.
+    pub config_sha256: String,
+    /// SHA-256 (hex) over its weight files, in name order, each as its name, its length and
+    /// its bytes.
+    pub weights_sha256: String,
 }
 
 /// Where tokens come from and in which order.
@@ -84,6 +136,9 @@ pub struct DataConfig {
     pub text_column: Option<String>,
     /// Tokenizer (`None` for the synthetic corpus).
     pub tokenizer: Option<TokenizerKind>,
+    /// For `tokenizer = file`: which file, and its content hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_file: Option<TokenizerRef>,
     /// Vocabulary size.
     pub vocab: u64,
     /// Held-out tokens.
@@ -96,6 +151,27 @@ pub struct DataConfig {
     pub batch_seqs: u64,
     /// Seed of the data order (and of initialisation for trained runs).
     pub seed: u64,
+    /// A separate validation file or folder (relative to the sweep file), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub val_path: Option<String>,
+    /// Version of the held-out split rule of text corpora: 2 holds out whole documents with
+    /// duplicates dropped (`data::split`); 0 (absent) is the synthetic corpus, or a text run of
+    /// an older pdsweep that held out the corpus's last tokens.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub split: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// A Hugging Face `tokenizer.json` a corpus is tokenised with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenizerRef {
+    /// The file as written in the sweep file (relative to the sweep file's folder).
+    pub path: String,
+    /// SHA-256 (hex) of its bytes: the token cache and the run ids key on it.
+    pub sha256: String,
 }
 
 /// Optimiser settings of a trained run.

@@ -127,17 +127,24 @@ impl ModelShape {
     }
 }
 
-/// The rule that derives a shape from a target non-embedding size.
+/// The rule that derives a shape from a target non-embedding size: one smooth family in which
+/// width and depth grow together.
 ///
-/// 1. Head width: `head_dim` if given, else 64 for d_model ≥ 512, 32 for d_model ≥ 128 when it
-///    divides d_model, else 16.
-/// 2. d_ff: the multiple of `ffn_multiple` at or above ⌊8·d_model/3⌋ (LLaMA's rule).
-/// 3. Key/value heads: n_heads / `kv_groups`.
-/// 4. Candidates: d_model a multiple of 16 (and of the head width) up to 65,536, n_layers 1–256.
-///    For each depth, the width whose N is nearest the target. Among depths whose N is within
-///    15 % of the target (or, if none is, the nearest), the lowest score
-///    |ln(aspect / aspect_ratio)| + 4·|ln(N / target)| wins: a shape close to the aspect ratio,
-///    trading 1 % of size for about 4 % of aspect (tiny models are coarse; large ones hit both).
+/// 1. Widths: d_model from 16 in steps of 8 up to 128, of 16 up to 512, of 64 up to 4,096 and of
+///    128 beyond (each step at most 25 % wider), valid for the head width and `kv_groups`.
+/// 2. Head width: `head_dim` if given, else the largest of 64 (from d_model 512), 32 (from 128),
+///    16 and 8 that divides d_model. Key/value heads: n_heads / `kv_groups`.
+/// 3. d_ff: 8/3 · d_model rounded up to a multiple of `ffn_multiple` (default: 8 below d_model
+///    256, 32 below 2,048, else 128), as in LLaMA.
+/// 4. The family is a chain of (d_model, n_layers) from (16, 2): each link widens by one width
+///    step or deepens by one layer, whichever keeps d_model / n_layers nearer `aspect_ratio`. So
+///    neither width nor depth ever shrinks as models grow, no model is narrower than 16 or
+///    shallower than 2 layers.
+/// 5. A target takes the link whose N is nearest it (of the two that bracket it). If that N is
+///    more than [`SIZE_TOLERANCE`] (10 %) off, d_ff is moved within [2, 5] · d_model (in steps
+///    of the d_ff multiple) to bring N nearest the target (needed only at the smallest sizes,
+///    where one width step is a large change); a target that still misses by more
+///    than 10 % (below the smallest model, or with a coarse `head_dim` / `kv_groups`) is refused.
 ///
 /// The shape's real count is reported next to the target; the laws use the real count.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -148,8 +155,8 @@ pub struct ShapeRule {
     pub head_dim: Option<u64>,
     /// Query heads per key/value head.
     pub kv_groups: u64,
-    /// d_ff is rounded up to a multiple of this.
-    pub ffn_multiple: u64,
+    /// d_ff is a multiple of this (`None`: 8, 32 or 128 by width).
+    pub ffn_multiple: Option<u64>,
     /// Tie embedding and head.
     pub tie_embeddings: bool,
     /// Vocabulary.
@@ -158,22 +165,47 @@ pub struct ShapeRule {
 
 const MAX_LAYERS: u64 = 256;
 const MAX_WIDTH: u64 = 65_536;
-const WIDTH_STEP: u64 = 16;
-const SIZE_TOLERANCE: f64 = 0.15;
-const SIZE_WEIGHT: f64 = 4.0;
+/// The narrowest and shallowest derived model.
+pub const MIN_WIDTH: u64 = 16;
+/// See [`MIN_WIDTH`].
+pub const MIN_LAYERS: u64 = 2;
+/// How far a derived model's N may be from its target (relative).
+pub const SIZE_TOLERANCE: f64 = 0.10;
 
 impl ShapeRule {
     fn head_dim_for(&self, d_model: u64) -> u64 {
         match self.head_dim {
             Some(h) => h,
-            None if d_model >= 512 => 64,
-            None if d_model >= 128 && d_model.is_multiple_of(32) => 32,
-            None => 16,
+            None => [64, 32, 16, 8]
+                .into_iter()
+                .find(|&h| {
+                    let from = match h {
+                        64 => 512,
+                        32 => 128,
+                        _ => 0,
+                    };
+                    d_model >= from && d_model.is_multiple_of(h)
+                })
+                .unwrap_or(8),
         }
     }
 
-    /// The shape this rule gives for width `d_model` and depth `n_layers`, if valid.
+    fn ff_multiple(&self, d_model: u64) -> u64 {
+        self.ffn_multiple.unwrap_or(match d_model {
+            0..256 => 8,
+            256..2048 => 32,
+            _ => 128,
+        })
+    }
+
+    /// The shape this rule gives for width `d_model` and depth `n_layers` with the standard
+    /// d_ff, if valid.
     pub fn shape(&self, d_model: u64, n_layers: u64) -> Option<ModelShape> {
+        let m = self.ff_multiple(d_model).max(1);
+        self.shape_with_ff(d_model, n_layers, (8 * d_model).div_ceil(3).div_ceil(m) * m)
+    }
+
+    fn shape_with_ff(&self, d_model: u64, n_layers: u64, d_ff: u64) -> Option<ModelShape> {
         let head_dim = self.head_dim_for(d_model);
         if head_dim == 0 || !d_model.is_multiple_of(head_dim) {
             return None;
@@ -182,8 +214,6 @@ impl ShapeRule {
         if self.kv_groups == 0 || !n_heads.is_multiple_of(self.kv_groups) {
             return None;
         }
-        let multiple = self.ffn_multiple.max(1);
-        let d_ff = (8 * d_model / 3).div_ceil(multiple) * multiple;
         let shape = ModelShape {
             d_model,
             n_layers,
@@ -196,83 +226,136 @@ impl ShapeRule {
         shape.validate().ok().map(|_| shape)
     }
 
-    /// Derives the shape for a target non-embedding size (see the type docs for the rule).
-    pub fn derive(&self, target: u64) -> Result<ModelShape, String> {
-        let widths: Vec<u64> = (1..=MAX_WIDTH / WIDTH_STEP)
-            .map(|i| i * WIDTH_STEP)
-            .filter(|&d| self.shape(d, 1).is_some())
-            .collect();
-        if widths.is_empty() {
-            return Err("no width satisfies `head_dim` and `kv_groups` together".into());
-        }
-        let log_error = |shape: &ModelShape| {
-            (shape.params().non_embedding as f64 / target as f64)
-                .ln()
-                .abs()
+    /// The next valid width above `d_model`, if any.
+    fn next_width(&self, d_model: u64) -> Option<u64> {
+        let step = |d: u64| match d {
+            0..128 => 8,
+            128..512 => 16,
+            512..4096 => 64,
+            _ => 128,
         };
-        let candidates: Vec<(ModelShape, f64)> = (1..=MAX_LAYERS)
-            .filter_map(|layers| self.nearest_width(&widths, layers, target))
-            .map(|s| {
-                let e = log_error(&s);
-                (s, e)
-            })
-            .collect();
-        let best_error = candidates.iter().map(|c| c.1).fold(f64::INFINITY, f64::min);
-        let smallest = self
-            .shape(widths[0], 1)
-            .map(|s| s.params().non_embedding)
-            .unwrap_or(0);
-        let largest = self
-            .shape(widths[widths.len() - 1], MAX_LAYERS)
-            .map(|s| s.params().non_embedding)
-            .unwrap_or(u64::MAX);
-        if target < smallest / 2 {
-            return Err(format!(
-                "target size `{target}` is below the smallest shape this rule builds ({smallest} non-embedding parameters)"
-            ));
-        }
-        if target > largest.saturating_mul(2) {
-            return Err(format!(
-                "target size `{target}` is beyond the largest shape this rule builds ({largest})"
-            ));
-        }
-        let tolerance = (1.0 + SIZE_TOLERANCE).ln().max(best_error);
-        let aspect_error = |s: &ModelShape| {
-            ((s.d_model as f64 / s.n_layers as f64) / self.aspect_ratio)
-                .ln()
-                .abs()
-        };
-        candidates
-            .into_iter()
-            .filter(|(_, e)| *e <= tolerance + 1e-12)
-            .min_by(|a, b| {
-                let score = |c: &(ModelShape, f64)| aspect_error(&c.0) + SIZE_WEIGHT * c.1;
-                score(a).total_cmp(&score(b))
-            })
-            .map(|(s, _)| s)
-            .ok_or_else(|| format!("no shape found for target size `{target}`"))
-    }
-
-    /// For a fixed depth, the valid width whose non-embedding count is nearest `target`.
-    fn nearest_width(&self, widths: &[u64], layers: u64, target: u64) -> Option<ModelShape> {
-        let count = |d: u64| {
-            self.shape(d, layers)
-                .map_or(u64::MAX, |s| s.params().non_embedding)
-        };
-        let index = widths.partition_point(|&d| count(d) < target);
-        let mut options = Vec::new();
-        for i in [index.saturating_sub(1), index] {
-            if let Some(&d) = widths.get(i)
-                && let Some(s) = self.shape(d, layers)
-            {
-                options.push(s);
+        let mut d = d_model;
+        loop {
+            d = (d / step(d) + 1) * step(d);
+            if d > MAX_WIDTH {
+                return None;
+            }
+            if self.shape(d, MIN_LAYERS).is_some() {
+                return Some(d);
             }
         }
-        options.into_iter().min_by(|a, b| {
-            let ea = (a.params().non_embedding as f64 / target as f64).ln().abs();
-            let eb = (b.params().non_embedding as f64 / target as f64).ln().abs();
-            ea.total_cmp(&eb)
+    }
+
+    /// The family's chain of shapes (standard d_ff), smallest first.
+    pub fn chain(&self) -> Vec<ModelShape> {
+        let first = match self.shape(MIN_WIDTH, MIN_LAYERS) {
+            Some(_) => Some(MIN_WIDTH),
+            None => self.next_width(MIN_WIDTH),
+        };
+        let Some(mut d) = first else {
+            return Vec::new();
+        };
+        let mut layers = MIN_LAYERS;
+        let mut chain = Vec::new();
+        let off = |d: u64, l: u64| ((d as f64 / l as f64) / self.aspect_ratio).ln().abs();
+        loop {
+            if let Some(s) = self.shape(d, layers) {
+                chain.push(s);
+            }
+            let wider = self.next_width(d);
+            let deeper = (layers < MAX_LAYERS).then_some(layers + 1);
+            match (wider, deeper) {
+                (Some(w), Some(l)) if off(w, layers) < off(d, l) => d = w,
+                (_, Some(l)) => layers = l,
+                (Some(w), None) => d = w,
+                (None, None) => return chain,
+            }
+            if wider.is_none() && layers == MAX_LAYERS {
+                return chain;
+            }
+        }
+    }
+
+    /// Derives the shape for a target non-embedding size (see the type docs for the rule).
+    pub fn derive(&self, target: u64) -> Result<ModelShape, String> {
+        if self.kv_groups == 0 {
+            return Err("`kv_groups` must be at least 1".into());
+        }
+        let chain = self.chain();
+        let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
+            return Err("no width satisfies `head_dim` and `kv_groups` together".into());
+        };
+        let n = |s: &ModelShape| s.params().non_embedding;
+        let error = |s: &ModelShape| (n(s) as f64 / target.max(1) as f64).ln().abs();
+        let index = chain.partition_point(|s| n(s) < target);
+        let bracket: Vec<&ModelShape> = [index.checked_sub(1), Some(index)]
+            .into_iter()
+            .flatten()
+            .filter_map(|i| chain.get(i))
+            .collect();
+        let tolerance = (1.0 + SIZE_TOLERANCE).ln();
+        // Within the tolerance, the shape whose d_ff strays least from the standard 8/3 ratio;
+        // failing that, the nearest in size (refused below).
+        let standard_ff =
+            |s: &ModelShape| self.shape(s.d_model, s.n_layers).map_or(s.d_ff, |t| t.d_ff);
+        let distortion = |s: &ModelShape| (s.d_ff as f64 / standard_ff(s) as f64).ln().abs();
+        let candidates: Vec<ModelShape> = bracket
+            .iter()
+            .flat_map(|&&s| [Some(s), self.tuned(&s, target)])
+            .flatten()
+            .collect();
+        let fitting = candidates
+            .iter()
+            .filter(|s| error(s) <= tolerance + 1e-12)
+            .min_by(|a, b| {
+                distortion(a)
+                    .total_cmp(&distortion(b))
+                    .then(error(a).total_cmp(&error(b)))
+            });
+        let nearest = candidates
+            .iter()
+            .min_by(|a, b| error(a).total_cmp(&error(b)));
+        let shape = *fitting
+            .or(nearest)
+            .ok_or_else(|| format!("no shape found for target size `{target}`"))?;
+        if error(&shape) <= tolerance + 1e-12 {
+            return Ok(shape);
+        }
+        Err(if target < n(first) {
+            format!(
+                "target size `{target}` is below the smallest shape this rule builds ({} non-embedding parameters: {})",
+                n(first),
+                first.summary()
+            )
+        } else if target > n(last) {
+            format!(
+                "target size `{target}` is beyond the largest shape this rule builds ({})",
+                n(last)
+            )
+        } else {
+            format!(
+                "no shape within {:.0} % of target size `{target}` with this `head_dim` and `kv_groups` (nearest: {}, {} non-embedding parameters)",
+                100.0 * SIZE_TOLERANCE,
+                shape.summary(),
+                n(&shape)
+            )
         })
+    }
+
+    /// `shape` with d_ff moved within [2, 5] · d_model to bring N nearest `target`.
+    fn tuned(&self, shape: &ModelShape, target: u64) -> Option<ModelShape> {
+        let (d, layers) = (shape.d_model, shape.n_layers);
+        let m = self.ff_multiple(d).max(1);
+        ((2 * d).div_ceil(m)..=(5 * d / m))
+            .filter_map(|k| self.shape_with_ff(d, layers, k * m))
+            .min_by(|a, b| {
+                let e = |s: &ModelShape| {
+                    (s.params().non_embedding as f64 / target.max(1) as f64)
+                        .ln()
+                        .abs()
+                };
+                e(a).total_cmp(&e(b))
+            })
     }
 }
 
@@ -350,44 +433,64 @@ mod tests {
             aspect_ratio: 32.0,
             head_dim: None,
             kv_groups: 1,
-            ffn_multiple: 32,
+            ffn_multiple: None,
             tie_embeddings: true,
             vocab: 256,
         }
     }
 
+    /// Targets from the smallest model to 100B, 24 per decade.
+    fn targets() -> impl Iterator<Item = u64> {
+        (0..=24 * 7).map(|i| (6_000.0 * 10f64.powf(i as f64 / 24.0)) as u64)
+    }
+
     #[test]
-    fn derived_shapes_land_near_target_with_the_aspect_ratio() {
-        for target in [
-            50_000u64,
-            100_000,
-            200_000,
-            1_000_000,
-            4_000_000,
-            32_000_000,
-            1_000_000_000,
-        ] {
+    fn every_target_is_met_within_the_tolerance() {
+        for target in targets() {
             let s = rule().derive(target).unwrap();
             let n = s.params().non_embedding as f64;
-            let size_error = (n / target as f64 - 1.0).abs();
-            let aspect = s.d_model as f64 / s.n_layers as f64;
-            assert!(size_error < 0.15, "{target}: {s:?} has {n}");
             assert!(
-                (aspect / 32.0).ln().abs() < 0.5,
-                "{target}: aspect {aspect}"
+                (n / target as f64 - 1.0).abs() <= SIZE_TOLERANCE + 1e-9,
+                "{target}: {} has {n}",
+                s.summary()
             );
-            if target >= 100_000_000 {
-                assert!(size_error < 0.02, "{target}: {s:?} has {n}");
-            }
-            if target >= 1_000_000 {
-                // widths move in steps of 16, so a few-million-parameter model can miss by ~7 %
-                assert!(size_error < 0.08, "{target}: {s:?} has {n}");
-                assert!(
-                    (aspect / 32.0).ln().abs() < 0.25,
-                    "{target}: aspect {aspect}"
-                );
-            }
             s.validate().unwrap();
+            assert!(s.d_ff >= 2 * s.d_model && s.d_ff <= 5 * s.d_model, "{s:?}");
+        }
+    }
+
+    /// "10K" became 8,272 parameters, the same model as "8K"; "20K" was 5 layers of width 16
+    /// while "25K" was 1 layer of width 48.
+    #[test]
+    fn width_and_depth_never_shrink_as_targets_grow() {
+        let shapes: Vec<ModelShape> = targets().map(|t| rule().derive(t).unwrap()).collect();
+        for pair in shapes.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert!(
+                b.d_model >= a.d_model && b.n_layers >= a.n_layers,
+                "{} then {}",
+                a.summary(),
+                b.summary()
+            );
+            assert!(b.params().non_embedding >= a.params().non_embedding);
+            assert!(a.d_model >= MIN_WIDTH && a.n_layers >= MIN_LAYERS);
+        }
+        let n = |t: u64| rule().derive(t).unwrap();
+        assert_ne!(n(8_000), n(10_000));
+        assert!(n(20_000).n_layers <= n(25_000).n_layers);
+        assert!(n(20_000).d_model <= n(25_000).d_model);
+    }
+
+    #[test]
+    fn large_models_keep_the_aspect_ratio() {
+        for target in [1_000_000u64, 32_000_000, 1_000_000_000, 10_000_000_000] {
+            let s = rule().derive(target).unwrap();
+            let aspect = s.d_model as f64 / s.n_layers as f64;
+            assert!(
+                (aspect / 32.0).ln().abs() < 0.3,
+                "{target}: {}",
+                s.summary()
+            );
         }
     }
 
@@ -409,6 +512,11 @@ mod tests {
             ..rule()
         };
         assert!(zero_groups.derive(1_000_000).is_err());
+        let err = rule().derive(3_000).unwrap_err();
+        assert!(
+            err.contains("smallest shape") && err.contains("2L d16"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -259,6 +259,7 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
 fn supervised_points(runs: &[RunView]) -> Vec<SupervisedPoint> {
     runs.iter()
         .filter(|r| matches!(r.kind, RunKind::Teacher | RunKind::Baseline))
+        .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .filter_map(|r| {
             Some(SupervisedPoint {
                 name: r.name.clone(),

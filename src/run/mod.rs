@@ -1,10 +1,26 @@
-//! Executing a planned sweep: picking runnable runs, training them, and recording everything in
-//! the sweep database. The runner never prints; it reports [`RunEvent`]s to a callback.
+//! Executing a planned sweep, in three parts: how a unit of work is executed, per kind of run
+//! ([`execute`], shared by every scheduler); where units are scheduled (worker threads of this
+//! process, or [`slurm`] job arrays); and where results are recorded ([`record`]: the sweep
+//! database directly, or each run's own files, ingested by the Slurm coordinator). The
+//! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
+//! reports events to a callback.
 
+mod error;
 mod events;
+pub mod execute;
+mod graph;
+pub mod lease;
+mod local;
 mod pools;
-mod runner;
+mod pretrained;
+pub mod record;
+pub mod slurm;
+mod unit;
 
+pub use error::{RecordError, RunError};
 pub use events::RunEvent;
+pub use execute::{ExecEnv, Outcome, checkpoint_path, execute_unit, store_dir};
+pub use graph::{EXECUTED, priority, unblock_counts};
+pub use local::{RunOptions, Summary, execute};
 pub use pools::threads_per_worker;
-pub use runner::{RunError, RunOptions, Summary, execute};
+pub use unit::{UnitRun, WorkUnit};

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::error::{Location, SpecError};
+use super::files::SweepFiles;
 use super::schema::SweepFile;
 use super::validate;
 
@@ -23,6 +24,8 @@ pub struct Sweep {
     pub file: SweepFile,
     /// The vocabulary every model of the sweep shares.
     pub vocab: u64,
+    /// What the files the sweep names (tokenizer, pre-trained teachers) say.
+    pub files: SweepFiles,
 }
 
 impl Sweep {
@@ -45,8 +48,9 @@ impl Sweep {
             hash,
             file,
             vocab: 0,
+            files: SweepFiles::default(),
         };
-        sweep.vocab = validate::check(&sweep)?;
+        (sweep.vocab, sweep.files) = validate::check(&sweep)?;
         Ok(sweep)
     }
 

@@ -8,7 +8,7 @@ use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::{
     Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
-    Schedule, Temperature, TokenizerKind, TopK, TopP,
+    Schedule, Temperature, TokenizerSetting, TopK, TopP,
 };
 
 /// A whole sweep file.
@@ -51,6 +51,9 @@ pub struct SweepFile {
     /// Assumptions used for time estimates before throughput has been measured.
     #[serde(default)]
     pub estimate: EstimateSection,
+    /// Resources of the jobs `pdsweep slurm` submits.
+    #[serde(default)]
+    pub slurm: Option<super::slurm::SlurmSection>,
 }
 
 fn default_seed() -> OneOrMany<u64> {
@@ -70,15 +73,20 @@ pub struct CorpusSection {
     /// The jsonl field or parquet column holding the text (default `text`).
     #[serde(default)]
     pub text_column: Option<String>,
-    /// `byte` (vocabulary 256) or `bpe` (trained on the corpus); not used by `synthetic`.
+    /// `byte` (vocabulary 256), `bpe` (trained on the corpus) or the path of a Hugging Face
+    /// `tokenizer.json`; not used by `synthetic`.
     #[serde(default)]
-    pub tokenizer: Option<TokenizerKind>,
+    pub tokenizer: Option<TokenizerSetting>,
     /// Vocabulary size for `bpe` and `synthetic`.
     #[serde(default)]
     pub vocab_size: Option<Spanned<Count>>,
     /// Held-out tokens kept aside for evaluation.
     #[serde(default)]
     pub val_tokens: Option<Count>,
+    /// A separate validation file or folder (same kind as `path`), relative to the sweep file;
+    /// without it whole documents of the corpus are held out.
+    #[serde(default)]
+    pub val_path: Option<String>,
     /// Seed of the synthetic generator (default 0).
     #[serde(default)]
     pub seed: Option<u64>,
@@ -103,12 +111,19 @@ pub struct ModelSection {
     /// Query heads per key/value head in derived shapes (1 = plain multi-head attention).
     #[serde(default = "default_one")]
     pub kv_groups: Count,
-    /// d_ff of derived shapes is the multiple of this nearest above 8/3 · d_model.
-    #[serde(default = "default_ffn_multiple")]
-    pub ffn_multiple: Count,
+    /// d_ff of derived shapes is a multiple of this (default: 8 below d_model 256, 32 below
+    /// 2,048, else 128).
+    #[serde(default)]
+    pub ffn_multiple: Option<Count>,
     /// Share the token embedding with the output head.
     #[serde(default = "default_true")]
     pub tie_embeddings: bool,
+    /// RoPE base frequency θ of the models the sweep trains (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rope_theta: Option<Ratio>,
+    /// RMSNorm ε of the models the sweep trains (default 1e-5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub norm_eps: Option<Ratio>,
 }
 
 impl Default for ModelSection {
@@ -119,8 +134,10 @@ impl Default for ModelSection {
             aspect_ratio: default_aspect(),
             head_dim: None,
             kv_groups: default_one(),
-            ffn_multiple: default_ffn_multiple(),
+            ffn_multiple: None,
             tie_embeddings: true,
+            rope_theta: None,
+            norm_eps: None,
         }
     }
 }
@@ -133,9 +150,6 @@ fn default_aspect() -> Ratio {
 }
 fn default_one() -> Count {
     Count(1)
-}
-fn default_ffn_multiple() -> Count {
-    Count(32)
 }
 fn default_true() -> bool {
     true
@@ -207,6 +221,10 @@ pub struct ModelEntry {
     /// the largest teacher.
     #[serde(default)]
     pub lr: Option<Schedule>,
+    /// Teachers only: a Hugging Face-format LLaMA folder (config.json, safetensors weights),
+    /// relative to the sweep file. The teacher is not trained; its shape comes from the folder.
+    #[serde(default)]
+    pub pretrained: Option<String>,
 }
 
 /// `[distill]`: every key may be a single value or a list (an axis).

@@ -4,6 +4,7 @@
 use toml::Spanned;
 
 use super::error::SpecError;
+use super::files::{self, SweepFiles};
 use super::load::Sweep;
 use super::schema::{CorpusSection, GroupSection, ModelEntry};
 use super::values::{CorpusKind, TokenizerKind};
@@ -13,8 +14,9 @@ pub const BYTE_VOCAB: u64 = 256;
 /// The vocabulary of the synthetic corpus when nothing sets it.
 pub const DEFAULT_SYNTHETIC_VOCAB: u64 = 256;
 
-/// Runs every whole-file check; returns the vocabulary all models share.
-pub fn check(sweep: &Sweep) -> Result<u64, SpecError> {
+/// Runs every whole-file check and reads the files the sweep names (tokenizer, pre-trained
+/// teachers); returns the vocabulary all models share and what those files say.
+pub fn check(sweep: &Sweep) -> Result<(u64, SweepFiles), SpecError> {
     let file = &sweep.file;
     check_group(sweep, &file.teachers, "teachers")?;
     check_group(sweep, &file.students, "students")?;
@@ -35,7 +37,12 @@ pub fn check(sweep: &Sweep) -> Result<u64, SpecError> {
         .map(|c| c.get_ref().clone())
         .unwrap_or_default();
     check_corpus(sweep, &corpus)?;
-    resolve_vocab(sweep, &corpus)
+    let files = files::read(sweep)?;
+    let vocab = match pretrained_vocab(sweep, &corpus, &files)? {
+        Some(v) => v,
+        None => resolve_vocab(sweep, &corpus, &files)?,
+    };
+    Ok((vocab, files))
 }
 
 fn check_group(sweep: &Sweep, group: &Spanned<GroupSection>, key: &str) -> Result<(), SpecError> {
@@ -74,8 +81,53 @@ fn explicit_keys(e: &ModelEntry) -> [(&'static str, bool); 4] {
     ]
 }
 
+/// A `pretrained` entry: only for teachers, and nothing that the folder decides or that only
+/// training uses.
+fn check_pretrained(
+    sweep: &Sweep,
+    entry: &Spanned<ModelEntry>,
+    key: &str,
+) -> Result<(), SpecError> {
+    let e = entry.get_ref();
+    if !key.starts_with("teachers") {
+        return Err(sweep
+            .error_at(
+                entry.span(),
+                &format!("{key}.pretrained"),
+                "only teachers can be pre-trained; students are trained by the sweep",
+            )
+            .with_hint("move the entry to `[[teachers.models]]`"));
+    }
+    let conflicts = [
+        ("size", e.size.is_some()),
+        ("d_model", e.d_model.is_some()),
+        ("n_layers", e.n_layers.is_some()),
+        ("n_heads", e.n_heads.is_some()),
+        ("n_kv_heads", e.n_kv_heads.is_some()),
+        ("d_ff", e.d_ff.is_some()),
+        ("vocab", e.vocab.is_some()),
+        ("tie_embeddings", e.tie_embeddings.is_some()),
+        ("tokens", e.tokens.is_some()),
+        ("seed", e.seed.is_some()),
+        ("lr", e.lr.is_some()),
+    ];
+    match conflicts.iter().find(|(_, set)| *set) {
+        Some((other, _)) => Err(sweep
+            .error_at(
+                entry.span(),
+                &format!("{key}.{other}"),
+                format!("a `pretrained` teacher takes its shape from its config.json and is not trained, so `{other}` does not apply"),
+            )
+            .with_hint(format!("remove `{other}` from this entry"))),
+        None => Ok(()),
+    }
+}
+
 fn check_entry(sweep: &Sweep, entry: &Spanned<ModelEntry>, key: &str) -> Result<(), SpecError> {
     let e = entry.get_ref();
+    if e.pretrained.is_some() {
+        return check_pretrained(sweep, entry, key);
+    }
     let keys = explicit_keys(e);
     let any_explicit =
         keys.iter().any(|(_, set)| *set) || e.n_kv_heads.is_some() || e.vocab.is_some();
@@ -161,6 +213,14 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
     };
     match corpus.kind {
         CorpusKind::Synthetic => {
+            if corpus.val_path.is_some() {
+                return fail(
+                    "corpus.val_path",
+                    "the synthetic corpus generates its own held-out stream and reads no `val_path`"
+                        .into(),
+                    "remove `val_path`",
+                );
+            }
             if corpus.path.is_some() {
                 return fail(
                     "corpus.path",
@@ -186,6 +246,17 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
                 );
             }
         }
+    }
+    if let (Some(t), Some(v)) = (&corpus.tokenizer, &corpus.vocab_size)
+        && t.file().is_some()
+    {
+        return Err(sweep
+            .error_at(
+                v.span(),
+                "corpus.vocab_size",
+                "the vocabulary of a tokenizer file is the file's",
+            )
+            .with_hint("remove `vocab_size`"));
     }
     if corpus.text_column.is_some()
         && !matches!(corpus.kind, CorpusKind::Jsonl | CorpusKind::Parquet)
@@ -222,7 +293,140 @@ fn stated_vocabs(sweep: &Sweep) -> Vec<(u64, String, std::ops::Range<usize>)> {
     out
 }
 
-fn resolve_vocab(sweep: &Sweep, corpus: &CorpusSection) -> Result<u64, SpecError> {
+/// The vocabulary of a sweep with pre-trained teachers: theirs (they must agree), which the
+/// corpus tokenizer must fit and every stated `vocab` must equal. `None` without any.
+fn pretrained_vocab(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+) -> Result<Option<u64>, SpecError> {
+    let entries = files.pretrained(sweep);
+    let Some(first) = entries.first() else {
+        return Ok(None);
+    };
+    let vocab = first.model.config.vocab;
+    let context = sweep.file.model.context.get_ref().0;
+    for e in &entries {
+        let c = &e.model.config;
+        if c.vocab != vocab {
+            return Err(sweep
+                .error_at(
+                    e.span.clone(),
+                    &e.key,
+                    format!(
+                        "vocabulary `{}` (config.json) differs from vocabulary `{vocab}` of `{}`; teachers and students must share one tokenizer",
+                        c.vocab, first.key
+                    ),
+                )
+                .with_hint("distil from teachers of one model family (one tokenizer) per sweep"));
+        }
+        if context > c.max_positions {
+            return Err(sweep
+                .error_at(
+                    sweep.file.model.context.span(),
+                    "model.context",
+                    format!(
+                        "context `{context}` is longer than the `max_position_embeddings` = `{}` of the teacher at `{}`",
+                        c.max_positions, e.key
+                    ),
+                )
+                .with_hint("lower `[model] context`"));
+        }
+        check_teacher_tokenizer(sweep, corpus, files, e)?;
+    }
+    if let Some((v, label, span)) = stated_vocabs(sweep)
+        .into_iter()
+        .find(|(v, _, _)| *v != vocab)
+    {
+        return Err(sweep
+            .error_at(
+                span,
+                &label,
+                format!(
+                    "vocabulary `{v}` of {label} differs from the pre-trained teachers' `{vocab}`"
+                ),
+            )
+            .with_hint("remove `vocab`: students take the teachers' vocabulary"));
+    }
+    match (corpus.kind, corpus.vocab_size.as_ref()) {
+        (CorpusKind::Synthetic, Some(v)) if v.get_ref().0 != vocab => Err(sweep
+            .error_at(
+                v.span(),
+                "corpus.vocab_size",
+                format!(
+                    "`{}` differs from the pre-trained teachers' vocabulary `{vocab}`",
+                    v.get_ref().0
+                ),
+            )
+            .with_hint("remove `vocab_size`")),
+        _ => Ok(Some(vocab)),
+    }
+}
+
+/// A pre-trained teacher must read the corpus's tokens as it was trained to: the corpus
+/// tokenizer must fit its vocabulary and be its own tokenizer when its folder has one.
+fn check_teacher_tokenizer(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+    e: &files::PretrainedEntry,
+) -> Result<(), SpecError> {
+    let vocab = e.model.config.vocab;
+    let own = e.model.tokenizer.as_ref();
+    let hint = match own {
+        Some(t) => format!(
+            "set `[corpus] tokenizer` to the teacher's tokenizer, `{}`",
+            t.path.display()
+        ),
+        None => {
+            "set `[corpus] tokenizer` to the tokenizer.json the teacher was trained with".into()
+        }
+    };
+    let fail = |message: String| {
+        Err(sweep
+            .error_at(e.span.clone(), &e.key, message)
+            .with_hint(hint.clone()))
+    };
+    let kind = corpus.tokenizer.as_ref().map(|t| t.kind());
+    match (corpus.kind, kind, &files.tokenizer) {
+        (_, Some(TokenizerKind::File), Some(tokenizer)) => {
+            if tokenizer.vocab > vocab {
+                return fail(format!(
+                    "the corpus tokenizer `{}` has ids up to {}, beyond the teacher's vocabulary `{vocab}`",
+                    tokenizer.path.display(),
+                    tokenizer.vocab - 1
+                ));
+            }
+            match own.map(|t| t.same_vocabulary(tokenizer)) {
+                Some(Ok(false)) => fail(format!(
+                    "the teacher's own `{}` maps tokens differently from the corpus tokenizer `{}`",
+                    own.map(|t| t.path.display().to_string()).unwrap_or_default(),
+                    tokenizer.path.display()
+                )),
+                Some(Err(err)) => fail(err.to_string()),
+                _ => Ok(()),
+            }
+        }
+        (_, Some(TokenizerKind::Bpe), _) => fail(
+            "a pre-trained teacher needs the tokenizer it was trained with, and `bpe` trains a new one".into(),
+        ),
+        _ if own.is_some() => fail(format!(
+            "the teacher comes with its own tokenizer, but the corpus is tokenised by `{}`",
+            kind.map_or(corpus.kind.as_str(), |k| k.as_str())
+        )),
+        (CorpusKind::Synthetic, _, _) => Ok(()),
+        _ if vocab != BYTE_VOCAB => fail(format!(
+            "the teacher's vocabulary is `{vocab}`, but the `byte` tokenizer has 256 tokens"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn resolve_vocab(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+) -> Result<u64, SpecError> {
     let stated = stated_vocabs(sweep);
     if let Some((first, rest)) = stated.split_first()
         && let Some(other) = rest.iter().find(|(v, _, _)| *v != first.0)
@@ -239,7 +443,29 @@ fn resolve_vocab(sweep: &Sweep, corpus: &CorpusSection) -> Result<u64, SpecError
             .with_hint("give every model the same `vocab` (or leave `vocab` out to use the corpus tokenizer's)"));
     }
     let from_models = stated.first().map(|(v, _, _)| *v);
-    let tokenizer = corpus.tokenizer.unwrap_or_default();
+    if let Some(file) = &files.tokenizer {
+        let vocab = from_models.unwrap_or(file.vocab);
+        if vocab < file.vocab {
+            let (_, label, span) = &stated[0];
+            return Err(sweep
+                .error_at(
+                    span.clone(),
+                    label,
+                    format!(
+                        "vocabulary `{vocab}` of {label} is smaller than the tokenizer's (`{}` has ids up to {})",
+                        file.path.display(),
+                        file.vocab - 1
+                    ),
+                )
+                .with_hint("remove `vocab` to use the tokenizer's, or raise it"));
+        }
+        return Ok(vocab);
+    }
+    let tokenizer = corpus
+        .tokenizer
+        .as_ref()
+        .map(|t| t.kind())
+        .unwrap_or_default();
     let corpus_vocab = corpus
         .vocab_size
         .as_ref()
@@ -256,7 +482,8 @@ fn resolve_vocab(sweep: &Sweep, corpus: &CorpusSection) -> Result<u64, SpecError
                 )
                 .with_hint("remove `vocab_size`, or set `tokenizer = \"bpe\"`"));
         }
-        (_, TokenizerKind::Byte, _) => BYTE_VOCAB,
+        // A tokenizer file returned above.
+        (_, TokenizerKind::Byte | TokenizerKind::File, _) => BYTE_VOCAB,
         (_, TokenizerKind::Bpe, Some((v, _))) => v,
         (_, TokenizerKind::Bpe, None) => match from_models {
             Some(v) => v,

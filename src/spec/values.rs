@@ -122,8 +122,73 @@ word_enum!(
         Byte = "byte",
         /// Byte-pair encoding trained on the corpus.
         Bpe = "bpe",
+        /// A Hugging Face `tokenizer.json` named in the sweep file.
+        File = "file",
     } default Byte
 );
+
+/// `[corpus] tokenizer`: `"byte"`, `"bpe"`, or the path of a Hugging Face `tokenizer.json`
+/// (relative to the sweep file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenizerSetting {
+    /// One token per byte.
+    Byte,
+    /// BPE trained on the corpus.
+    Bpe,
+    /// A `tokenizer.json` file.
+    File(String),
+}
+
+impl TokenizerSetting {
+    /// The kind of tokenizer.
+    pub fn kind(&self) -> TokenizerKind {
+        match self {
+            TokenizerSetting::Byte => TokenizerKind::Byte,
+            TokenizerSetting::Bpe => TokenizerKind::Bpe,
+            TokenizerSetting::File(_) => TokenizerKind::File,
+        }
+    }
+
+    /// The path of a tokenizer file, as written.
+    pub fn file(&self) -> Option<&str> {
+        match self {
+            TokenizerSetting::File(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for TokenizerSetting {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "byte" => Ok(TokenizerSetting::Byte),
+            "bpe" => Ok(TokenizerSetting::Bpe),
+            path if path.ends_with(".json") => Ok(TokenizerSetting::File(path.to_string())),
+            other => Err(format!(
+                "tokenizer `{other}` must be `byte`, `bpe`, or the path of a Hugging Face `tokenizer.json`"
+            )),
+        }
+    }
+}
+
+impl Serialize for TokenizerSetting {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            TokenizerSetting::Byte => s.serialize_str("byte"),
+            TokenizerSetting::Bpe => s.serialize_str("bpe"),
+            TokenizerSetting::File(p) => s.serialize_str(p),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for TokenizerSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(de::Error::custom)
+    }
+}
 
 word_enum!(
     /// Where a student's teacher logits come from.

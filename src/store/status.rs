@@ -1,8 +1,12 @@
 //! Where a sweep stands: each run's state, progress, last error and measured throughput, for
 //! `pdsweep status` and for time estimates from measurements.
 
+use std::collections::HashMap;
+
 use rusqlite::params;
 use serde::Serialize;
+
+use crate::plan::{Calibration, ModelShape, RunConfig, StepWork, step_work};
 
 use super::db::SweepDb;
 use super::error::StoreError;
@@ -74,50 +78,104 @@ impl SweepDb {
         Ok(rows)
     }
 
-    /// Measured training throughput of finished runs: (non-embedding parameters, tokens/s),
-    /// for estimating the time of runs not measured yet.
-    pub fn measured_throughput(&self, backend: &str) -> Result<Vec<(u64, f64)>, StoreError> {
+    /// Step times measured by the finished runs of `backend`: the work of one step (from each
+    /// run's configuration) and its seconds, for fitting a [`Calibration`].
+    pub fn measured_steps(&self, backend: &str) -> Result<Vec<(StepWork, f64)>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read measured throughput", e);
+        let configs = self.run_configs()?;
         let mut stmt = self
             .conn()
             .prepare(
-                "SELECT r.params_non_embedding, s.tokens_per_s FROM results s JOIN runs r ON r.id = s.run_id
-                 WHERE s.backend = ?1 AND r.kind IN ('teacher', 'baseline', 'student') AND s.tokens_per_s > 0",
+                "SELECT s.run_id, s.tokens_per_s FROM results s
+                 WHERE s.backend = ?1 AND s.tokens_per_s > 0",
             )
             .map_err(fail)?;
-        let rows = stmt
-            .query_map([backend], |r| {
-                Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get(1)?))
-            })
+        let rows: Vec<(String, f64)> = stmt
+            .query_map([backend], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(fail)?
-            .collect::<Result<Vec<_>, _>>()
+            .collect::<Result<_, _>>()
             .map_err(fail)?;
-        Ok(rows)
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, tokens_per_s)| {
+                let config = configs.get(&id)?;
+                let per_step = (config.data.context * config.data.batch_seqs) as f64;
+                let work = step_work(config, teacher_shape(config, &configs));
+                Some((work, per_step / tokens_per_s))
+            })
+            .collect())
     }
 
-    /// Seconds left for the unfinished runs of plan `plan_id`, run one at a time: each run's
-    /// remaining tokens at its own measured throughput, or the throughput measured for the
-    /// nearest model size, or `flops_per_s`.
-    pub fn eta_s(&self, plan_id: i64, backend: &str, flops_per_s: f64) -> Result<f64, StoreError> {
-        let measured = self.measured_throughput(backend)?;
+    /// The prices of work on `backend` fitted on this sweep's finished runs (at least three),
+    /// else `fallback`.
+    pub fn calibration(&self, backend: &str, fallback: Calibration) -> Calibration {
+        let Ok(samples) = self.measured_steps(backend) else {
+            return fallback;
+        };
+        if samples.len() < 3 {
+            return fallback;
+        }
+        let source = format!("fitted on {} finished runs of this backend", samples.len());
+        Calibration::fit(&samples, source).unwrap_or(fallback)
+    }
+
+    /// Seconds left for the unfinished runs of plan `plan_id`, run one at a time: a running
+    /// run's remaining tokens at its own measured throughput, the others at the prices of
+    /// `calibration`.
+    pub fn eta_s(&self, plan_id: i64, calibration: &Calibration) -> Result<f64, StoreError> {
+        let configs = self.run_configs()?;
         Ok(self
             .status(plan_id)?
             .iter()
-            .map(|r| remaining_seconds(r, &measured, flops_per_s))
+            .map(|r| remaining_seconds(r, &configs, calibration))
             .sum())
+    }
+
+    /// Every run's resolved configuration, by id (unreadable ones are left out).
+    fn run_configs(&self) -> Result<HashMap<String, RunConfig>, StoreError> {
+        let fail = |e| StoreError::sql(self.path(), "read run configurations", e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT id, config_json FROM runs")
+            .map_err(fail)?;
+        let rows: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(fail)?
+            .collect::<Result<_, _>>()
+            .map_err(fail)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, json)| Some((id, serde_json::from_str(&json).ok()?)))
+            .collect())
     }
 }
 
-/// Seconds left for `run`: its remaining tokens at its measured throughput, or at the
-/// throughput measured for the nearest model size, or at `flops_per_s`.
-pub fn remaining_seconds(run: &RunStatus, measured: &[(u64, f64)], flops_per_s: f64) -> f64 {
+/// The shape of the teacher of a student (online students pay its forward passes).
+fn teacher_shape<'a>(
+    config: &RunConfig,
+    configs: &'a HashMap<String, RunConfig>,
+) -> Option<&'a ModelShape> {
+    let teacher = &config.distill.as_ref()?.teacher.0;
+    configs.get(teacher).map(|t| &t.model.shape)
+}
+
+/// Seconds left for `run`: its remaining tokens at its own measured throughput while it runs,
+/// else its remaining share of the time `calibration` predicts for it.
+pub fn remaining_seconds(
+    run: &RunStatus,
+    configs: &HashMap<String, RunConfig>,
+    calibration: &Calibration,
+) -> f64 {
     if run.state == "done" || run.state == "failed" {
         return 0.0;
     }
-    let left = run.tokens as f64 * (1.0 - run.progress);
-    let tps = run
-        .tokens_per_s
-        .or_else(|| crate::plan::estimate_tokens_per_s(measured, run.params_non_embedding))
-        .unwrap_or(flops_per_s / (6.0 * run.params_non_embedding.max(1) as f64));
-    left / tps.max(1e-9)
+    let left = 1.0 - run.progress;
+    if run.state == "running"
+        && let Some(tps) = run.tokens_per_s.filter(|t| *t > 0.0)
+    {
+        return run.tokens as f64 * left / tps;
+    }
+    configs.get(&run.id).map_or(0.0, |config| {
+        left * calibration.run_seconds(config, teacher_shape(config, configs))
+    })
 }

@@ -4,11 +4,13 @@
 pub mod checkpoint;
 mod device;
 mod objective;
+pub mod probe;
 pub mod schedule;
 mod trainer;
 
 pub use device::{MissingBackend, device_for};
 pub use objective::{NextToken, Objective, cross_entropy};
 pub use trainer::{
-    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, evaluate, init_model, train,
+    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, eval_rows, evaluate, init_model,
+    train,
 };

@@ -15,11 +15,18 @@ use super::checkpoint::{self, CheckpointError, CheckpointState};
 use super::objective::{Objective, cross_entropy};
 use super::schedule;
 use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
-use crate::model::{Transformer, TransformerConfig};
+use crate::model::Transformer;
 use crate::plan::RunConfig;
 
-/// Rows per held-out evaluation batch.
+/// Rows per held-out evaluation batch (fewer at large vocabularies, see [`eval_rows`]).
 const EVAL_BATCH: usize = 16;
+
+/// Rows per held-out batch for `context` × `vocab` logits: 16, or fewer when that many rows
+/// would hold more than 2^25 logits (128 MiB per tensor; a real tokenizer's 50K–150K
+/// vocabulary would otherwise need gigabytes per evaluation step).
+pub fn eval_rows(context: usize, vocab: usize) -> usize {
+    ((1usize << 25) / (context * vocab).max(1)).clamp(1, EVAL_BATCH)
+}
 
 /// Progress of a training run.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,11 +146,7 @@ static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
     let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
     device.seed(config.data.seed);
-    let model = TransformerConfig {
-        shape: config.model.shape,
-        context: config.data.context as usize,
-    }
-    .init(device);
+    let model = config.model.transformer(config.data.context).init(device);
     model.visit(&mut Materialize);
     model
 }
@@ -404,7 +407,7 @@ pub fn evaluate(
     bytes_per_token: f64,
 ) -> (f64, f64) {
     let (mut nll, mut count) = (0.0f64, 0usize);
-    for batch in eval_batches(val, context, EVAL_BATCH) {
+    for batch in eval_batches(val, context, eval_rows(context, model.vocab())) {
         let (inputs, targets) = batch_tensors(&batch, device);
         let losses = cross_entropy(model.forward(inputs), targets);
         nll += losses.sum().into_scalar::<f32>() as f64;

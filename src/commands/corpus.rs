@@ -1,0 +1,61 @@
+//! The sweep's real-text corpus, prepared once before anything trains: `plan` and `run` check
+//! that its path holds readable text (exit code 2 otherwise, naming the path as written and as
+//! resolved), build the token cache (training a BPE tokenizer once), and attach the corpus facts
+//! and its design warnings to the plan. Workers then only open the cache.
+
+use std::path::Path;
+
+use pdsweep::data::{self, DataError};
+use pdsweep::plan::Plan;
+
+use super::UsageError;
+
+/// Prepares the corpus of `plan` (a no-op for the synthetic corpus). With `write_cache` false
+/// (`plan --dry-run`) the corpus is only read and checked, and nothing is written.
+pub fn prepare(
+    plan: &mut Plan,
+    sweep_file: &Path,
+    results_dir: &Path,
+    write_cache: bool,
+) -> anyhow::Result<()> {
+    let Some(config) = plan.text_corpus().cloned() else {
+        // The synthetic corpus: its held-out facts (unigram entropy, entropy rate) are cheap to
+        // generate and feed the design checks.
+        if let Some(run) = plan.runs.first() {
+            let data = run.config.data.clone();
+            let prepared =
+                data::prepare(&data, Path::new(""), results_dir, 0).map_err(user_error)?;
+            plan.attach_corpus(prepared.info);
+        }
+        return Ok(());
+    };
+    let base_dir = sweep_file.parent().unwrap_or(Path::new(""));
+    if !write_cache {
+        let files = data::find_files(&config, base_dir).map_err(user_error)?;
+        let column = config.text_column.as_deref().unwrap_or("text");
+        for list in [&files.train, &files.val] {
+            if !list.is_empty() {
+                data::read_documents(list, config.corpus, column).map_err(user_error)?;
+            }
+        }
+        return Ok(());
+    }
+    let prepared =
+        data::prepare(&config, base_dir, &results_dir.join("cache"), 0).map_err(user_error)?;
+    plan.attach_corpus(prepared.info);
+    Ok(())
+}
+
+/// Problems the user fixes in the sweep file or the corpus exit with code 2; others (a full
+/// disk, a corrupt cache) with code 1.
+fn user_error(e: DataError) -> anyhow::Error {
+    match e {
+        DataError::CorpusPath { .. }
+        | DataError::Empty { .. }
+        | DataError::Invalid { .. }
+        | DataError::Missing { .. }
+        | DataError::TooSmall(_)
+        | DataError::Tokenizer(_) => UsageError(e.to_string()).into(),
+        other => other.into(),
+    }
+}

@@ -1,0 +1,387 @@
+//! A real-text corpus prepared once per sweep: its files found and read (a path that does not
+//! exist or holds no readable text is refused, naming the path as written and as resolved),
+//! tokenised (a BPE tokenizer is trained once), split into training and held-out text (see
+//! [`super::split`]) and written to the token cache with a JSON file of facts beside it.
+//!
+//! Preparation holds an exclusive lock on the cache entry (`tokens-KEY.lock`), so workers of one
+//! process and other processes wait for the one that builds it and never see half a cache.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::cache::{TokenFile, write_atomic};
+use super::error::DataError;
+use super::split::{self, Split, TokenizedDoc};
+use super::text::{Document, corpus_files, read_documents};
+use super::tokenize::Tokenizer;
+use super::{CorpusInfo, Prepared, Stream, unigram_entropy};
+use crate::plan::DataConfig;
+use crate::spec::{TokenizerKind, hex};
+
+/// Separator appended after every document.
+const DOC_SEPARATOR: &str = "\n\n";
+
+/// Facts about a prepared corpus, kept in `corpus-KEY.json` beside its token cache.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CorpusFacts {
+    /// Files read (training and validation).
+    pub files: u64,
+    /// Documents read, duplicates included.
+    pub documents: u64,
+    /// Groups of byte-identical documents (first one kept).
+    pub duplicate_groups: Vec<Vec<String>>,
+    /// How the held-out split was chosen.
+    pub val_split: String,
+    /// Fraction of held-out 64-token windows also found in training.
+    pub val_overlap: f64,
+    /// UTF-8 bytes of the training split.
+    pub train_bytes: u64,
+}
+
+/// The files of a text corpus: training files, and validation files when `val_path` is set.
+#[derive(Debug, Clone)]
+pub struct CorpusFiles {
+    /// Training files, sorted.
+    pub train: Vec<PathBuf>,
+    /// Validation files, sorted (empty without `val_path`).
+    pub val: Vec<PathBuf>,
+    /// The resolved corpus path.
+    pub path: PathBuf,
+}
+
+/// `written` (relative to `base_dir`) as an absolute path, for messages.
+fn resolve(base_dir: &Path, written: &str) -> PathBuf {
+    let joined = base_dir.join(written);
+    std::path::absolute(&joined).unwrap_or(joined)
+}
+
+/// Finds the corpus files of `data`, refusing a path that cannot be read or holds no file of
+/// the corpus kind; the error names the key, the path as written and as resolved.
+pub fn find_files(data: &DataConfig, base_dir: &Path) -> Result<CorpusFiles, DataError> {
+    let find = |key: &'static str, written: &str| {
+        let path = resolve(base_dir, written);
+        corpus_files(&path, data.corpus)
+            .map(|files| (files, path.clone()))
+            .map_err(|e| DataError::CorpusPath {
+                key,
+                written: written.to_string(),
+                resolved: path,
+                reason: e.short_reason(),
+            })
+    };
+    let (train, path) = find("path", data.path.as_deref().unwrap_or_default())?;
+    let val = match data.val_path.as_deref() {
+        Some(v) => find("val_path", v)?.0,
+        None => Vec::new(),
+    };
+    Ok(CorpusFiles { train, val, path })
+}
+
+/// The cache key of a text corpus: its settings, the split rule, and each file's path, size and
+/// modification time (content hashing a large corpus on every run would cost more than it
+/// protects).
+fn cache_key(data: &DataConfig, files: &CorpusFiles) -> String {
+    let mut h = Sha256::new();
+    h.update(format!(
+        "{:?}|{:?}|{}|{}|{:?}|split-v2",
+        data.corpus, data.tokenizer, data.vocab, data.val_tokens, data.text_column
+    ));
+    if let Some(file) = &data.tokenizer_file {
+        h.update(format!("|tokenizer-sha256={}", file.sha256)); // the file's content, not its path
+    }
+    for (tag, list) in [("t", &files.train), ("v", &files.val)] {
+        for f in list {
+            let meta = fs::metadata(f).ok();
+            let modified = meta
+                .as_ref()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            h.update(format!(
+                "|{tag}|{}|{:?}|{:?}",
+                f.display(),
+                meta.map(|m| m.len()),
+                modified
+            ));
+        }
+    }
+    hex(&h.finalize()[..8])
+}
+
+/// Prepares (or opens the prepared) text corpus of `data`: paths relative to `base_dir`, cache
+/// files in `cache_dir`.
+pub fn prepare_text(
+    data: &DataConfig,
+    base_dir: &Path,
+    cache_dir: &Path,
+) -> Result<Prepared, DataError> {
+    let files = find_files(data, base_dir)?;
+    let key = cache_key(data, &files);
+    let token_path = cache_dir.join(format!("tokens-{key}.bin"));
+    let facts_path = cache_dir.join(format!("corpus-{key}.json"));
+    let (file, facts) = {
+        let _lock = lock(cache_dir, &key)?;
+        match open_cached(&token_path, &facts_path)? {
+            Some(cached) => cached,
+            None => {
+                build(
+                    data,
+                    &files,
+                    &token_path,
+                    &facts_path,
+                    &cache_dir.join(format!("tokenizer-{key}.json")),
+                    base_dir,
+                )?;
+                open_cached(&token_path, &facts_path)?.ok_or_else(|| DataError::Write {
+                    path: token_path.clone(),
+                    reason: "the token cache vanished right after it was written".into(),
+                })?
+            }
+        }
+    };
+    Ok(prepared(data, &files, key, file, facts))
+}
+
+/// Holds an exclusive lock on cache entry `key` until dropped.
+fn lock(cache_dir: &Path, key: &str) -> Result<fs::File, DataError> {
+    let path = cache_dir.join(format!("tokens-{key}.lock"));
+    let fail = |e: std::io::Error| DataError::Write {
+        path: path.clone(),
+        reason: e.to_string(),
+    };
+    fs::create_dir_all(cache_dir).map_err(|e| DataError::Write {
+        path: cache_dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(fail)?;
+    file.lock().map_err(fail)?;
+    Ok(file)
+}
+
+/// The cached tokens and facts, or `None` when the cache was not built yet.
+fn open_cached(
+    token_path: &Path,
+    facts_path: &Path,
+) -> Result<Option<(TokenFile, CorpusFacts)>, DataError> {
+    let file = match TokenFile::open(token_path) {
+        Ok(file) => file,
+        Err(DataError::Missing { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let facts = match fs::read(facts_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| DataError::CorruptCache {
+            path: facts_path.to_path_buf(),
+            reason: e.to_string(),
+        })?,
+        // Written before the tokens; absent only if removed by hand: rebuild both.
+        Err(_) => return Ok(None),
+    };
+    Ok(Some((file, facts)))
+}
+
+fn prepared(
+    data: &DataConfig,
+    files: &CorpusFiles,
+    key: String,
+    file: TokenFile,
+    facts: CorpusFacts,
+) -> Prepared {
+    let file = Arc::new(file);
+    let (train_len, len) = (file.train_len, file.len());
+    let val = Stream::File {
+        file: file.clone(),
+        start: train_len,
+        end: len,
+    };
+    let val_tokens = val.slice(0, val.len());
+    let info = CorpusInfo {
+        key,
+        description: format!(
+            "{} at {} ({} files, {} tokenizer)",
+            data.corpus,
+            files.path.display(),
+            facts.files,
+            tokenizer_name(data)
+        ),
+        train_tokens: train_len as u64,
+        val_tokens: (len - train_len) as u64,
+        val_bytes_per_token: file.val_bytes as f64 / (len - train_len).max(1) as f64,
+        unigram_entropy_nats: unigram_entropy(&val_tokens),
+        entropy_rate_nats: None,
+        oracle_val_loss: None,
+        files: facts.files,
+        documents: facts.documents,
+        duplicate_groups: facts.duplicate_groups,
+        val_split: facts.val_split,
+        val_overlap: Some(facts.val_overlap),
+        train_bytes: facts.train_bytes,
+    };
+    Prepared {
+        train: Stream::File {
+            file,
+            start: 0,
+            end: train_len,
+        },
+        val,
+        shuffle: true,
+        info,
+    }
+}
+
+fn tokenizer_name(data: &DataConfig) -> String {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => "bpe".into(),
+        (Some(TokenizerKind::File), Some(file)) => format!("`{}`", file.path),
+        _ => "byte".into(),
+    }
+}
+
+/// The `tokenizer.json` a run's tokens come from: the sweep's tokenizer file, or the BPE
+/// tokenizer trained into `cache_dir` (once the cache exists); `None` for byte tokens and the
+/// synthetic corpus.
+pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> Option<PathBuf> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::File), Some(file)) => Some(base_dir.join(&file.path)),
+        (Some(TokenizerKind::Bpe), _) => {
+            let files = find_files(data, base_dir).ok()?;
+            let json = cache_dir.join(format!("tokenizer-{}.json", cache_key(data, &files)));
+            json.is_file().then_some(json)
+        }
+        _ => None,
+    }
+}
+
+/// The tokenizer of a text corpus: bytes, BPE trained on `docs` (saved to `bpe_path`; trained on
+/// the training documents only, so held-out text does not shape it), or the sweep's tokenizer
+/// file, checked against the hash the plan recorded.
+fn corpus_tokenizer(
+    data: &DataConfig,
+    docs: &[Document],
+    bpe_path: &Path,
+    base_dir: &Path,
+) -> Result<Tokenizer, DataError> {
+    match (data.tokenizer, &data.tokenizer_file) {
+        (Some(TokenizerKind::Bpe), _) => {
+            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
+            t.save(bpe_path)?;
+            Ok(t)
+        }
+        (Some(TokenizerKind::File), Some(file)) => {
+            let path = base_dir.join(&file.path);
+            let bytes = fs::read(&path).map_err(|e| DataError::Missing {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            if hex(&Sha256::digest(&bytes)) != file.sha256 {
+                return Err(DataError::Tokenizer(format!(
+                    "`{}` changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again",
+                    path.display()
+                )));
+            }
+            Tokenizer::from_file(&path)
+        }
+        (Some(TokenizerKind::File), None) => Err(DataError::Tokenizer(
+            "the run names a tokenizer file but not which".into(),
+        )),
+        _ => Ok(Tokenizer::Byte),
+    }
+}
+
+/// Reads, tokenises, splits and caches a text corpus.
+fn build(
+    data: &DataConfig,
+    files: &CorpusFiles,
+    token_path: &Path,
+    facts_path: &Path,
+    tokenizer_path: &Path,
+    base_dir: &Path,
+) -> Result<(), DataError> {
+    let column = data.text_column.as_deref().unwrap_or("text");
+    let docs = read_documents(&files.train, data.corpus, column)?;
+    let val_docs = if files.val.is_empty() {
+        Vec::new()
+    } else {
+        read_documents(&files.val, data.corpus, column)?
+    };
+    let tokenizer = corpus_tokenizer(data, &docs, tokenizer_path, base_dir)?;
+    let tokenize = |docs: Vec<Document>| -> Result<Vec<TokenizedDoc>, DataError> {
+        docs.into_iter()
+            .map(|d| {
+                let mut tokens = Vec::new();
+                tokenizer.encode_into(&d.text, &mut tokens)?;
+                tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
+                if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= data.vocab) {
+                    return Err(DataError::Tokenizer(format!(
+                        "token id {id} (in `{}`) is outside the models' vocabulary of {}",
+                        d.source, data.vocab
+                    )));
+                }
+                Ok(TokenizedDoc::new(d.source, &d.text, tokens))
+            })
+            .collect()
+    };
+    let total_files = (files.train.len() + files.val.len()) as u64;
+    let val = data.val_tokens as usize;
+    let split = if files.val.is_empty() {
+        let docs = tokenize(docs)?;
+        check_size(&docs, val, &files.path)?;
+        split::hold_out(docs, val)
+    } else {
+        split::separate(tokenize(docs)?, tokenize(val_docs)?, val)
+    };
+    write(data, &tokenizer, split, total_files, token_path, facts_path)
+}
+
+/// Refuses a corpus with fewer than 5× the held-out tokens.
+fn check_size(docs: &[TokenizedDoc], val: usize, path: &Path) -> Result<(), DataError> {
+    let total: usize = docs.iter().map(|d| d.tokens.len()).sum();
+    if total < val.saturating_mul(5) {
+        return Err(DataError::TooSmall(format!(
+            "corpus `{}` has {total} tokens, too few to hold out {val} (need at least 5× as many)\n\nhint: lower `[corpus] val_tokens`",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn write(
+    data: &DataConfig,
+    tokenizer: &Tokenizer,
+    split: Split,
+    files: u64,
+    token_path: &Path,
+    facts_path: &Path,
+) -> Result<(), DataError> {
+    let val_bytes = tokenizer.decoded_bytes(&split.val)?;
+    let facts = CorpusFacts {
+        files,
+        documents: split.documents,
+        duplicate_groups: split.duplicate_groups,
+        val_split: split.description,
+        val_overlap: split.overlap,
+        train_bytes: tokenizer.decoded_bytes(&split.train)?,
+    };
+    let json = serde_json::to_vec_pretty(&facts).map_err(|e| DataError::Write {
+        path: facts_path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    write_atomic(facts_path, &[&json])?;
+    let train_len = split.train.len();
+    let mut tokens = split.train;
+    tokens.extend_from_slice(&split.val);
+    TokenFile::write(
+        token_path,
+        &tokens,
+        train_len,
+        tokenizer.vocab().max(data.vocab),
+        val_bytes,
+    )
+}

@@ -1,0 +1,389 @@
+//! The held-out split of a real-text corpus: exact duplicates dropped, then whole documents held
+//! out, so no held-out text is also training text.
+//!
+//! Documents are compared by the SHA-256 of their text; of each group of identical documents the
+//! first (in path order) is kept and the others are dropped and named. Without a separate
+//! validation set, documents are held out in the order of their content hash (a fixed,
+//! file-order-independent sample): every document that still fits in the remaining held-out
+//! budget is held out whole; if the budget is not filled that way, the tail of one more
+//! document makes up the rest and its head stays in training (the only document the two splits
+//! share, and they share no text). With a validation set, it is the held-out split and training
+//! documents identical to one of its documents are dropped. As a check, the fraction of
+//! held-out 64-token windows that also occur somewhere in training is measured: near-duplicates
+//! and boilerplate show up there.
+
+use std::collections::{HashMap, HashSet};
+
+use sha2::{Digest, Sha256};
+
+/// Tokens of a window compared between the splits.
+pub const OVERLAP_WINDOW: usize = 64;
+
+/// One tokenised document.
+#[derive(Debug, Clone)]
+pub struct TokenizedDoc {
+    /// Where it came from (`file` or `file:line`).
+    pub source: String,
+    /// SHA-256 of its text.
+    pub hash: [u8; 32],
+    /// Its tokens, followed by the document separator.
+    pub tokens: Vec<u32>,
+}
+
+impl TokenizedDoc {
+    /// A document with `text`'s hash.
+    pub fn new(source: String, text: &str, tokens: Vec<u32>) -> TokenizedDoc {
+        TokenizedDoc {
+            source,
+            hash: Sha256::digest(text.as_bytes()).into(),
+            tokens,
+        }
+    }
+}
+
+/// The training and held-out token streams and how they were chosen.
+#[derive(Debug, Clone, Default)]
+pub struct Split {
+    /// Training tokens (documents in their original order).
+    pub train: Vec<u32>,
+    /// Held-out tokens.
+    pub val: Vec<u32>,
+    /// Documents read (before dropping duplicates).
+    pub documents: u64,
+    /// Groups of identical documents, each listed by source; the first of each was kept.
+    pub duplicate_groups: Vec<Vec<String>>,
+    /// How the held-out split was chosen, in words.
+    pub description: String,
+    /// Fraction of held-out windows of [`OVERLAP_WINDOW`] tokens found in training.
+    pub overlap: f64,
+}
+
+/// Drops exact duplicates (keeping the first of each group) and returns the groups.
+fn dedup(docs: Vec<TokenizedDoc>) -> (Vec<TokenizedDoc>, Vec<Vec<String>>) {
+    let mut first: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut group_of: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut kept = Vec::with_capacity(docs.len());
+    for doc in docs {
+        if let Some(&i) = first.get(&doc.hash) {
+            let g = *group_of.entry(doc.hash).or_insert_with(|| {
+                groups.push(vec![kept_source(&kept, i)]);
+                groups.len() - 1
+            });
+            groups[g].push(doc.source);
+        } else {
+            first.insert(doc.hash, kept.len());
+            kept.push(doc);
+        }
+    }
+    (kept, groups)
+}
+
+fn kept_source(kept: &[TokenizedDoc], i: usize) -> String {
+    kept[i].source.clone()
+}
+
+/// Splits `docs`, holding out `val_tokens` tokens of whole documents where possible.
+pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
+    let documents = docs.len() as u64;
+    let (docs, duplicate_groups) = dedup(docs);
+    let mut order: Vec<usize> = (0..docs.len()).collect();
+    order.sort_by_key(|&i| docs[i].hash);
+    let mut held = vec![false; docs.len()];
+    let mut need = val_tokens;
+    let mut whole = Vec::new();
+    for &i in &order {
+        if need == 0 {
+            break;
+        }
+        if docs[i].tokens.len() <= need && docs.len() - whole.len() > 1 {
+            held[i] = true;
+            need -= docs[i].tokens.len();
+            whole.push(i);
+        }
+    }
+    let boundary = (need > 0)
+        .then(|| order.iter().copied().find(|&i| !held[i]))
+        .flatten();
+    let mut val: Vec<u32> = Vec::with_capacity(val_tokens);
+    for &i in &whole {
+        val.extend_from_slice(&docs[i].tokens);
+    }
+    let mut train = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if held[i] {
+            continue;
+        }
+        if Some(i) == boundary {
+            let cut = doc.tokens.len().saturating_sub(need);
+            train.extend_from_slice(&doc.tokens[..cut]);
+            val.extend_from_slice(&doc.tokens[cut..]);
+        } else {
+            train.extend_from_slice(&doc.tokens);
+        }
+    }
+    let description = describe(&docs, &whole, boundary, need, docs.len());
+    let overlap = overlap(&train, &val);
+    Split {
+        train,
+        val,
+        documents,
+        duplicate_groups,
+        description,
+        overlap,
+    }
+}
+
+/// Uses `val_docs` as the held-out split (up to `val_tokens` tokens); training documents
+/// identical to a held-out one are dropped (and listed as duplicates).
+pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
+    let documents = docs.len() as u64;
+    let (val_docs, mut duplicate_groups) = dedup(val_docs);
+    let (docs, groups) = dedup(docs);
+    duplicate_groups.extend(groups);
+    let val_sources: HashMap<[u8; 32], &str> = val_docs
+        .iter()
+        .map(|d| (d.hash, d.source.as_str()))
+        .collect();
+    let mut train = Vec::new();
+    let mut dropped = 0;
+    for doc in &docs {
+        match val_sources.get(&doc.hash) {
+            Some(v) => {
+                duplicate_groups.push(vec![v.to_string(), doc.source.clone()]);
+                dropped += 1;
+            }
+            None => train.extend_from_slice(&doc.tokens),
+        }
+    }
+    let mut val: Vec<u32> = val_docs
+        .iter()
+        .flat_map(|d| d.tokens.iter().copied())
+        .collect();
+    let available = val.len();
+    val.truncate(val_tokens);
+    let mut description = format!(
+        "held out: the validation set ({} documents, {} of its {} tokens)",
+        val_docs.len(),
+        val.len(),
+        available
+    );
+    if dropped > 0 {
+        description +=
+            &format!("; {dropped} training documents identical to held-out ones dropped");
+    }
+    let overlap = overlap(&train, &val);
+    Split {
+        train,
+        val,
+        documents,
+        duplicate_groups,
+        description,
+        overlap,
+    }
+}
+
+fn describe(
+    docs: &[TokenizedDoc],
+    whole: &[usize],
+    boundary: Option<usize>,
+    tail: usize,
+    kept: usize,
+) -> String {
+    let names = |ids: &[usize]| -> String {
+        let shown: Vec<String> = ids
+            .iter()
+            .take(3)
+            .map(|&i| format!("`{}`", short(&docs[i].source)))
+            .collect();
+        let more = ids.len().saturating_sub(3);
+        if more > 0 {
+            format!("{} and {more} more", shown.join(", "))
+        } else {
+            shown.join(", ")
+        }
+    };
+    let mut parts = Vec::new();
+    if !whole.is_empty() {
+        parts.push(format!(
+            "{} whole document{} ({})",
+            whole.len(),
+            if whole.len() == 1 { "" } else { "s" },
+            names(whole)
+        ));
+    }
+    if let Some(b) = boundary {
+        parts.push(format!(
+            "the last {tail} tokens of `{}` (its beginning is training text)",
+            short(&docs[b].source)
+        ));
+    }
+    let how = if kept == 1 {
+        "the corpus is one document, so the held-out text is its end"
+    } else {
+        "chosen by content hash, never duplicated in training"
+    };
+    format!("held out: {}; {how}", parts.join(" and "))
+}
+
+/// The file name of a source (`path/to/file.txt:12` → `file.txt:12`).
+fn short(source: &str) -> &str {
+    source.rsplit('/').next().unwrap_or(source)
+}
+
+/// Fraction of the held-out windows of [`OVERLAP_WINDOW`] tokens (every position) that occur
+/// anywhere in `train`.
+pub fn overlap(train: &[u32], val: &[u32]) -> f64 {
+    let w = OVERLAP_WINDOW;
+    if val.len() < w || train.len() < w {
+        return 0.0;
+    }
+    let val_hashes: Vec<u64> = window_hashes(val).collect();
+    let wanted: HashSet<u64> = val_hashes.iter().copied().collect();
+    let found: HashSet<u64> = window_hashes(train)
+        .filter(|h| wanted.contains(h))
+        .collect();
+    let hits = val_hashes.iter().filter(|h| found.contains(h)).count();
+    hits as f64 / val_hashes.len() as f64
+}
+
+/// Polynomial rolling hashes (mod 2^64) of every window of [`OVERLAP_WINDOW`] tokens.
+fn window_hashes(tokens: &[u32]) -> impl Iterator<Item = u64> + '_ {
+    const BASE: u64 = 0x9E37_79B9_7F4A_7C15 | 1;
+    let w = OVERLAP_WINDOW;
+    let top = (0..w - 1).fold(1u64, |p, _| p.wrapping_mul(BASE));
+    let mut h = tokens[..w].iter().fold(0u64, |h, &t| {
+        h.wrapping_mul(BASE).wrapping_add(t as u64 + 1)
+    });
+    let first = std::iter::once(h);
+    let rest = (w..tokens.len()).map(move |i| {
+        h = h
+            .wrapping_sub((tokens[i - w] as u64 + 1).wrapping_mul(top))
+            .wrapping_mul(BASE)
+            .wrapping_add(tokens[i] as u64 + 1);
+        h
+    });
+    first.chain(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(name: &str, text: &str) -> TokenizedDoc {
+        TokenizedDoc::new(name.into(), text, text.bytes().map(u32::from).collect())
+    }
+
+    fn text(seed: u32, len: usize) -> String {
+        let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn identical_documents_are_dropped_and_named() {
+        let a = text(1, 500);
+        let docs = vec![
+            doc("a.txt", &a),
+            doc("b.txt", &text(2, 500)),
+            doc("copy/a.txt", &a),
+            doc("c.txt", &text(3, 500)),
+        ];
+        let split = hold_out(docs, 200);
+        assert_eq!(split.documents, 4);
+        assert_eq!(split.duplicate_groups, vec![vec!["a.txt", "copy/a.txt"]]);
+        assert_eq!(split.train.len() + split.val.len(), 1500);
+        assert_eq!(split.val.len(), 200);
+    }
+
+    #[test]
+    fn whole_documents_are_held_out_when_they_fit() {
+        let docs: Vec<_> = (0..10)
+            .map(|i| doc(&format!("{i}.txt"), &text(i, 100)))
+            .collect();
+        let split = hold_out(docs, 300);
+        assert_eq!(split.val.len(), 300);
+        assert!(
+            split.description.contains("3 whole documents"),
+            "{}",
+            split.description
+        );
+        assert!(!split.description.contains("last"), "{}", split.description);
+        assert_eq!(split.overlap, 0.0);
+    }
+
+    #[test]
+    fn one_document_is_split_at_its_end() {
+        let t = text(7, 1000);
+        let split = hold_out(vec![doc("only.txt", &t)], 100);
+        assert_eq!(
+            split.val,
+            t.bytes().skip(900).map(u32::from).collect::<Vec<_>>()
+        );
+        assert_eq!(split.train.len(), 900);
+        assert!(
+            split.description.contains("one document"),
+            "{}",
+            split.description
+        );
+    }
+
+    #[test]
+    fn held_out_text_never_appears_in_training_even_with_a_duplicated_file() {
+        let docs: Vec<_> = (0..6)
+            .flat_map(|i| {
+                let t = text(i, 400);
+                let mut v = vec![doc(&format!("{i}.txt"), &t)];
+                if i == 2 {
+                    v.push(doc("dup/2.txt", &t));
+                }
+                v
+            })
+            .collect();
+        for val in [100, 400, 700, 1000] {
+            let split = hold_out(docs.clone(), val);
+            assert_eq!(split.overlap, 0.0, "val {val}");
+            assert_eq!(split.val.len(), val);
+        }
+    }
+
+    #[test]
+    fn overlap_counts_shared_windows() {
+        let shared = text(9, 200);
+        let train: Vec<u32> = format!("{}{}", text(1, 300), shared)
+            .bytes()
+            .map(u32::from)
+            .collect();
+        let val: Vec<u32> = format!("{}{}", shared, text(2, 200))
+            .bytes()
+            .map(u32::from)
+            .collect();
+        let o = overlap(&train, &val);
+        // 200 − 64 + 1 shared windows out of 400 − 64 + 1.
+        assert!((o - 137.0 / 337.0).abs() < 1e-9, "{o}");
+    }
+
+    #[test]
+    fn a_separate_validation_set_drops_identical_training_documents() {
+        let v = text(5, 300);
+        let docs = vec![doc("a.txt", &text(1, 300)), doc("v-copy.txt", &v)];
+        let split = separate(docs, vec![doc("val/v.txt", &v)], 1000);
+        assert_eq!(split.val.len(), 300);
+        assert_eq!(split.train.len(), 300);
+        assert_eq!(
+            split.duplicate_groups,
+            vec![vec!["val/v.txt", "v-copy.txt"]]
+        );
+        assert!(
+            split.description.contains("dropped"),
+            "{}",
+            split.description
+        );
+    }
+}

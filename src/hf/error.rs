@@ -1,0 +1,52 @@
+//! What can go wrong reading or writing Hugging Face files; every message names the file (and
+//! the key or tensor) at fault.
+
+use std::path::PathBuf;
+
+/// An error of the Hugging Face interop.
+#[derive(Debug, thiserror::Error)]
+pub enum HfError {
+    /// A file could not be read.
+    #[error("cannot read `{}`: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A `config.json` key pdsweep cannot honour (or a value of the wrong type).
+    #[error("`{}`: key `{key}` {message}\n\nhint: pdsweep runs plain LLaMA models (RMSNorm, RoPE without scaling, SwiGLU, no biases); a key that does not change the model's output may be removed from config.json", path.display())]
+    Config {
+        /// The config.json.
+        path: PathBuf,
+        /// The key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A weight file is damaged, or lacks or adds a tensor, or holds one of the wrong shape or
+    /// type.
+    #[error("`{}`: {reason}", path.display())]
+    Weights {
+        /// The weight file (or the folder).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A `tokenizer.json` cannot be loaded.
+    #[error("tokenizer `{}` cannot be loaded: {reason}", path.display())]
+    Tokenizer {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A file could not be written.
+    #[error("cannot write `{}`: {reason}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+}

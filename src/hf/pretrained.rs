@@ -1,0 +1,112 @@
+//! A pre-trained LLaMA model in a Hugging Face folder: its `config.json` read and checked, its
+//! identity (content hashes), its `tokenizer.json` if it has one, and its weights loaded into
+//! pdsweep's model.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::Device;
+use sha2::{Digest, Sha256};
+
+use super::config::LlamaConfig;
+use super::error::HfError;
+use super::tokenizer::TokenizerFile;
+use super::weights::WeightFiles;
+use crate::model::{Transformer, TransformerConfig};
+use crate::plan::ModelShape;
+
+/// A Hugging Face folder's `config.json` and what sits beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PretrainedModel {
+    /// The folder.
+    pub dir: PathBuf,
+    /// Its architecture.
+    pub config: LlamaConfig,
+    /// SHA-256 (hex) of `config.json`.
+    pub config_sha256: String,
+    /// Its `tokenizer.json`, when it has one.
+    pub tokenizer: Option<TokenizerFile>,
+}
+
+/// Reads `dir/config.json`: the architecture and the file's SHA-256.
+pub fn read_config(dir: &Path) -> Result<(LlamaConfig, String), HfError> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| HfError::Read {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    let config = LlamaConfig::parse(&text).map_err(|e| HfError::Config {
+        path: path.clone(),
+        key: e.key,
+        message: e.message,
+    })?;
+    Ok((config, crate::spec::hex(&Sha256::digest(text.as_bytes()))))
+}
+
+impl PretrainedModel {
+    /// Reads the folder `dir` (its config.json, and its tokenizer.json if present; the
+    /// weights are not touched).
+    pub fn read(dir: &Path) -> Result<PretrainedModel, HfError> {
+        if !dir.is_dir() {
+            return Err(HfError::Read {
+                path: dir.to_path_buf(),
+                reason: "not a folder (expected a Hugging Face model folder with config.json and model.safetensors)".into(),
+            });
+        }
+        let (config, config_sha256) = read_config(dir)?;
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer = tokenizer_path
+            .is_file()
+            .then(|| TokenizerFile::read(&tokenizer_path))
+            .transpose()?;
+        Ok(PretrainedModel {
+            dir: dir.to_path_buf(),
+            config,
+            config_sha256,
+            tokenizer,
+        })
+    }
+
+    /// The shape of the model (check it with [`ModelShape::validate`]).
+    pub fn shape(&self) -> ModelShape {
+        let c = &self.config;
+        ModelShape {
+            d_model: c.d_model,
+            n_layers: c.n_layers,
+            n_heads: c.n_heads,
+            n_kv_heads: c.n_kv_heads,
+            d_ff: c.d_ff,
+            vocab: c.vocab,
+            tie_embeddings: c.tie_embeddings,
+        }
+    }
+}
+
+/// Loads the weights of the folder `dir` into a model of `config` on `device`. `config_sha256`
+/// is the hash the plan recorded: a `config.json` changed since is refused (the run's identity
+/// would not describe the model any more).
+pub fn load_model(
+    dir: &Path,
+    config: &TransformerConfig,
+    config_sha256: &str,
+    device: &Device,
+) -> Result<Transformer, HfError> {
+    let (_, sha) = read_config(dir)?;
+    if sha != config_sha256 {
+        return Err(HfError::Weights {
+            path: dir.join("config.json"),
+            reason: "it changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again; the changed teacher becomes a new run".into(),
+        });
+    }
+    let mut files = WeightFiles::open(dir)?;
+    let model = match config.from_weights(&mut files, device) {
+        Ok(m) => m,
+        Err(reason) => {
+            return Err(files.take_error().unwrap_or(HfError::Weights {
+                path: dir.to_path_buf(),
+                reason,
+            }));
+        }
+    };
+    files.finish(config.shape.tie_embeddings)?;
+    Ok(model)
+}

@@ -1,0 +1,65 @@
+//! A Hugging Face `tokenizer.json`: loaded with the `tokenizers` crate to learn its vocabulary
+//! (the ids a model must cover) and hashed, so the token cache and the runs key on its content.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use tokenizers::Tokenizer;
+
+use super::error::HfError;
+
+/// What pdsweep needs to know about a `tokenizer.json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenizerFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// SHA-256 (hex) of its bytes.
+    pub sha256: String,
+    /// One past its largest token id (added tokens included): the vocabulary a model needs.
+    pub vocab: u64,
+}
+
+impl TokenizerFile {
+    /// Loads and hashes the tokenizer at `path`.
+    pub fn read(path: &Path) -> Result<TokenizerFile, HfError> {
+        let bytes = std::fs::read(path).map_err(|e| HfError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| HfError::Tokenizer {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let vocab = tokenizer
+            .get_vocab(true)
+            .values()
+            .max()
+            .map_or(0, |&id| u64::from(id) + 1);
+        if vocab == 0 {
+            return Err(HfError::Tokenizer {
+                path: path.to_path_buf(),
+                reason: "it has an empty vocabulary".into(),
+            });
+        }
+        Ok(TokenizerFile {
+            path: path.to_path_buf(),
+            sha256: crate::spec::hex(&Sha256::digest(&bytes)),
+            vocab,
+        })
+    }
+
+    /// Whether `other` maps every token to the same id as this one (the same file, or another
+    /// file with the same vocabulary and added tokens).
+    pub fn same_vocabulary(&self, other: &TokenizerFile) -> Result<bool, HfError> {
+        if self.sha256 == other.sha256 {
+            return Ok(true);
+        }
+        let load = |p: &Path| {
+            Tokenizer::from_file(p).map_err(|e| HfError::Tokenizer {
+                path: p.to_path_buf(),
+                reason: e.to_string(),
+            })
+        };
+        Ok(load(&self.path)?.get_vocab(true) == load(&other.path)?.get_vocab(true))
+    }
+}

@@ -1,0 +1,38 @@
+//! Recording what runs produce: metric rows, heartbeats, and each run's end (result, failure, or
+//! handed back). Local runs record straight into the sweep database ([`DbRecorder`]); Slurm jobs
+//! never open it and write their own files, which the coordinator ingests.
+
+mod db;
+mod files;
+mod ingest;
+
+pub use db::DbRecorder;
+pub use files::{FailedFile, FileRecorder, RunFiles, StartFile, run_dir, runs_dir};
+pub use ingest::Ingester;
+
+use super::error::RecordError;
+use crate::store::RunResult;
+use crate::train::TrainEvent;
+
+/// Where a run's metrics and end are recorded.
+pub trait Recorder {
+    /// Run `id` begins in this process (before its data is prepared).
+    fn begin(&mut self, _id: &str) -> Result<(), RecordError> {
+        Ok(())
+    }
+    /// A training event of run `id`: metric rows for steps and evaluations, a sign of life for
+    /// the others.
+    fn event(&mut self, id: &str, event: &TrainEvent) -> Result<(), RecordError>;
+    /// Run `id` is alive (runs without metric rows, such as logit passes, call this).
+    fn heartbeat(&mut self, id: &str) -> Result<(), RecordError>;
+    /// Run `id` finished with `result`.
+    fn finish(&mut self, id: &str, result: &RunResult) -> Result<(), RecordError>;
+    /// Run `id` failed for `reason` (its metrics so far are kept).
+    fn fail(&mut self, id: &str, reason: &str) -> Result<(), RecordError>;
+    /// Run `id` stopped before its end (a stop request; it resumes from its checkpoint).
+    fn release(&mut self, id: &str) -> Result<(), RecordError>;
+    /// A finished student's gain over its baseline, where this recorder can tell.
+    fn gain(&mut self, _id: &str) -> Option<f64> {
+        None
+    }
+}

@@ -1,0 +1,100 @@
+//! A unit of work: the runs one executor call trains (today one run; a stack of same-shape runs
+//! trained as one batched model later), each carrying every configuration it reads, so a unit
+//! can be executed without the sweep database — a Slurm job reads its unit from a file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::RunError;
+use crate::plan::RunConfig;
+use crate::store::{StoredRun, SweepDb};
+
+/// The runs executed together by one executor call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkUnit {
+    /// The runs, executed in this order (one run today).
+    pub runs: Vec<UnitRun>,
+}
+
+/// One run of a unit, with the configurations of the runs it reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitRun {
+    /// Run id.
+    pub id: String,
+    /// Run name.
+    pub name: String,
+    /// teacher, logits, student or baseline.
+    pub kind: String,
+    /// The resolved configuration as stored (JSON).
+    pub config_json: String,
+    /// Planned FLOPs.
+    pub flops: f64,
+    /// The runs that must be done before this one, in the plan's order.
+    pub depends_on: Vec<String>,
+    /// Configurations (JSON) of the runs this one reads — its teacher, its logit store — by id.
+    pub related: BTreeMap<String, String>,
+}
+
+impl WorkUnit {
+    /// A unit of the single run `run`, with the configurations it reads from `db`.
+    pub fn single(db: &SweepDb, run: &StoredRun) -> Result<WorkUnit, RunError> {
+        Ok(WorkUnit {
+            runs: vec![UnitRun::load(db, run)?],
+        })
+    }
+}
+
+impl UnitRun {
+    /// `run` with the configurations of its dependencies and of its teacher, read from `db`.
+    /// A referenced run missing from the database is left out (the run then fails saying so).
+    pub fn load(db: &SweepDb, run: &StoredRun) -> Result<UnitRun, RunError> {
+        let config = parse_config(&run.id, &run.config_json)?;
+        let mut related = BTreeMap::new();
+        for id in run.depends_on.iter().chain(teacher_of(&config)) {
+            if !related.contains_key(id)
+                && let Some(json) = db.run_config(id)?
+            {
+                related.insert(id.clone(), json);
+            }
+        }
+        Ok(UnitRun {
+            id: run.id.clone(),
+            name: run.name.clone(),
+            kind: run.kind.clone(),
+            config_json: run.config_json.clone(),
+            flops: run.flops,
+            depends_on: run.depends_on.clone(),
+            related,
+        })
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> Result<RunConfig, RunError> {
+        parse_config(&self.id, &self.config_json)
+    }
+
+    /// The configuration of related run `id` (`Ok(None)` when the unit does not carry it).
+    pub fn related_config(&self, id: &str) -> Result<Option<RunConfig>, RunError> {
+        self.related
+            .get(id)
+            .map(|json| parse_config(id, json))
+            .transpose()
+    }
+}
+
+/// The teacher a student or logit pass reads, if any.
+fn teacher_of(config: &RunConfig) -> Option<&String> {
+    config
+        .distill
+        .as_ref()
+        .map(|d| &d.teacher.0)
+        .or_else(|| config.logits.as_ref().map(|l| &l.teacher.0))
+}
+
+fn parse_config(id: &str, json: &str) -> Result<RunConfig, RunError> {
+    serde_json::from_str(json).map_err(|e| RunError::Config {
+        id: id.to_string(),
+        reason: e.to_string(),
+    })
+}

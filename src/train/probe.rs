@@ -1,0 +1,75 @@
+//! The calibration probe: a few real training steps of three small models on a backend, each
+//! chosen so that one kind of work dominates (tensor operations, matrix products, element
+//! operations), timed and fitted into the prices of `plan::Calibration`. About two seconds on
+//! the CPU; `plan` and `run` use it before any run of the sweep was measured, and keep the
+//! result per machine (see `commands::estimate`).
+
+use std::time::Instant;
+
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::objective::cross_entropy;
+use crate::model::TransformerConfig;
+use crate::plan::{Calibration, ModelShape, StepWork, training_work};
+
+/// Optimiser steps timed per probe model (after one untimed warm-up step).
+const TIMED_STEPS: usize = 3;
+
+/// (d_model, d_ff, vocab, context, sequences) of the three probe models (2 layers each).
+const MODELS: [(u64, u64, u64, u64, u64); 3] = [
+    (16, 48, 256, 32, 8),     // tensor operations dominate
+    (128, 352, 256, 128, 16), // matrix products dominate
+    (32, 88, 4096, 32, 16),   // the vocabulary softmax dominates
+];
+
+/// Measures the step time of the probe models on `device` and fits the prices.
+pub fn calibrate(device: &Device, source: String) -> Option<Calibration> {
+    let samples: Vec<(StepWork, f64)> = MODELS
+        .iter()
+        .map(|&(d, ff, vocab, context, seqs)| {
+            let shape = ModelShape {
+                d_model: d,
+                n_layers: 2,
+                n_heads: d / 16,
+                n_kv_heads: d / 16,
+                d_ff: ff,
+                vocab,
+                tie_embeddings: true,
+            };
+            let seconds = time_steps(&shape, context as usize, seqs as usize, device);
+            (
+                training_work(&shape, context, (context * seqs) as f64),
+                seconds,
+            )
+        })
+        .collect();
+    Calibration::fit(&samples, source)
+}
+
+/// Median seconds per training step of `shape` on random tokens.
+fn time_steps(shape: &ModelShape, context: usize, seqs: usize, device: &Device) -> f64 {
+    let ad = device.clone().autodiff();
+    let mut model = TransformerConfig::new(*shape, context).init(&ad);
+    let mut optim = AdamWConfig::new().with_weight_decay(0.1).init();
+    let vocab = shape.vocab as i64;
+    let tokens: Vec<i64> = (0..seqs * context)
+        .map(|i| (i as i64 * 7919 + 13) % vocab)
+        .collect();
+    let batch = |device: &Device| {
+        Tensor::<2, Int>::from_data(TensorData::new(tokens.clone(), [seqs, context]), device)
+    };
+    let mut times = Vec::with_capacity(TIMED_STEPS);
+    for step in 0..=TIMED_STEPS {
+        let start = Instant::now();
+        let loss = cross_entropy(model.forward(batch(&ad)), batch(&ad)).mean();
+        let _ = loss.clone().into_scalar::<f32>();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(1e-3, model, grads);
+        if step > 0 {
+            times.push(start.elapsed().as_secs_f64());
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
