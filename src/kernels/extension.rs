@@ -268,7 +268,10 @@ impl AttnInputs {
         let shape = q.shape();
         let (batch, seq, width) = (shape[0], shape[1], shape[2]);
         assert!(
-            heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && width % heads == 0,
+            heads > 0
+                && kv_heads > 0
+                && heads.is_multiple_of(kv_heads)
+                && width.is_multiple_of(heads),
             "attention heads do not divide the width"
         );
         let dims = Dims {

@@ -226,9 +226,9 @@ multiversion! {
             dk.fill(0.0);
             for h in g * group..(g + 1) * group {
                 rope_head(x.q, d.heads, h, hd, rope, scale, &mut w.q);
-                for i in 0..seq {
+                for (i, di) in delta.iter_mut().enumerate() {
                     let at = i * ld_q + h * hd;
-                    delta[i] = dot(&x.grad[at..at + hd], &x.out[at..at + hd]);
+                    *di = dot(&x.grad[at..at + hd], &x.out[at..at + hd]);
                 }
                 for t0 in (0..seq).step_by(TILE) {
                     let rows = TILE.min(seq - t0);

@@ -229,6 +229,7 @@ const EXP_HI: f32 = 88.722_83;
 /// for e^r (relative error about 1e-7, within 2 ulp of libm). Returns exactly 0 below −87.3
 /// (and for −∞), +∞ above 88.7, NaN for NaN.
 #[inline(always)]
+#[allow(clippy::excessive_precision)] // Cephes' coefficients, written as published
 pub fn exp(x: V) -> V {
     let mut out = [0.0f32; LANES];
     for i in 0..LANES {
