@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Side by side on this machine: the wall time of a whole sweep under two pdsweep binaries,
-# interleaved (A, B, A, B, ...) in fresh results folders, and each run's final losses compared
-# (runs are deterministic, so the two binaries must agree to within float rounding). CPU time
-# (user + sys) is printed too: on a shared machine it moves less with the load than wall time.
+# interleaved (A, B, A, B, ...) in fresh results folders, and each run's final losses compared.
+# Runs are deterministic, but two builds that sum in different orders agree only to float
+# rounding, which a sensitive run (one leaving a loss plateau) can amplify. CPU time (user +
+# sys) is printed too: on a shared machine it moves less with the load than wall time.
 #
 #   benches/compare_sweep.sh BASELINE_BIN NEW_BIN [SWEEP] [ROUNDS] [-- extra `run` options]
 #
 # SWEEP defaults to benches/capacity_gap_subset.toml (a fixed subset of the capacity-gap
-# sweep), ROUNDS to 3. Prints each round's wall time, the medians and their ratio, and the
-# largest difference in val_loss and train_loss between the two binaries, run by run.
+# sweep; its logit pass stores 1M positions, not 2M), ROUNDS to 3. Prints each round's wall
+# and CPU time, the medians and their ratios, and the final losses of both, run by run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="$1"
