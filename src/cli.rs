@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// larger than the number of devices, several runs share a device.
     #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
     pub devices: Vec<usize>,
+    /// CPU threads each job trains with, in its own thread pool (default: the cores shared
+    /// out among the jobs). Results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
 }
 
 impl RunArgs {
@@ -128,6 +132,7 @@ impl RunArgs {
             retry_failed: self.retry_failed,
             jobs: usize::from(self.jobs).max(self.devices.len()),
             devices: self.devices,
+            threads: self.threads.map_or(0, usize::from),
         }
     }
 }

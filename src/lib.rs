@@ -11,6 +11,7 @@ pub mod data;
 pub mod distill;
 pub mod fit;
 pub mod hf;
+pub mod kernels;
 pub mod model;
 pub mod plan;
 pub mod report;

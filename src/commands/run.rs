@@ -27,6 +27,8 @@ pub struct RunCommand {
     pub jobs: usize,
     /// GPU indices (empty: the backend's default device).
     pub devices: Vec<usize>,
+    /// CPU threads per job (0: the cores shared out among the jobs).
+    pub threads: usize,
 }
 
 /// A sweep finished with failed runs (exit code 3).
@@ -109,6 +111,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         backend: sweep.file.backend,
         jobs: cmd.jobs,
         devices: cmd.devices,
+        threads: cmd.threads,
         stop: &STOP,
         calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),
     };

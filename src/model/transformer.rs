@@ -7,11 +7,9 @@ use burn::module::Module;
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig, RmsNorm, RmsNormConfig,
 };
-use burn::tensor::activation::silu;
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Int, Tensor};
 
+use crate::kernels;
 use crate::plan::ModelShape;
 
 /// Standard deviation of the normal initialisation of every weight (GPT-2 / LLaMA practice);
@@ -183,24 +181,17 @@ impl Transformer {
     /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
     /// - returns: `[batch, seq, vocab]`
     pub fn forward(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        let [batch, seq] = tokens.dims();
+        let [_, seq] = tokens.dims();
         let mut x = self.embed.forward(tokens);
-        let cos = self.rope_cos.clone().narrow(0, 0, seq).unsqueeze::<4>();
-        let sin = self.rope_sin.clone().narrow(0, 0, seq).unsqueeze::<4>();
+        let cos = self.rope_cos.clone().narrow(0, 0, seq);
+        let sin = self.rope_sin.clone().narrow(0, 0, seq);
         for block in &self.blocks {
             x = block.forward(x, &cos, &sin);
         }
-        let x = self.norm.forward(x);
+        let x = norm(&self.norm, x);
         match &self.head {
-            Some(head) => head.forward(x),
-            None => {
-                let [_, _, d] = x.dims();
-                let weight = self.embed.weight.val();
-                let vocab = weight.dims()[0];
-                x.reshape([batch * seq, d])
-                    .matmul(weight.transpose())
-                    .reshape([batch, seq, vocab])
-            }
+            Some(head) => project(head, x),
+            None => kernels::linear(x, self.embed.weight.val().transpose()),
         }
     }
 
@@ -215,59 +206,43 @@ impl Transformer {
     }
 }
 
+/// `l` (no bias) on every position, as one matrix product over the whole batch.
+fn project(l: &Linear, x: Tensor<3>) -> Tensor<3> {
+    kernels::linear(x, l.weight.val())
+}
+
+/// RMSNorm through the fused kernel (same parameters and maths as burn's `RmsNorm::forward`).
+fn norm(n: &RmsNorm, x: Tensor<3>) -> Tensor<3> {
+    kernels::rms_norm(x, n.gamma.val(), n.epsilon)
+}
+
 impl Block {
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
-        let x = x.clone() + self.attn.forward(self.attn_norm.forward(x), cos, sin);
-        x.clone() + self.mlp.forward(self.mlp_norm.forward(x))
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<3> {
+        let x = x.clone() + self.attn.forward(norm(&self.attn_norm, x), cos, sin);
+        x.clone() + self.mlp.forward(norm(&self.mlp_norm, x))
     }
 }
 
 impl Attention {
     /// # Shapes
-    /// - `x`: `[batch, seq, d_model]`; `cos`, `sin`: `[1, 1, seq, head_dim]`
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<3> {
-        let [batch, seq, d] = x.dims();
-        let heads =
-            |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]).swap_dims(1, 2);
-        let q = rotate(heads(self.wq.forward(x.clone()), self.n_heads), cos, sin);
-        let k = rotate(heads(self.wk.forward(x.clone()), self.n_kv_heads), cos, sin);
-        let v = heads(self.wv.forward(x), self.n_kv_heads);
-        let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
-        let options = AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: true,
-        };
-        let out = attention(q, k, v, None, None, options);
-        self.wo
-            .forward(out.swap_dims(1, 2).reshape([batch, seq, d]))
+    /// - `x`: `[batch, seq, d_model]`; `cos`, `sin`: `[seq, head_dim]`
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>) -> Tensor<3> {
+        let out = kernels::causal_attention(
+            project(&self.wq, x.clone()),
+            project(&self.wk, x.clone()),
+            project(&self.wv, x),
+            cos.clone(),
+            sin.clone(),
+            self.n_heads,
+            self.n_kv_heads,
+        );
+        project(&self.wo, out)
     }
-
-    /// Repeats each key/value head for the query heads of its group.
-    fn repeat_kv(&self, t: Tensor<4>) -> Tensor<4> {
-        let groups = self.n_heads / self.n_kv_heads;
-        if groups == 1 {
-            return t;
-        }
-        let [batch, kv, seq, hd] = t.dims();
-        t.unsqueeze_dim::<5>(2)
-            .expand([batch, kv, groups, seq, hd])
-            .reshape([batch, kv * groups, seq, hd])
-    }
-}
-
-/// Applies rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let half = x.dims()[3] / 2;
-    let x1 = x.clone().narrow(3, 0, half);
-    let x2 = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-    x * cos.clone() + rotated * sin.clone()
 }
 
 impl Mlp {
     fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.down
-            .forward(silu(self.gate.forward(x.clone())) * self.up.forward(x))
+        let hidden = kernels::swiglu(project(&self.gate, x.clone()), project(&self.up, x));
+        project(&self.down, hidden)
     }
 }

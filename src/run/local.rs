@@ -35,6 +35,8 @@ pub struct RunOptions<'a> {
     pub jobs: usize,
     /// Device indices the workers are spread over, round-robin (empty: device 0).
     pub devices: Vec<usize>,
+    /// Threads of each worker's own pool (0: the cores shared out among the workers).
+    pub threads: usize,
     /// Set to stop gracefully (runs checkpoint and return to `planned`).
     pub stop: &'a AtomicBool,
     /// Prices of work for time estimates until the sweep's own runs refine them.
@@ -106,6 +108,7 @@ pub fn execute(
         stop: opts.stop,
     };
     let (tx, rx) = mpsc::channel::<RunEvent>();
+    let threads = super::pools::threads_per_worker(opts.jobs, opts.threads);
     let results: Vec<Result<Summary, RunError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.jobs.max(1))
             .map(|w| {
@@ -113,8 +116,10 @@ pub fn execute(
                 let (shared, env, device) = (&shared, &env, devices[w % devices.len()]);
                 let path = db.path().to_path_buf();
                 scope.spawn(move || {
-                    let result = worker(&path, device, shared, env, opts, &mut |e| {
-                        let _ = tx.send(e);
+                    let result = super::pools::on_own_pool(threads, w, || {
+                        worker(&path, device, shared, env, opts, &mut |e| {
+                            let _ = tx.send(e);
+                        })
                     });
                     if result.is_err() {
                         shared.abort.store(true, Ordering::SeqCst);

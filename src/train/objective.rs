@@ -1,10 +1,10 @@
 //! What a training step minimises. The plain next-token loss lives here; distillation adds its
 //! own objective (teacher logits mixed in with weight α) without touching the training loop.
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::{Int, Tensor};
 
 use crate::data::Batch;
+use crate::kernels;
 
 /// The loss of one training step.
 pub trait Objective {
@@ -49,9 +49,5 @@ impl Objective for NextToken {
 pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
     let [batch, seq, vocab] = logits.dims();
     let n = batch * seq;
-    let log_probs = log_softmax(logits.reshape([n, vocab]), 1);
-    log_probs
-        .gather(1, targets.reshape([n, 1]))
-        .reshape([n])
-        .neg()
+    kernels::cross_entropy(logits.reshape([n, vocab]), targets.reshape([n]))
 }
