@@ -50,6 +50,21 @@ pub fn distill_loss(
     targets: &SparseTargets,
     tau: f64,
 ) -> Tensor<1> {
+    distill_loss_rows(kind, student_logits, targets, tau).mean()
+}
+
+/// The distillation loss `kind` at temperature `tau` at every position (what
+/// [`distill_loss`] averages; a stack of runs weighs each member's positions itself).
+///
+/// # Shapes
+/// - `student_logits`: `[positions, vocab]`
+/// - returns: `[positions]`
+pub fn distill_loss_rows(
+    kind: LossKind,
+    student_logits: Tensor<2>,
+    targets: &SparseTargets,
+    tau: f64,
+) -> Tensor<1> {
     let [positions, _] = student_logits.dims();
     let mask = targets.mask.clone();
     let pad = mask.clone().neg().add_scalar(1.0).mul_scalar(PAD_LOG_PROB);
@@ -68,7 +83,7 @@ pub fn distill_loss(
         }
         LossKind::Mse => ((s.exp() - q) * mask).square().sum_dim(1),
     };
-    per_position.reshape([positions]).mean()
+    per_position.reshape([positions])
 }
 
 #[cfg(test)]
