@@ -107,6 +107,11 @@ pub struct RunArgs {
     /// larger than the number of devices, several runs share a device.
     #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
     pub devices: Vec<usize>,
+    /// Train runnable runs of one shape (model, context, batch rows) as one batched model of up
+    /// to N members: `auto` (as many as measured faster on this backend; alone on the CPU,
+    /// where stacks measured slower), `off`, or N.
+    #[arg(long, default_value = "auto", value_name = "auto|N|off")]
+    pub stack: pdsweep::run::StackPolicy,
 }
 
 impl RunArgs {
@@ -118,6 +123,7 @@ impl RunArgs {
             retry_failed: self.retry_failed,
             jobs: usize::from(self.jobs).max(self.devices.len()),
             devices: self.devices,
+            stack: self.stack,
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanOptions};
-use pdsweep::run::{RunOptions, execute};
+use pdsweep::run::{RunOptions, StackAdvisor, StackPolicy, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
 
@@ -26,6 +26,8 @@ pub struct RunCommand {
     pub jobs: usize,
     /// GPU indices (empty: the backend's default device).
     pub devices: Vec<usize>,
+    /// How runs of one shape are grouped into stacks.
+    pub stack: StackPolicy,
 }
 
 /// A sweep finished with failed runs (exit code 3).
@@ -90,6 +92,10 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         .parent()
         .map(PathBuf::from)
         .context("the database path has no folder")?;
+    let advisor = StackAdvisor::new(
+        super::estimate::cache_file_named(&format!("stacks-{}.json", sweep.file.backend)),
+        super::estimate::machine(sweep.file.backend),
+    );
     let options = RunOptions {
         sweep_dir,
         results_dir,
@@ -99,6 +105,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         devices: cmd.devices,
         stop: &STOP,
         calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),
+        stack: cmd.stack,
+        stack_advisor: Some(&advisor),
     };
     eprintln!(
         "sweep `{}`: {} runs planned, recorded in {}",

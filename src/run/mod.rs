@@ -10,6 +10,8 @@ mod graph;
 mod local;
 mod pretrained;
 pub mod record;
+mod stacked;
+pub mod stacks;
 mod unit;
 
 pub use error::{RecordError, RunError};
@@ -17,4 +19,5 @@ pub use events::RunEvent;
 pub use execute::{ExecEnv, Outcome, checkpoint_path, execute_unit, store_dir};
 pub use graph::{EXECUTED, priority, unblock_counts};
 pub use local::{RunOptions, Summary, execute};
+pub use stacks::{StackAdvisor, StackPolicy};
 pub use unit::{UnitRun, WorkUnit};

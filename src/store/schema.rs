@@ -141,6 +141,10 @@ CREATE TABLE fits (
 CREATE INDEX fits_scope ON fits (scope, key, law, id);
 "#;
 
+/// Version 7: the stack a running run trains in (`run --stack`: same-shape runs trained as one
+/// batched model), as `LEAD_ID/MEMBERS`; NULL for a run trained alone.
+const V7: &str = "ALTER TABLE runs ADD COLUMN stack TEXT;";
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -150,6 +154,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V4),
         M::up(V5),
         M::up(V6),
+        M::up(V7),
     ])
 }
 

@@ -329,7 +329,7 @@ pub fn train(
 
 /// One optimiser step; returns the loss before the update.
 #[allow(clippy::too_many_arguments)]
-fn train_step(
+pub(crate) fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
     objective: &mut dyn Objective,

@@ -19,7 +19,8 @@ use crate::plan::TrainConfig;
 use crate::train::checkpoint::{self, CheckpointError, CheckpointState};
 use crate::train::trainer::optimizer;
 use crate::train::{
-    Objective, TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, init_model, schedule,
+    LossTerms, Objective, TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, init_model,
+    schedule,
 };
 
 /// One run of a stack: its job (as a solo run would get it) and its objective.
@@ -286,11 +287,54 @@ fn step_all(
     if !failed.is_empty() {
         return Err(failed);
     }
+    let clip: Vec<f64> = active.iter().map(|m| m.train.grad_clip).collect();
+    let lr: Vec<f64> = active
+        .iter()
+        .map(|m| schedule::value_at(&m.train.lr, m.step, m.steps))
+        .collect();
+    let step = StepInputs {
+        batches: &batches,
+        terms: &terms,
+        lr: &lr,
+        clip: &clip,
+    };
+    stacked_step(stack, optim, &step, device).map_err(|losses| {
+        losses
+            .into_iter()
+            .map(|(pos, loss)| {
+                let step = active[pos].step;
+                (pos, TrainError::Diverged { step, loss })
+            })
+            .collect()
+    })
+}
+
+/// What one step of a stack needs, per member (in stack order).
+pub struct StepInputs<'a> {
+    /// Each member's batch (same rows and context).
+    pub batches: &'a [Batch],
+    /// Each member's loss terms for its batch.
+    pub terms: &'a [LossTerms],
+    /// Each member's learning rate.
+    pub lr: &'a [f64],
+    /// Each member's gradient-norm clip (0: off).
+    pub clip: &'a [f64],
+}
+
+/// One forward and backward pass of the stack and one AdamW step of every member; returns
+/// each member's loss. `Err` with the members (position, loss) whose loss is not finite, and
+/// nothing stepped.
+pub fn stacked_step(
+    stack: &mut StackedTransformer,
+    optim: &mut StackedAdamW,
+    step: &StepInputs,
+    device: &Device,
+) -> Result<Vec<f64>, Vec<(usize, f64)>> {
     let ad = device.clone().autodiff();
-    let (inputs, targets) = stacked_batch(&batches, &ad);
+    let (inputs, targets) = stacked_batch(step.batches, &ad);
     let leaves = stack.leaves();
     let logits = stack.forward(&leaves, inputs);
-    let losses = stack_loss(logits, targets, &terms);
+    let losses = stack_loss(logits, targets, step.terms);
     let values: Vec<f64> = losses
         .clone()
         .into_data()
@@ -299,13 +343,9 @@ fn step_all(
         .into_iter()
         .map(f64::from)
         .collect();
-    let failed: Vec<(usize, TrainError)> = active
-        .iter()
-        .enumerate()
-        .filter_map(|(pos, m)| {
-            let loss = values.get(pos).copied().unwrap_or(f64::NAN);
-            (!loss.is_finite()).then_some((pos, TrainError::Diverged { step: m.step, loss }))
-        })
+    let failed: Vec<(usize, f64)> = (0..step.batches.len())
+        .map(|pos| (pos, values.get(pos).copied().unwrap_or(f64::NAN)))
+        .filter(|(_, loss)| !loss.is_finite())
         .collect();
     if !failed.is_empty() {
         return Err(failed);
@@ -316,13 +356,8 @@ fn step_all(
         .zip(&stack.weights)
         .map(|(leaf, w)| leaf.grad(&grads).unwrap_or_else(|| w.zeros_like()))
         .collect();
-    let clip: Vec<f64> = active.iter().map(|m| m.train.grad_clip).collect();
-    clip_per_member(&mut grads, &clip);
-    let lr: Vec<f64> = active
-        .iter()
-        .map(|m| schedule::value_at(&m.train.lr, m.step, m.steps))
-        .collect();
-    optim.step(&mut stack.weights, grads, &lr);
+    clip_per_member(&mut grads, step.clip);
+    optim.step(&mut stack.weights, grads, step.lr);
     Ok(values)
 }
 
