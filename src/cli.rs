@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{
     ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
-    SizeCommand, StatusCommand,
+    SizeCommand, SlurmCommand, StatusCommand, WorkerCommand,
 };
 use pdsweep::fit::LawKind;
 use pdsweep::plan::PlanFormat;
@@ -49,6 +49,12 @@ pub enum Command {
     /// The optimal teacher for a student size and budget, from a sweep's fits or from
     /// Busbridge et al.'s published law (`--law busbridge2025`).
     Recommend(RecommendArgs),
+    /// Run the sweep on a Slurm cluster: submit the runs that are not done as job arrays with
+    /// dependencies, follow them, record their results, resubmit failed attempts (Ctrl-C
+    /// leaves the jobs running; the same command re-attaches).
+    Slurm(SlurmArgs),
+    /// Execute one unit of work of a Slurm job array (what `pdsweep slurm`'s jobs run).
+    Worker(WorkerArgs),
 }
 
 /// Output formats of `plan`.
@@ -468,6 +474,114 @@ impl RecommendArgs {
             teacher_tokens: self.teacher_tokens,
             config: self.config,
             json: matches!(self.format, ReportFormat::Json),
+        }
+    }
+}
+
+/// `pdsweep slurm`.
+#[derive(Debug, Args)]
+pub struct SlurmArgs {
+    /// The sweep file, e.g. sweeps/quickstart.toml.
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db (must be on a filesystem the
+    /// nodes see).
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// `--partition` of every job (overrides `[slurm] partition`).
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// `--account` of every job.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// `--qos` of every job.
+    #[arg(long, value_name = "NAME")]
+    pub qos: Option<String>,
+    /// CPUs per job (`--cpus-per-task`).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<u64>,
+    /// Memory per job, e.g. 16G.
+    #[arg(long, value_name = "SIZE")]
+    pub mem: Option<String>,
+    /// GPUs per job (`--gres=gpu:N`).
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<u64>,
+    /// Time limit of every job: auto (from the plan), 90m, 2h, 1d or D-HH:MM:SS.
+    #[arg(long, value_name = "TIME")]
+    pub time: Option<String>,
+    /// At most N tasks of each job array run at once (the `%` throttle).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_parallel: Option<u64>,
+    /// Submissions of a run whose job ends without a result (killed, cancelled, node failure)
+    /// before the run counts as failed (default 3).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_attempts: Option<u64>,
+    /// Another `sbatch` option for every job, e.g. `--sbatch-option=--constraint=a100`
+    /// (repeatable).
+    #[arg(
+        long = "sbatch-option",
+        value_name = "OPTION",
+        allow_hyphen_values = true
+    )]
+    pub sbatch_options: Vec<String>,
+    /// Submit runs that failed before once more.
+    #[arg(long)]
+    pub retry_failed: bool,
+    /// Seconds between looks at the jobs.
+    #[arg(long, default_value_t = 15.0, value_name = "SECONDS")]
+    pub poll: f64,
+    /// Seconds a job must have ended before its missing result counts as a failed attempt (a
+    /// network filesystem may show a job's last files late).
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub settle: f64,
+    /// Submit, then exit without following the jobs (run the command again to follow them).
+    #[arg(long)]
+    pub detach: bool,
+    /// Print the batch scripts that would be submitted; submit nothing, write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl SlurmArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> SlurmCommand {
+        SlurmCommand {
+            sweep: self.sweep,
+            results: self.results,
+            partition: self.partition,
+            account: self.account,
+            qos: self.qos,
+            cpus: self.cpus,
+            mem: self.mem,
+            gpus: self.gpus,
+            time: self.time,
+            max_parallel: self.max_parallel,
+            max_attempts: self.max_attempts,
+            sbatch_options: self.sbatch_options,
+            retry_failed: self.retry_failed,
+            poll_s: self.poll,
+            settle_s: self.settle,
+            detach: self.detach,
+            dry_run: self.dry_run,
+        }
+    }
+}
+
+/// `pdsweep worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The array's manifest (results/NAME/slurm/arrays/JOBNAME.json).
+    pub manifest: PathBuf,
+    /// The array index of the unit to execute (`$SLURM_ARRAY_TASK_ID`).
+    #[arg(long)]
+    pub index: u32,
+}
+
+impl WorkerArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> WorkerCommand {
+        WorkerCommand {
+            manifest: self.manifest,
+            index: self.index,
         }
     }
 }

@@ -22,6 +22,8 @@ fn main() -> ExitCode {
         Command::Export(args) => commands::export(args.into_command()),
         Command::Fit(args) => commands::fit(args.into_command()),
         Command::Recommend(args) => commands::recommend(args.into_command()),
+        Command::Slurm(args) => commands::slurm(args.into_command()),
+        Command::Worker(args) => commands::worker(args.into_command()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -42,11 +44,19 @@ fn restore_default_sigpipe() {
 }
 
 /// 2 for input the user must fix (sweep file, arguments, data to fit), 3 when a sweep ran but some runs
-/// failed, 130 when it was stopped on request, 1 for everything else.
+/// failed, 4 when another process holds the sweep (its lease), 130 when it was stopped on
+/// request, 1 for everything else.
 fn exit_code(err: &anyhow::Error) -> u8 {
     if err.downcast_ref::<commands::RunsFailed>().is_some() {
         3
-    } else if err.downcast_ref::<commands::Interrupted>().is_some() {
+    } else if err
+        .downcast_ref::<pdsweep::run::lease::LeaseError>()
+        .is_some_and(|e| matches!(e, pdsweep::run::lease::LeaseError::Held { .. }))
+    {
+        4
+    } else if err.downcast_ref::<commands::Interrupted>().is_some()
+        || err.downcast_ref::<commands::WorkerStopped>().is_some()
+    {
         130
     } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()

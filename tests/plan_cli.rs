@@ -283,3 +283,62 @@ fn size_command_counts_explicit_and_derived_shapes() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("not divisible"));
 }
+
+/// The capacity-gap reference trained students for 122 optimiser steps without a word from the
+/// tool; a teacher grid that misses the prior optimum was not flagged either.
+#[test]
+fn plan_warns_on_a_122_step_student_and_on_a_grid_that_misses_the_prior_t_star() {
+    let sweep = r#"
+name = "thin"
+[model]
+context = 64
+[teachers]
+sizes = ["100K", "400K"]
+tokens = ["2M"]
+[students]
+sizes = ["20K"]
+tokens = ["976K"]
+[train]
+batch_tokens = "8K"
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("thin.toml"), sweep).unwrap();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("train for only 122 optimiser steps (fewer than 500)")
+            && text.contains("`student-20K-from-100K`")
+            && text.contains("lower `[train] batch_tokens`"),
+        "{text}"
+    );
+    // T* ≈ 2.5 · 20,640 ≈ 51.6K: the grid needs a teacher of at most 25.8K.
+    assert!(
+        text.contains("students of size `20K`")
+            && text.contains("T* ≈ 51600")
+            && text.contains("a teacher of at most 25800 (T*/2)"),
+        "{text}"
+    );
+    let strict = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe", "--strict"],
+    );
+    assert_eq!(strict.status.code(), Some(2));
+
+    // Longer students and a bracketing grid: no design warnings (the one seed is fine with only
+    // two teachers per student).
+    let fixed = sweep
+        .replace(r#"sizes = ["100K", "400K"]"#, r#"sizes = ["20K", "140K"]"#)
+        .replace(r#"tokens = ["976K"]"#, r#"tokens = ["5M"]"#)
+        .replace(r#"tokens = ["2M"]"#, r#"tokens = ["5M"]"#);
+    std::fs::write(tmp.path().join("thin.toml"), fixed).unwrap();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe", "--strict"],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(!stdout(&out).contains("warning"), "{}", stdout(&out));
+}

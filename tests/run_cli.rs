@@ -190,3 +190,25 @@ fn two_processes_on_one_sweep_run_every_run_exactly_once() {
         .unwrap();
     assert_eq!(results as usize, rows.len());
 }
+
+#[test]
+fn run_refuses_a_sweep_database_in_use_on_another_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("tiny.toml"), SWEEP).unwrap();
+    let results = tmp.path().join("results/tiny");
+    std::fs::create_dir_all(&results).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let lease = format!(r#"{{"host":"node-17","pid":4242,"holder":"run","renewed_unix":{now}}}"#);
+    std::fs::write(results.join("lease.json"), lease).unwrap();
+    let out = pdsweep(tmp.path(), &["run", "tiny.toml"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("`node-17`") && err.contains("WAL"), "{err}");
+    assert!(
+        !results.join("sweep.db").exists(),
+        "the database was not even opened"
+    );
+}

@@ -19,6 +19,14 @@ pub fn prepare(
     write_cache: bool,
 ) -> anyhow::Result<()> {
     let Some(config) = plan.text_corpus().cloned() else {
+        // The synthetic corpus: its held-out facts (unigram entropy, entropy rate) are cheap to
+        // generate and feed the design checks.
+        if let Some(run) = plan.runs.first() {
+            let data = run.config.data.clone();
+            let prepared =
+                data::prepare(&data, Path::new(""), results_dir, 0).map_err(user_error)?;
+            plan.attach_corpus(prepared.info);
+        }
         return Ok(());
     };
     let base_dir = sweep_file.parent().unwrap_or(Path::new(""));

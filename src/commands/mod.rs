@@ -8,12 +8,15 @@ mod export_models;
 mod fit;
 mod locate;
 mod plan;
+mod priors;
 mod progress;
 mod recommend;
 mod report;
 mod run;
 mod size;
+mod slurm;
 mod status;
+mod worker;
 
 pub use export::{ExportCommand, export};
 pub use fit::{FitCommand, FitTarget, fit_command as fit};
@@ -22,7 +25,9 @@ pub use recommend::{RecommendCommand, recommend};
 pub use report::{ReportCommand, report};
 pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
+pub use slurm::{SlurmCommand, slurm};
 pub use status::{StatusCommand, status};
+pub use worker::{WorkerCommand, WorkerStopped, worker};
 
 /// A command-line argument the user must change.
 #[derive(Debug, thiserror::Error)]

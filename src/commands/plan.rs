@@ -53,6 +53,12 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
     let mut plan = Plan::build(&sweep, &options)?;
     let results_dir = db_path.parent().unwrap_or(&cmd.results).to_path_buf();
     super::corpus::prepare(&mut plan, &cmd.sweep, &results_dir, !cmd.dry_run)?;
+    let db = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
+    plan.check_design(&super::priors::priors(db.as_ref()));
+    drop(db);
     if cmd.strict && !plan.warnings.is_empty() {
         for w in &plan.warnings {
             eprintln!("warning: {w}");

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::{RunOptions, StackAdvisor, StackPolicy, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
@@ -72,6 +73,11 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
     let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
     let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    // Before opening the database: refuses a database in use on another host.
+    let _lease = Lease::acquire(
+        db_path.parent().unwrap_or(std::path::Path::new(".")),
+        Holder::Run,
+    )?;
     if let Some(dir) = db_path.parent() {
         super::corpus::prepare(&mut plan, &cmd.sweep, dir, true)?;
     }
@@ -81,6 +87,12 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
             corpus.description, corpus.train_tokens, corpus.val_tokens, corpus.val_split
         );
     }
+    let existing = db_path
+        .exists()
+        .then(|| SweepDb::open(&db_path))
+        .transpose()?;
+    plan.check_design(&super::priors::priors(existing.as_ref()));
+    drop(existing);
     for w in &plan.warnings {
         eprintln!("warning: {w}");
     }

@@ -1,7 +1,8 @@
 //! `pdsweep status`: where a sweep stands — runs per kind and state, progress and ETA from
-//! measured throughput, and the last error of each failed run.
+//! measured throughput, the last error of each failed run, and the Slurm job of each run on
+//! Slurm (its live state where Slurm answers).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use comfy_table::Table;
@@ -9,6 +10,7 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 use serde_json::json;
 
 use pdsweep::plan::Calibration;
+use pdsweep::run::slurm::Slurm;
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_duration;
 use pdsweep::store::{RunStatus, SweepDb};
@@ -49,6 +51,7 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
         None => super::estimate::calibration(Some(&db), backend, true),
     };
     let eta = db.eta_s(plan_id, &calibration)?;
+    let jobs = slurm_jobs(&db, plan_id)?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for r in &runs {
         *counts.entry(r.state.clone()).or_default() += 1;
@@ -59,6 +62,9 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
             "runs": runs.iter().map(|r| json!({
                 "id": r.id, "kind": r.kind, "name": r.name, "state": r.state,
                 "progress": r.progress, "error": r.error, "tokens_per_s": r.tokens_per_s,
+                "slurm": jobs.get(&r.id).map(|j| json!({
+                    "job": j.job, "state": j.state, "attempt": j.attempt, "open": j.open,
+                })),
             })).collect::<Vec<_>>(),
             "counts": counts,
             "eta_s": eta,
@@ -67,7 +73,81 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
         return Ok(());
     }
     print!("{}", table(&sweep.file.name.to_string(), &runs, eta));
+    print!("{}", slurm_lines(&runs, &jobs));
     Ok(())
+}
+
+/// A run's latest Slurm job.
+struct JobLine {
+    /// `JOBID_INDEX` (or the job name before `sbatch` returned).
+    job: String,
+    /// Its state: live from Slurm where it answers, else as last recorded.
+    state: String,
+    /// Which submission of the run.
+    attempt: u32,
+    /// Whether the coordinator still follows it.
+    open: bool,
+}
+
+/// The latest Slurm job of each run that was ever submitted, with live states for the jobs
+/// still followed when Slurm's commands work here.
+fn slurm_jobs(db: &SweepDb, plan_id: i64) -> anyhow::Result<HashMap<String, JobLine>> {
+    let tasks = db.slurm_latest_tasks(plan_id)?;
+    let mut live = HashMap::new();
+    let mut open_jobs: Vec<String> = tasks
+        .iter()
+        .filter(|t| !t.ended)
+        .filter_map(|t| t.job_id.clone())
+        .collect();
+    open_jobs.sort();
+    open_jobs.dedup();
+    if !open_jobs.is_empty()
+        && let Ok(mut slurm) = Slurm::detect()
+    {
+        live = slurm.states(&open_jobs).unwrap_or_default();
+    }
+    Ok(tasks
+        .into_iter()
+        .map(|t| {
+            let job = t.job_ref().unwrap_or_else(|| t.job_name.clone());
+            let state = match live.get(&job) {
+                Some(s) if !t.ended => s.describe(),
+                _ => match &t.reason {
+                    Some(r) if r != "None" => format!("{} ({r})", t.state),
+                    _ => t.state.clone(),
+                },
+            };
+            let line = JobLine {
+                job,
+                state,
+                attempt: t.attempt,
+                open: !t.ended,
+            };
+            (t.run_id, line)
+        })
+        .collect())
+}
+
+/// One line per run with a Slurm job the coordinator still follows.
+fn slurm_lines(runs: &[RunStatus], jobs: &HashMap<String, JobLine>) -> String {
+    let mut out = String::new();
+    for r in runs {
+        if let Some(j) = jobs.get(&r.id).filter(|j| j.open) {
+            let attempt = if j.attempt > 1 {
+                format!(", attempt {}", j.attempt)
+            } else {
+                String::new()
+            };
+            out += &format!(
+                "slurm   {} job {} {}{attempt}, {:.0}%\n",
+                r.name,
+                j.job,
+                j.state,
+                100.0 * r.progress
+            );
+        }
+    }
+    out
 }
 
 fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {

@@ -1,6 +1,12 @@
 //! Design checks of a plan: warnings that name the run (or the corpus) and the fix, printed by
 //! `plan` and `run`; `plan --strict` refuses a plan that has any.
 //!
+//! The experimental-design checks (DESIGN.md §9b) need only the plan and a few priors: runs too
+//! short to leave the unigram plateau (too few optimiser steps, or a prior law predicting a
+//! loss near the unigram entropy), a teacher grid that does not bracket the prior optimal
+//! teacher of a student by 2× on each side, and a single seed, which leaves the noise floor
+//! unmeasured.
+//!
 //! The corpus checks need the prepared corpus (its training split in tokens, its duplicates and
 //! its held-out split), so they run once the corpus is known: passes over the training data per
 //! run, documents dropped as duplicates, a held-out split that shares a document with training,
@@ -8,8 +14,10 @@
 
 use serde::Serialize;
 
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
 use super::Plan;
-use super::run::RunKind;
+use super::run::{RunId, RunKind};
 use crate::data::CorpusInfo;
 
 /// One warning about the design of a sweep.
@@ -41,6 +49,244 @@ pub const MAX_TEACHER_PASSES: f64 = 1.0;
 
 /// Share of held-out windows found in training above which the split is warned about.
 pub const MAX_VAL_OVERLAP: f64 = 0.01;
+
+/// Optimiser steps below which a trained run is warned about (DESIGN.md §9b: hundreds at the
+/// very least; a run of ~120 steps on bytes ends near the unigram entropy).
+pub const MIN_STEPS: u64 = 500;
+
+/// How far beyond the prior optimal teacher the grid must reach on each side.
+pub const BRACKET: f64 = 2.0;
+
+/// A run predicted to have covered less than this share of the way from the unigram entropy to
+/// the floor of the prior law is "near the unigram entropy".
+pub const PLATEAU_SHARE: f64 = 0.25;
+
+/// What the design checks assume before the sweep measured anything.
+#[derive(Debug, Clone)]
+pub struct Priors {
+    /// The optimal teacher size T*(S) for a student of S non-embedding parameters.
+    pub tstar: TStarPrior,
+    /// A supervised law L(N, D) for this corpus and tokenizer (nats per token), if one is known.
+    pub loss: Option<LossPrior>,
+}
+
+/// T*(S) before the sweep fits its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TStarPrior {
+    /// T* = ratio · S (Zhang et al.: about 2.5).
+    Linear {
+        /// T*/S.
+        ratio: f64,
+        /// Where it comes from.
+        source: String,
+    },
+    /// T* = c · S^k (a fitted T*(S)).
+    Power {
+        /// c.
+        c: f64,
+        /// k.
+        k: f64,
+        /// Where it comes from.
+        source: String,
+    },
+}
+
+impl TStarPrior {
+    /// T* for a student of `s` parameters.
+    pub fn at(&self, s: f64) -> f64 {
+        match self {
+            TStarPrior::Linear { ratio, .. } => ratio * s,
+            TStarPrior::Power { c, k, .. } => c * s.powf(*k),
+        }
+    }
+
+    fn source(&self) -> &str {
+        match self {
+            TStarPrior::Linear { source, .. } | TStarPrior::Power { source, .. } => source,
+        }
+    }
+}
+
+/// A Chinchilla-form law L = E + A/N^α + B/D^β for a corpus and tokenizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LossPrior {
+    /// E, A, B, α, β.
+    pub params: [f64; 5],
+    /// Where it comes from.
+    pub source: String,
+}
+
+impl LossPrior {
+    /// Predicted loss of a model with `n` non-embedding parameters trained on `d` tokens.
+    pub fn at(&self, n: f64, d: f64) -> f64 {
+        let [e, a, b, alpha, beta] = self.params;
+        e + a / n.max(1.0).powf(alpha) + b / d.max(1.0).powf(beta)
+    }
+}
+
+impl Default for Priors {
+    fn default() -> Self {
+        Priors {
+            tstar: TStarPrior::Linear {
+                ratio: 2.5,
+                source: "T* ≈ 2.5·S, Zhang et al. 2025".into(),
+            },
+            loss: None,
+        }
+    }
+}
+
+/// Up to four names and how many more.
+fn names(list: &[&str]) -> String {
+    let shown: Vec<String> = list.iter().take(4).map(|n| format!("`{n}`")).collect();
+    match list.len().saturating_sub(4) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// "it is" for one run, "N runs (a, b) are" for several.
+fn subject(runs: &[&str], one: &str, many: &str) -> String {
+    if runs.len() == 1 {
+        format!("it {one}")
+    } else {
+        format!("{} runs ({}) {many}", runs.len(), names(runs))
+    }
+}
+
+/// The experimental-design warnings of `plan` under `priors` (the unigram entropy comes from
+/// the attached corpus, when known).
+pub fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
+    let mut warnings = short_runs(plan);
+    warnings.extend(plateau_runs(plan, priors));
+    warnings.extend(unbracketed_students(plan, priors));
+    warnings.extend(single_seed(plan));
+    warnings
+}
+
+/// Trained runs with fewer than [`MIN_STEPS`] optimiser steps, one warning per step count.
+fn short_runs(plan: &Plan) -> Vec<DesignWarning> {
+    let mut by_steps: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
+    for run in &plan.runs {
+        if let Some(t) = run.config.train.as_ref().filter(|t| t.steps < MIN_STEPS) {
+            by_steps.entry(t.steps).or_default().push(&run.name);
+        }
+    }
+    by_steps
+        .into_iter()
+        .map(|(steps, runs)| DesignWarning {
+            run: (runs.len() == 1).then(|| runs[0].to_string()),
+            message: format!(
+                "{} for only {steps} optimiser steps (fewer than {MIN_STEPS}): short runs end near the unigram entropy, where the final loss measures when a run left the plateau, not what it can learn",
+                subject(&runs, "trains", "train")
+            ),
+            hint: "raise their token budget (`tokens`), or lower `[train] batch_tokens` so the same tokens make more steps".into(),
+        })
+        .collect()
+}
+
+/// Baselines and teachers that a prior law predicts to end near the unigram entropy.
+fn plateau_runs(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
+    let (Some(law), Some(corpus)) = (&priors.loss, &plan.corpus) else {
+        return Vec::new();
+    };
+    let unigram = corpus.unigram_entropy_nats;
+    let floor = law.params[0];
+    if unigram.partial_cmp(&floor) != Some(std::cmp::Ordering::Greater) {
+        return Vec::new();
+    }
+    let near: Vec<&str> = plan
+        .runs
+        .iter()
+        .filter(|r| matches!(r.kind(), RunKind::Baseline | RunKind::Teacher))
+        .filter(|r| r.config.train.is_some())
+        .filter(|r| {
+            let predicted = law.at(r.params.non_embedding as f64, r.tokens() as f64);
+            predicted > unigram - PLATEAU_SHARE * (unigram - floor)
+        })
+        .map(|r| r.name.as_str())
+        .collect();
+    if near.is_empty() {
+        return Vec::new();
+    }
+    vec![DesignWarning {
+        run: (near.len() == 1).then(|| near[0].to_string()),
+        message: format!(
+            "{} predicted ({}) to cover less than {:.0} % of the way from the unigram entropy ({unigram:.2} nats) to the law's floor ({floor:.2}): gains measured there are about leaving the plateau",
+            subject(&near, "is", "are"),
+            law.source,
+            100.0 * PLATEAU_SHARE,
+        ),
+        hint: "raise the token budget of these runs (and of their students)".into(),
+    }]
+}
+
+/// Students whose teachers do not reach 2× below and above the prior T* of their size.
+fn unbracketed_students(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
+    let params: HashMap<&RunId, u64> = plan
+        .runs
+        .iter()
+        .map(|r| (&r.id, r.params.non_embedding))
+        .collect();
+    let mut teachers: BTreeMap<(u64, String), Vec<u64>> = BTreeMap::new();
+    for run in plan.runs.iter().filter(|r| r.kind() == RunKind::Student) {
+        let Some(d) = &run.config.distill else {
+            continue;
+        };
+        if let Some(&t) = params.get(&d.teacher) {
+            teachers
+                .entry((run.params.non_embedding, run.config.model.label.clone()))
+                .or_default()
+                .push(t);
+        }
+    }
+    teachers
+        .into_iter()
+        .filter_map(|((s, label), ts)| {
+            let tstar = priors.tstar.at(s as f64);
+            let lo = ts.iter().copied().min().unwrap_or(0) as f64;
+            let hi = ts.iter().copied().max().unwrap_or(0) as f64;
+            let mut missing = Vec::new();
+            if lo > tstar / BRACKET {
+                missing.push(format!("a teacher of at most {:.0} (T*/2)", tstar / BRACKET));
+            }
+            if hi < tstar * BRACKET {
+                missing.push(format!("a teacher of at least {:.0} (2·T*)", tstar * BRACKET));
+            }
+            (!missing.is_empty()).then(|| DesignWarning {
+                run: None,
+                message: format!(
+                    "students of size `{label}` ({s} parameters): their teachers ({lo:.0} to {hi:.0}) do not reach {BRACKET}× below and above the prior optimal teacher T* ≈ {tstar:.0} ({}), so a U-shaped curve may not show its minimum",
+                    priors.tstar.source()
+                ),
+                hint: format!("add {} to `[teachers] sizes`, densest near T*", missing.join(" and ")),
+            })
+        })
+        .collect()
+}
+
+/// A capacity-gap sweep (some student with three or more teachers) with a single seed.
+fn single_seed(plan: &Plan) -> Vec<DesignWarning> {
+    let students = || plan.runs.iter().filter(|r| r.kind() == RunKind::Student);
+    let seeds: BTreeSet<u64> = students().map(|r| r.config.data.seed).collect();
+    let mut teachers: HashMap<(u64, u64), HashSet<&str>> = HashMap::new();
+    for run in students() {
+        if let Some(d) = &run.config.distill {
+            teachers
+                .entry((run.params.non_embedding, run.tokens()))
+                .or_default()
+                .insert(d.teacher.0.as_str());
+        }
+    }
+    if seeds.len() != 1 || !teachers.values().any(|t| t.len() >= 3) {
+        return Vec::new();
+    }
+    vec![DesignWarning {
+        run: None,
+        message: "one seed: the seed-to-seed spread (the noise floor) cannot be measured, and at small scale it is often as large as the differences between teachers (0.09 to 0.14 nats between two seeds in the first Shakespeare reference), so a T* may be an artefact of noise".into(),
+        hint: "list three or more seeds: `seed = [1, 2, 3]` (gains are paired with the same-seed baseline)".into(),
+    }]
+}
 
 /// Passes over the training split that `run_tokens` tokens make, for a corpus whose training
 /// split holds `train_tokens` (`None` for a generated corpus, which never repeats).

@@ -9,7 +9,9 @@ mod render;
 mod run;
 mod shape;
 
-pub use checks::{DesignWarning, corpus_checks, passes};
+pub use checks::{
+    DesignWarning, LossPrior, Priors, TStarPrior, corpus_checks, design_checks, passes,
+};
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,
     logit_bytes_per_token, training_flops,
@@ -92,6 +94,13 @@ impl Plan {
             .iter()
             .map(|r| &r.config.data)
             .find(|d| d.corpus != crate::spec::CorpusKind::Synthetic)
+    }
+
+    /// Adds the experimental-design warnings under `priors` (after [`Plan::attach_corpus`], so
+    /// that the unigram entropy is known).
+    pub fn check_design(&mut self, priors: &Priors) {
+        let warnings = design_checks(self, priors);
+        self.warnings.extend(warnings);
     }
 
     /// Records the prepared corpus and adds its design warnings.

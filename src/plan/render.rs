@@ -247,6 +247,17 @@ fn table(plan: &Plan) -> String {
 
 /// The corpus facts, for the summary.
 fn corpus_line(corpus: &crate::data::CorpusInfo) -> String {
+    if corpus.files == 0 {
+        let rate = corpus
+            .entropy_rate_nats
+            .map_or(String::new(), |h| format!(", entropy rate {h:.3}"));
+        return format!(
+            "  corpus       {}: generated as needed, {} held out; unigram entropy {:.3} nats{rate}\n",
+            corpus.description,
+            format_count(corpus.val_tokens as f64),
+            corpus.unigram_entropy_nats
+        );
+    }
     let mut out = format!(
         "  corpus       {}: {} training tokens, {} held out",
         corpus.description,

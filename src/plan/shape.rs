@@ -294,23 +294,30 @@ impl ShapeRule {
             .filter_map(|i| chain.get(i))
             .collect();
         let tolerance = (1.0 + SIZE_TOLERANCE).ln();
-        let best = |shapes: Vec<ModelShape>| {
-            shapes
-                .into_iter()
-                .min_by(|a, b| error(a).total_cmp(&error(b)))
-        };
-        let standard = best(bracket.iter().map(|&&s| s).collect());
-        let shape = match standard {
-            Some(s) if error(&s) <= tolerance => s,
-            _ => best(
-                bracket
-                    .iter()
-                    .filter_map(|s| self.tuned(s, target))
-                    .collect(),
-            )
-            .or(standard)
-            .ok_or_else(|| format!("no shape found for target size `{target}`"))?,
-        };
+        // Within the tolerance, the shape whose d_ff strays least from the standard 8/3 ratio;
+        // failing that, the nearest in size (refused below).
+        let standard_ff =
+            |s: &ModelShape| self.shape(s.d_model, s.n_layers).map_or(s.d_ff, |t| t.d_ff);
+        let distortion = |s: &ModelShape| (s.d_ff as f64 / standard_ff(s) as f64).ln().abs();
+        let candidates: Vec<ModelShape> = bracket
+            .iter()
+            .flat_map(|&&s| [Some(s), self.tuned(&s, target)])
+            .flatten()
+            .collect();
+        let fitting = candidates
+            .iter()
+            .filter(|s| error(s) <= tolerance + 1e-12)
+            .min_by(|a, b| {
+                distortion(a)
+                    .total_cmp(&distortion(b))
+                    .then(error(a).total_cmp(&error(b)))
+            });
+        let nearest = candidates
+            .iter()
+            .min_by(|a, b| error(a).total_cmp(&error(b)));
+        let shape = *fitting
+            .or(nearest)
+            .ok_or_else(|| format!("no shape found for target size `{target}`"))?;
         if error(&shape) <= tolerance + 1e-12 {
             return Ok(shape);
         }

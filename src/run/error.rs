@@ -54,3 +54,17 @@ pub enum RecordError {
         reason: String,
     },
 }
+
+impl RecordError {
+    pub(crate) fn file(
+        action: &'static str,
+        path: &std::path::Path,
+        reason: impl ToString,
+    ) -> Self {
+        RecordError::File {
+            action,
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        }
+    }
+}

@@ -1,15 +1,19 @@
 //! Executing a planned sweep, in three parts: how a unit of work is executed, per kind of run
 //! ([`execute`], shared by every scheduler); where units are scheduled (worker threads of this
-//! process); and where results are recorded ([`record`]: the sweep database directly). The
-//! runner never prints; it reports [`RunEvent`]s to a callback.
+//! process, or [`slurm`] job arrays); and where results are recorded ([`record`]: the sweep
+//! database directly, or each run's own files, ingested by the Slurm coordinator). The
+//! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
+//! reports events to a callback.
 
 mod error;
 mod events;
 pub mod execute;
 mod graph;
+pub mod lease;
 mod local;
 mod pretrained;
 pub mod record;
+pub mod slurm;
 mod stacked;
 pub mod stacks;
 mod unit;

@@ -6,6 +6,7 @@ mod error;
 mod files;
 mod load;
 mod schema;
+pub mod slurm;
 pub mod units;
 mod validate;
 mod values;

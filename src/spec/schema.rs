@@ -51,6 +51,9 @@ pub struct SweepFile {
     /// Assumptions used for time estimates before throughput has been measured.
     #[serde(default)]
     pub estimate: EstimateSection,
+    /// Resources of the jobs `pdsweep slurm` submits.
+    #[serde(default)]
+    pub slurm: Option<super::slurm::SlurmSection>,
 }
 
 fn default_seed() -> OneOrMany<u64> {

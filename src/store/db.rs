@@ -1,5 +1,6 @@
-//! Opening the sweep database (WAL, foreign keys, migrations) and writing and reading the run
-//! graph. Every multi-row write is one transaction.
+//! Opening the sweep database (WAL, or a rollback journal on a network filesystem; foreign
+//! keys; migrations) and writing and reading the run graph. Every multi-row write is one
+//! transaction.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::error::StoreError;
+use super::journal::journal_mode_for;
 use super::schema::migrations;
 use crate::plan::{Plan, RunKind};
 
@@ -73,7 +75,8 @@ impl SweepDb {
         let fail = |e: rusqlite::Error| StoreError::sql(path, "open", e);
         let mut conn = Connection::open(path).map_err(fail)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(fail)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
+        let dir = path.parent().unwrap_or(Path::new("."));
+        conn.pragma_update(None, "journal_mode", journal_mode_for(dir).pragma())
             .map_err(fail)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(fail)?;

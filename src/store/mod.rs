@@ -2,13 +2,17 @@
 
 mod db;
 mod error;
+mod journal;
 mod runs;
 mod schema;
+mod slurm;
 mod status;
 mod tables;
 
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
-pub use runs::{Metric, RunResult, STALE_AFTER_S, this_process};
+pub use journal::{JOURNAL_ENV, JournalMode, journal_mode_for};
+pub use runs::{Metric, RunResult, STALE_AFTER_S, this_host, this_process};
+pub use slurm::{Session, SlurmTask, TaskEnd};
 pub use status::{RunStatus, remaining_seconds};
 pub use tables::{MetricRow, PlanInfo, RawTable, RunRow};

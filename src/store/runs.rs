@@ -32,7 +32,7 @@ pub struct Metric<'a> {
 }
 
 /// The final numbers of a finished run.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunResult {
     /// Held-out loss (nats/token).
     pub val_loss: f64,
@@ -66,8 +66,8 @@ pub struct RunResult {
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
-/// This host's name.
-fn host() -> String {
+/// This host's name (the kernel's hostname).
+pub fn this_host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_string())
@@ -76,7 +76,7 @@ fn host() -> String {
 
 /// `host:pid` of this process.
 pub fn this_process() -> String {
-    format!("{}:{}", host(), std::process::id())
+    format!("{}:{}", this_host(), std::process::id())
 }
 
 /// Whether `owner` (`host:pid`) is a process of this host that no longer exists. Processes of
@@ -85,7 +85,7 @@ fn is_dead(owner: &str) -> bool {
     let Some((h, pid)) = owner.rsplit_once(':') else {
         return false;
     };
-    if h != host() || pid == std::process::id().to_string() {
+    if h != this_host() || pid == std::process::id().to_string() {
         return false;
     }
     !std::path::Path::new("/proc").join(pid).exists() && std::path::Path::new("/proc/self").exists()
@@ -124,13 +124,14 @@ impl SweepDb {
     }
 
     /// Claims run `id` for this process: succeeds only if it is `planned`, `failed` (when
-    /// `retry_failed`), or `running` with a stale heartbeat. Atomic in SQLite.
+    /// `retry_failed`), or `running` with a stale heartbeat and not submitted to Slurm (a
+    /// queued job has no heartbeat; its coordinator follows it). Atomic in SQLite.
     pub fn claim(&self, id: &str, retry_failed: bool) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE runs SET state = 'running', error = NULL, started_at = {NOW}, heartbeat_at = {NOW},
                  attempts = attempts + 1, owner = ?4
              WHERE id = ?1 AND (state = 'planned' OR (?2 AND state = 'failed')
-                 OR (state = 'running' AND (heartbeat_at IS NULL
+                 OR (state = 'running' AND coalesce(owner, '') NOT LIKE 'slurm:%' AND (heartbeat_at IS NULL
                      OR julianday('now') - julianday(heartbeat_at) > ?3 / 86400.0)))"
         );
         let changed = self

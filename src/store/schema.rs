@@ -141,9 +141,47 @@ CREATE TABLE fits (
 CREATE INDEX fits_scope ON fits (scope, key, law, id);
 "#;
 
-/// Version 7: the stack a running run trains in (`run --stack`: same-shape runs trained as one
+/// Version 7: Slurm. Each `sbatch` call (an array job) and each run's attempt in one, recorded
+/// before the call so a coordinator that dies mid-submission finds its job by name; and each
+/// session of a run (a job's start or restart after a requeue) with the step it resumed from.
+const V7: &str = r#"
+CREATE TABLE slurm_submissions (
+    id           INTEGER PRIMARY KEY,
+    job_name     TEXT NOT NULL UNIQUE,
+    job_id       TEXT,
+    kind         TEXT NOT NULL,
+    script       TEXT NOT NULL,
+    dependency   TEXT,
+    submitted_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+
+CREATE TABLE slurm_tasks (
+    run_id      TEXT NOT NULL REFERENCES runs(id),
+    attempt     INTEGER NOT NULL,
+    submission  INTEGER NOT NULL REFERENCES slurm_submissions(id),
+    array_index INTEGER NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'SUBMITTING',
+    reason      TEXT,
+    started     INTEGER NOT NULL DEFAULT 0,
+    ended       INTEGER NOT NULL DEFAULT 0,
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (run_id, attempt)
+) WITHOUT ROWID;
+CREATE INDEX slurm_tasks_open ON slurm_tasks (ended, submission);
+
+CREATE TABLE run_sessions (
+    run_id     TEXT NOT NULL REFERENCES runs(id),
+    session    TEXT NOT NULL,
+    host       TEXT,
+    start_step INTEGER,
+    started_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (run_id, session)
+) WITHOUT ROWID;
+"#;
+
+/// Version 8: the stack a running run trains in (`run --stack`: same-shape runs trained as one
 /// batched model), as `LEAD_ID/MEMBERS`; NULL for a run trained alone.
-const V7: &str = "ALTER TABLE runs ADD COLUMN stack TEXT;";
+const V8: &str = "ALTER TABLE runs ADD COLUMN stack TEXT;";
 
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
@@ -154,7 +192,8 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V4),
         M::up(V5),
         M::up(V6),
-        M::up(V7),
+        M::up(V7).foreign_key_check(),
+        M::up(V8),
     ])
 }
 

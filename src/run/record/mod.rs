@@ -1,9 +1,14 @@
 //! Recording what runs produce: metric rows, heartbeats, and each run's end (result, failure, or
-//! handed back). Local runs record straight into the sweep database ([`DbRecorder`]).
+//! handed back). Local runs record straight into the sweep database ([`DbRecorder`]); Slurm jobs
+//! never open it and write their own files, which the coordinator ingests.
 
 mod db;
+mod files;
+mod ingest;
 
 pub use db::DbRecorder;
+pub use files::{FailedFile, FileRecorder, RunFiles, StartFile, run_dir, runs_dir};
+pub use ingest::Ingester;
 
 use super::error::RecordError;
 use crate::store::RunResult;

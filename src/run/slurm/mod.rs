@@ -1,0 +1,17 @@
+//! Running a sweep on Slurm: the graph becomes job arrays with dependencies ([`arrays`]), each
+//! job runs `pdsweep worker` ([`worker`]) and records into its runs' own files, and one
+//! coordinator ([`coordinator`]), holding the sweep's lease, submits, follows ([`queue`]),
+//! ingests and resubmits. Resources come from the sweep file's `[slurm]` table and flags
+//! ([`settings`]); what is submitted is written down first ([`script`]).
+
+pub mod arrays;
+pub mod coordinator;
+pub mod queue;
+pub mod script;
+pub mod settings;
+pub mod worker;
+
+pub use coordinator::{CoordinatorError, CoordinatorOptions, SlurmEvent, SlurmSummary, coordinate};
+pub use queue::{JobState, Slurm, SlurmError};
+pub use settings::{SlurmFlags, SlurmSettings};
+pub use worker::{WorkerError, work};
