@@ -88,6 +88,41 @@ pub fn stack_key(config: &RunConfig) -> Option<String> {
     ))
 }
 
+/// The runs (names, in the order given) that could train together as a stack, by shape: one
+/// group per stack key with at least two runs, labelled like `2L d32 h2 ff112, 64×128 tokens`.
+/// Runs of a group train together when they are runnable at the same time.
+pub fn groups<'a>(
+    runs: impl IntoIterator<Item = (&'a str, &'a RunConfig)>,
+) -> Vec<(String, Vec<&'a str>)> {
+    let mut by_key: Vec<(String, String, Vec<&'a str>)> = Vec::new();
+    for (name, config) in runs {
+        let Some(key) = stack_key(config) else {
+            continue;
+        };
+        match by_key.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, names)) => names.push(name),
+            None => {
+                let s = &config.model.shape;
+                let label = format!(
+                    "{}L d{} h{} ff{}, {}×{} tokens",
+                    s.n_layers,
+                    s.d_model,
+                    s.n_heads,
+                    s.d_ff,
+                    config.data.batch_seqs,
+                    config.data.context
+                );
+                by_key.push((key, label, vec![name]));
+            }
+        }
+    }
+    by_key
+        .into_iter()
+        .filter(|(_, _, names)| names.len() > 1)
+        .map(|(_, label, names)| (label, names))
+        .collect()
+}
+
 /// The stack key of a stored run (its configuration parsed), if it can stack.
 pub fn stored_key(run: &StoredRun) -> Option<String> {
     serde_json::from_str::<RunConfig>(&run.config_json)
@@ -230,6 +265,27 @@ fn best(m: &Measured, available: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_of_one_shape_group_and_others_do_not() {
+        let text = "name = \"g\"\n[teachers]\nsizes = [\"20K\"]\ntokens = [\"64K\"]\n\
+                    [students]\nsizes = [\"10K\"]\ntokens = [\"32K\"]\n\
+                    [distill]\nmode = [\"offline\", \"online\"]\n";
+        let sweep = crate::spec::Sweep::parse(std::path::Path::new("g.toml"), text.into()).unwrap();
+        let plan = crate::plan::Plan::build(&sweep, &Default::default()).unwrap();
+        let groups = groups(plan.runs.iter().map(|r| (r.name.as_str(), &r.config)));
+        // the two students and the baseline share a shape; the teacher and the logit pass
+        // stack with nothing
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let (label, names) = &groups[0];
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert!(
+            names
+                .iter()
+                .all(|n| n.starts_with("student") || n.starts_with("baseline"))
+        );
+        assert!(label.contains("tokens"), "{label}");
+    }
 
     #[test]
     fn policies_parse_and_bad_sizes_say_what_is_accepted() {
