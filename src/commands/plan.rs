@@ -124,7 +124,20 @@ fn stacks_note(plan: &Plan, backend: pdsweep::spec::Backend) -> String {
         groups.len()
     );
     for (label, names) in groups {
-        out += &format!("    {} × {label}: {}\n", names.len(), names.join(", "));
+        let more = match names.len() {
+            n if n > 6 => format!(" and {} more", n - 4),
+            _ => String::new(),
+        };
+        let shown = if more.is_empty() {
+            &names[..]
+        } else {
+            &names[..4]
+        };
+        out += &format!(
+            "    {} × {label}: {}{more}\n",
+            names.len(),
+            shown.join(", ")
+        );
     }
     out
 }

@@ -48,6 +48,10 @@ impl MemberObjective<'_> {
     }
 }
 
+/// A member that began: its position in the unit, its context and (a student's) teacher with
+/// its checkpoint's hash.
+type Begun<'a> = (usize, Ctx<'a>, Option<(Transformer, String)>);
+
 /// Executes the runs of `unit` as one stack; returns each run's outcome in the unit's order.
 pub(super) fn execute_stack(
     unit: &WorkUnit,
@@ -77,7 +81,7 @@ pub(super) fn execute_stack(
     });
     let mut outcomes: Vec<Option<Outcome>> = vec![None; n];
     // 1. each member begins (its data) and gets its teacher, as its solo run would
-    let mut members: Vec<(usize, Ctx, Option<(Transformer, String)>)> = Vec::with_capacity(n);
+    let mut members: Vec<Begun> = Vec::with_capacity(n);
     for (i, run) in unit.runs.iter().enumerate() {
         let ctx = match begin(run, env, device, recorder, on_event)? {
             Ok(ctx) => ctx,

@@ -37,17 +37,17 @@ impl Hyper {
 /// same (the common case, and the solo optimiser's own arithmetic).
 enum PerMember {
     Same(f32),
-    Each(Tensor<3>),
+    Each(Box<Tensor<3>>),
 }
 
 impl PerMember {
     fn new(values: &[f32], device: &Device) -> PerMember {
         match values.first() {
             Some(&v) if values.iter().all(|&x| x.to_bits() == v.to_bits()) => PerMember::Same(v),
-            _ => PerMember::Each(Tensor::from_data(
+            _ => PerMember::Each(Box::new(Tensor::from_data(
                 TensorData::new(values.to_vec(), [values.len(), 1, 1]),
                 device,
-            )),
+            ))),
         }
     }
 
@@ -55,7 +55,7 @@ impl PerMember {
     fn times(&self, t: Tensor<3>) -> Tensor<3> {
         match self {
             PerMember::Same(v) => t.mul_scalar(*v),
-            PerMember::Each(v) => t * v.clone(),
+            PerMember::Each(v) => t * (**v).clone(),
         }
     }
 
@@ -63,7 +63,7 @@ impl PerMember {
     fn divides(&self, t: Tensor<3>) -> Tensor<3> {
         match self {
             PerMember::Same(v) => t.div_scalar(*v),
-            PerMember::Each(v) => t / v.clone(),
+            PerMember::Each(v) => t / (**v).clone(),
         }
     }
 
@@ -71,7 +71,7 @@ impl PerMember {
     fn plus(&self, t: Tensor<3>) -> Tensor<3> {
         match self {
             PerMember::Same(v) => t.add_scalar(*v),
-            PerMember::Each(v) => t + v.clone(),
+            PerMember::Each(v) => t + (**v).clone(),
         }
     }
 }

@@ -397,7 +397,7 @@ fn after_step(
     m.step += 1;
     let done = m.step;
     let wall = m.wall_before + session.elapsed().as_secs_f64();
-    if done % m.train.log_every == 0 || done == m.steps {
+    if done.is_multiple_of(m.train.log_every) || done == m.steps {
         let secs = m.interval_start.elapsed().as_secs_f64().max(1e-9);
         let mean = m.interval_loss / m.interval_steps as f64;
         m.last.0 = mean;
@@ -416,7 +416,7 @@ fn after_step(
         (m.interval_loss, m.interval_steps, m.interval_start) = (0.0, 0, Instant::now());
         m.timed_steps = 0;
     }
-    if done % m.eval_every == 0 || done == m.steps {
+    if done.is_multiple_of(m.eval_every) || done == m.steps {
         let (loss, bpb) = evaluate_member(m, stack, pos);
         m.last.1 = loss;
         m.last.2 = bpb;
@@ -431,7 +431,7 @@ fn after_step(
             },
         );
     }
-    if done % m.train.checkpoint_every == 0 || done == m.steps {
+    if done.is_multiple_of(m.train.checkpoint_every) || done == m.steps {
         save(m, stack, optim, pos, session, done)?;
         on_event(m.index, TrainEvent::Checkpoint { step: done });
     }
