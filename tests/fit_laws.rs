@@ -7,8 +7,8 @@ use std::process::Command;
 
 use pdsweep::fit::{
     Busbridge, Chinchilla, DataPoint, DistillLaw, FinishedRun, Fit, FitOptions, FitRecord, Law,
-    LawKind, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED, StartGrid, SweepFitOptions, fit, fit_sweep,
-    recommend_from_fits, recommend_published, save_fits, stored_fits, value,
+    LawKind, Optimum, RecommendQuery, SCOPE_DISTILL, SCOPE_SUPERVISED, StartGrid, SweepFitOptions,
+    fit, fit_sweep, recommend_from_fits, recommend_published, save_fits, stored_fits, value,
 };
 use pdsweep::store::SweepDb;
 use rand::rngs::StdRng;
@@ -202,6 +202,7 @@ fn synthetic_sweep() -> Vec<FinishedRun> {
             teacher,
             config: (kind == "student").then(|| "loss=kl".to_string()),
             baseline_loss: baseline,
+            seed: 1,
         });
         id
     };
@@ -299,7 +300,14 @@ fn sweep_fits_are_stored_and_recommend_reads_them() {
             .all(|s| s.as_gap().is_some())
     );
 
-    let r = recommend_from_fits(&stored, "test", 3e7, Some(3e9), Some(2e10), None).unwrap();
+    let query = |n: f64| RecommendQuery {
+        source: "test".into(),
+        student_params: n,
+        student_tokens: Some(3e9),
+        teacher_tokens: Some(2e10),
+        ..RecommendQuery::default()
+    };
+    let r = recommend_from_fits(&stored, &query(3e7)).unwrap();
     // L_T* may lie beyond the teachers measured (then it says so), but the student is inside.
     assert!(
         !r.extrapolation.iter().any(|e| e.contains("student")),
@@ -308,10 +316,13 @@ fn sweep_fits_are_stored_and_recommend_reads_them() {
     );
     assert_eq!(r.teacher_params.is_some(), r.teacher_flops.is_some());
     assert!(
-        r.teacher_params.is_some() || r.notes.iter().any(|n| n.contains("no teacher size")),
+        r.teacher_params.is_some()
+            || r.problems
+                .get("teacher_params")
+                .is_some_and(|p| p.contains("no teacher size")),
         "{r:?}"
     );
-    let far = recommend_from_fits(&stored, "test", 1e9, Some(3e9), Some(2e10), None).unwrap();
+    let far = recommend_from_fits(&stored, &query(1e9)).unwrap();
     assert!(
         far.extrapolation.iter().any(|e| e.contains("student size")),
         "{:?}",

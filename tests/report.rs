@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::{pdsweep, root, stderr, stdout};
 use pdsweep::report::data::{
-    CapacityGapView, Estimate, GapPoint, LawView, OptimalPoint, OptimalTeacherView,
+    CapacityGapView, Estimate, GapPoint, GapVerdict, LawView, OptimalPoint, OptimalTeacherView,
     RecommendationView, ReportData, TrendForm, TrendView,
 };
 
@@ -300,6 +300,7 @@ fn with_fits(mut data: ReportData) -> ReportData {
         ]),
         ci: [("E".to_string(), (3.0, 3.4))].into_iter().collect(),
         extrapolation_error: Some(0.012),
+        ..LawView::default()
     });
     for g in &mut f.capacity_gap {
         let base = g
@@ -352,12 +353,14 @@ fn with_fits(mut data: ReportData) -> ReportData {
                     ci: Some((t.lo, t.hi)),
                     fitted: true,
                     at_edge: false,
+                    edge: None,
                 })
             })
             .collect(),
         linear: Some(linear),
         power: Some(power),
         better: Some("linear".into()),
+        ..OptimalTeacherView::default()
     };
     f.recommendation = Some(RecommendationView {
         student_n: 1.9e9,
@@ -582,8 +585,8 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     drop(pdsweep::store::SweepDb::open(&db_path).expect("migrated: the fits table exists"));
     let conn = rusqlite::Connection::open(&db_path).expect("db");
     let config = "loss=kl alpha=0.9 tau=1.0 top_p=0.95 top_k=32 mode=offline";
-    // A capacity-gap fit of the 30K offline students (as `pdsweep fit` writes it, with an
-    // interior optimum as a sweep with three or more teachers would have).
+    // A capacity-gap fit of the 30K offline students as an older pdsweep wrote it: an interior
+    // optimum from two teachers, which the report must not show as T* (issue 16, item 8).
     let points = serde_json::json!([
         {"teacher_params": 106816.0, "teacher_loss": 4.120517421722412, "student_loss": 4.592015525817871},
         {"teacher_params": 443232.0, "teacher_loss": 4.000206634521485, "student_loss": 4.564915683746338}
@@ -661,13 +664,11 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
         (fitted[0].student.as_str(), fitted[0].config.as_str()),
         ("30K", "offline")
     );
-    assert_eq!(
-        fitted[0].t_star,
-        Some(Estimate {
-            value: 250000.0,
-            lo: 180000.0,
-            hi: 330000.0
-        })
+    assert_eq!(fitted[0].t_star, None, "two teachers locate no optimum");
+    assert!(
+        matches!(&fitted[0].verdict, Some(GapVerdict::Unsupported { reason, .. }) if reason.contains("fewer than 3 teachers")),
+        "{:?}",
+        fitted[0].verdict
     );
     assert!(
         f.notes
@@ -677,10 +678,8 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
         f.notes
     );
     assert!(
-        f.optimal_teacher
-            .points
-            .iter()
-            .any(|p| p.fitted && p.t_star == 250000.0)
+        !f.optimal_teacher.points.iter().any(|p| p.fitted),
+        "no fitted T* from two teachers"
     );
     assert_eq!(f.optimal_teacher.better.as_deref(), Some("linear"));
     assert!(matches!(
@@ -700,4 +699,374 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     }
     assert!(report.html.contains("pdsweep recommend"));
     keep(&dir);
+}
+
+/// The texts of an SVG file, in drawing order.
+fn svg_texts(path: &Path) -> Vec<String> {
+    let svg = std::fs::read_to_string(path).expect("svg");
+    let mut reader = quick_xml::Reader::from_str(&svg);
+    let mut out = Vec::new();
+    let mut in_text = false;
+    loop {
+        match reader.read_event() {
+            Ok(quick_xml::events::Event::Eof) => break,
+            Ok(quick_xml::events::Event::Start(e)) => in_text = e.name().as_ref() == b"text",
+            Ok(quick_xml::events::Event::End(_)) => in_text = false,
+            Ok(quick_xml::events::Event::Text(t)) if in_text => out.push(
+                t.xml10_content()
+                    .map(|c| c.trim().to_string())
+                    .unwrap_or_default(),
+            ),
+            Ok(_) => {}
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+    out
+}
+
+/// The gap16 fixture (4 teachers × 2 students × 2 seeds), fitted and reported into `out/`.
+fn gap16_report(tmp: &Path) -> (PathBuf, String) {
+    let results = common::load_fixture(tmp, "gap16");
+    let db = results.join("gap16/sweep.db").display().to_string();
+    let fit = pdsweep(tmp, &["fit", "--db", &db, "--bootstrap", "50"]);
+    assert!(fit.status.success(), "{}", stderr(&fit));
+    let out_dir = tmp.join("out");
+    let out = pdsweep(
+        tmp,
+        &[
+            "report",
+            "gap16",
+            "--results",
+            &results.display().to_string(),
+            "--out",
+            &out_dir.display().to_string(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(out_dir.join("index.html")).expect("page");
+    keep(&out_dir);
+    (out_dir, html)
+}
+
+#[test]
+fn training_curves_legend_was_in_string_order_and_seeds_were_not_told_apart() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, _) = gap16_report(tmp.path());
+    let texts = svg_texts(&dir.join("training_curves.svg"));
+    // The first student panel's legend: teachers by size (5K, 20K, 60K, 200K), not by string
+    // (200K, 20K, 5K, 60K), each line the mean of its 2 seeds.
+    let pos = |label: &str| {
+        texts
+            .iter()
+            .position(|t| t == label)
+            .unwrap_or_else(|| panic!("no `{label}` in {texts:?}"))
+    };
+    let order: Vec<usize> = ["5K", "20K", "60K", "200K"]
+        .iter()
+        .map(|t| pos(&format!("teacher {t} (2 seeds)")))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("Students of 10K"))
+            && texts.iter().any(|t| t.starts_with("Students of 30K")),
+        "one panel per student size: {texts:?}"
+    );
+    assert!(!texts.iter().any(|t| t.contains("more")), "{texts:?}");
+    let gap = svg_texts(&dir.join("capacity_gap.svg"));
+    assert!(
+        gap.iter().any(|t| t == "single seeds")
+            && gap.iter().any(|t| t == "distilled (mean of 2 seeds)"),
+        "{gap:?}"
+    );
+}
+
+#[test]
+fn isoflop_repeated_legend_entries_and_overlapped_its_compute_labels() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, _) = gap16_report(tmp.path());
+    let texts = svg_texts(&dir.join("isoflop.svg"));
+    let models: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.contains(" teacher") || t.contains(" baseline"))
+        .collect();
+    assert_eq!(
+        models.len(),
+        6,
+        "4 teachers and 2 baseline sizes: {models:?}"
+    );
+    let mut unique = models.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        models.len(),
+        "no repeated entries: {models:?}"
+    );
+    assert!(models.iter().any(|m| m.ends_with("baseline, 2 seeds")));
+    // Compute budgets are named once each, in the legend (ending "FLOPs"), never beside points.
+    let budgets: Vec<&String> = texts.iter().filter(|t| t.starts_with("C = ")).collect();
+    assert!(!budgets.is_empty());
+    assert!(budgets.iter().all(|b| b.ends_with(" FLOPs")), "{budgets:?}");
+}
+
+#[test]
+fn more_series_than_a_legend_carries_are_split_across_panels() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let results = common::load_fixture(tmp.path(), "gap16");
+    let db = pdsweep::store::SweepDb::open(&results.join("gap16/sweep.db")).expect("db");
+    let mut data = pdsweep::report::load::gather(&db, None).expect("gather");
+    // 24 more students of the 30K size, each from its own teacher size (a wide teacher grid).
+    let template = data
+        .curves
+        .iter()
+        .find(|c| c.kind == pdsweep::plan::RunKind::Student && c.label == "30K")
+        .expect("a 30K student")
+        .clone();
+    for i in 0..24 {
+        let mut c = template.clone();
+        let t = 1e3 * 1.3f64.powi(i);
+        c.run_id = format!("extra{i}");
+        c.teacher = Some((format!("T{i}"), t));
+        c.points = c
+            .points
+            .iter()
+            .map(|&(x, y)| (x, y + 0.01 * i as f64))
+            .collect();
+        data.curves.push(c);
+    }
+    let report = pdsweep::report::build(&data).expect("draw");
+    let out = tmp.path().join("many");
+    report.write(&out).expect("write");
+    let texts = svg_texts(&out.join("training_curves.svg"));
+    let panels: Vec<&String> = texts
+        .iter()
+        .filter(|t| t.starts_with("Students of 30K"))
+        .collect();
+    assert_eq!(
+        panels.len(),
+        3,
+        "28 lines in panels of at most 10: {panels:?}"
+    );
+    assert!(panels[0].ends_with("(1/3)"), "{panels:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("more")),
+        "nothing summarised away"
+    );
+    check_figure(&out, "training_curves");
+    keep(&out);
+}
+
+#[test]
+fn html_headline_had_no_caveats_and_config_column_was_empty() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, html) = gap16_report(tmp.path());
+    let answer = &html[html.find("id=\"answer\"").expect("answer")
+        ..html.find("id=\"figures\"").expect("figures")];
+    for expected in [
+        "Before you rely on this",
+        "UNDER-DETERMINED",
+        "noise floor",
+        "not fitted: distillation law",
+        "edge of grid: extend the grid toward larger teachers",
+        "4 teachers × 2 seeds",
+    ] {
+        assert!(
+            answer.contains(expected),
+            "the headline lacks `{expected}`: {answer}"
+        );
+    }
+    // One distillation config: named once, no empty config column.
+    assert!(
+        html.contains("Every student: offline, kl loss, α=0.9, τ=1.0, top-0.95-16."),
+        "settings named once"
+    );
+    let table = &html[html.find("Optimal teacher per student").expect("T* table")..];
+    let table = &table[..table.find("</table>").expect("table end")];
+    assert!(
+        !table.contains("<td class=\"l\"></td>"),
+        "an empty cell: {table}"
+    );
+    assert!(!table.contains(">config<"), "no config column: {table}");
+}
+
+#[test]
+fn html_had_no_distillation_law_parameters() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let results = common::load_fixture(tmp.path(), "gap16");
+    let db_path = results.join("gap16/sweep.db");
+    drop(pdsweep::store::SweepDb::open(&db_path).expect("migrated"));
+    let conn = rusqlite::Connection::open(&db_path).expect("db");
+    let config = "loss=kl alpha=0.9 tau=1.0 top_p=0.95 top_k=16 mode=offline";
+    insert_fit(
+        &conn,
+        "distill",
+        "distill",
+        config,
+        serde_json::json!({"law": "distill",
+            "params": {"A": 2243.0, "B": 24181.0, "alpha": 0.321, "beta": 0.637, "gamma": 0.764,
+                       "c0": 2.549, "c1": 522.6, "f1": 0.09, "d1": 1.315},
+            "ci": {"A": [2000.0, 2500.0], "c1": [1e-5, 1e83]},
+            "warnings": ["not identified by these data (95% interval spans more than a factor 1000): c1"],
+            "unidentified": ["c1"],
+            "support": {"runs": 16, "distinct": 8, "sizes": 2, "budgets": 1, "teacher_losses": 4, "params": 9}}),
+    );
+    drop(conn);
+    let db = pdsweep::store::SweepDb::open(&db_path).expect("db");
+    let data = pdsweep::report::load::gather(&db, None).expect("gather");
+    let html = pdsweep::report::build(&data).expect("draw").html;
+    for expected in [
+        "Distillation law (Busbridge et al. 2025, Eq. 8)",
+        "<td class=\"l\">c1</td><td>523</td><td class=\"ni\">not identified</td>",
+        "<td class=\"l\">d1</td>",
+        "8 distinct points (16 runs",
+        "under-determined",
+    ] {
+        assert!(html.contains(expected), "the page lacks `{expected}`");
+    }
+    assert!(
+        !html.contains("1.00e83"),
+        "the meaningless interval is not printed"
+    );
+}
+
+#[test]
+fn html_had_no_corpus_section() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let results = common::load_fixture(tmp.path(), "gap16");
+    let db_path = results.join("gap16/sweep.db");
+    // Facts as the corpus checks record them (new fields), on one teacher's result.
+    let conn = rusqlite::Connection::open(&db_path).expect("db");
+    conn.execute(
+        "UPDATE results SET corpus_json = json_set(corpus_json,
+            '$.files', 42, '$.documents', 42, '$.train_bytes', 5017282,
+            '$.duplicate_groups', json('[[\"texts/hamlet.txt\", \"texts/hamlet copy.txt\"]]'),
+            '$.val_split', 'the last 40K tokens of the last file, which appears nowhere else')
+         WHERE run_id = (SELECT id FROM runs WHERE name = 'teacher-200K-s1')",
+        [],
+    )
+    .expect("update");
+    drop(conn);
+    let db = pdsweep::store::SweepDb::open(&db_path).expect("db");
+    let data = pdsweep::report::load::gather(&db, None).expect("gather");
+    assert_eq!(data.corpus.len(), 1, "one corpus, its fullest record");
+    let html = pdsweep::report::build(&data).expect("draw").html;
+    let corpus =
+        &html[html.find("id=\"corpus\"").expect("corpus")..html.find("id=\"runs\"").expect("runs")];
+    for expected in [
+        "training tokens",
+        "held-out tokens",
+        "<dt>files</dt><dd>42</dd>",
+        "1 group(s) of byte-identical files",
+        "texts/hamlet copy.txt",
+        "the last 40K tokens of the last file",
+    ] {
+        assert!(
+            corpus.contains(expected),
+            "the corpus section lacks `{expected}`: {corpus}"
+        );
+    }
+    // Epochs over the training data, per run (the teachers read 403K of 5.02M tokens).
+    assert!(html.contains("<th>epochs</th>"));
+    assert!(html.contains("<td>0.08</td>"), "teacher epochs");
+}
+
+#[test]
+fn svgs_embedded_the_whole_font_and_figures_were_not_the_documented_size() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (dir, html) = gap16_report(tmp.path());
+    let whole = std::fs::metadata(root().join("assets/fonts/DejaVuSans.ttf"))
+        .expect("font")
+        .len();
+    for name in [
+        "training_curves",
+        "supervised_fits",
+        "capacity_gap",
+        "optimal_teacher",
+        "distill_gain",
+        "agreement",
+        "isoflop",
+    ] {
+        let svg = std::fs::read_to_string(dir.join(format!("{name}.svg"))).expect("svg");
+        assert!(
+            (svg.len() as u64) < whole / 4,
+            "{name}.svg is {} bytes; the whole font alone is {whole}",
+            svg.len()
+        );
+        let (w, h, _, _) = decode_png(&dir.join(format!("{name}.png")));
+        assert_eq!(w, 2100, "{name}: every figure is 7 in wide at 300 dpi");
+        assert!(h >= 1080, "{name}: {h}");
+        check_figure(&dir, name);
+    }
+    assert!(
+        (html.len() as u64) < whole,
+        "the page embeds a subset: {}",
+        html.len()
+    );
+    // Browsers accept the subset fonts (Chromium's font sanitiser logs any it rejects to the
+    // console, which fails the check): the page's and a standalone figure's.
+    let _ = chromium_screenshot(&dir.join("index.html"), tmp.path());
+    let _ = chromium_screenshot(&dir.join("capacity_gap.svg"), tmp.path());
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    assert!(
+        readme.contains("7 in wide (2100 px)"),
+        "the README states the real size"
+    );
+}
+
+#[test]
+fn empty_fits_parquet_had_every_column_typed_int64() {
+    use polars::prelude::{DataType, ParquetReader, SerReader};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let results = quickstart(tmp.path());
+    let schema_of = |dir: &Path| {
+        let file = std::fs::File::open(dir.join("fits.parquet")).expect("fits.parquet");
+        let df = ParquetReader::new(file).finish().expect("read parquet");
+        df.columns()
+            .iter()
+            .map(|c| (c.name().to_string(), c.dtype().clone()))
+            .collect::<Vec<_>>()
+    };
+    let export = |out: &Path| {
+        let o = pdsweep(
+            tmp.path(),
+            &[
+                "export",
+                "quickstart",
+                "--results",
+                &results.display().to_string(),
+                "--format",
+                "parquet",
+                "--out",
+                &out.display().to_string(),
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let empty_dir = tmp.path().join("empty");
+    export(&empty_dir);
+    let empty = schema_of(&empty_dir);
+    let typed = |name: &str| {
+        empty
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("no column `{name}`"))
+    };
+    assert_eq!(typed("law"), DataType::String);
+    assert_eq!(typed("objective"), DataType::Float64);
+    assert_eq!(typed("n_points"), DataType::Int64);
+    assert_eq!(typed("result_json"), DataType::String);
+    // The same schema once the table has a row.
+    let conn = rusqlite::Connection::open(results.join("quickstart/sweep.db")).expect("db");
+    insert_fit(
+        &conn,
+        "chinchilla",
+        "supervised",
+        "",
+        serde_json::json!({"E": 1.5}),
+    );
+    drop(conn);
+    let full_dir = tmp.path().join("full");
+    export(&full_dir);
+    assert_eq!(schema_of(&full_dir), empty);
 }

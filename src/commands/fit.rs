@@ -7,9 +7,9 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 
 use pdsweep::fit::{
-    Busbridge, Chinchilla, ColumnMap, Fit, FitOptions, FitRecord, LawKind, Optimiser, Optimum,
-    SCOPE_DISTILL, SCOPE_SUPERVISED, SupervisedSource, SweepFitOptions, SweepFits, finished_runs,
-    fit, fit_sweep, read_csv, save_fits,
+    Busbridge, CapacityGap, Chinchilla, ColumnMap, Fit, FitOptions, FitRecord, FitSummary,
+    GapCurve, LawKind, Optimiser, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED, SupervisedSource,
+    SweepFitOptions, SweepFits, finished_runs, fit, fit_sweep, paired_gains, read_csv, save_fits,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_count;
@@ -134,6 +134,10 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                     .iter()
                     .map(|t| FitRecord::TStar(Box::new(t.clone()))),
             );
+            records.push(FitRecord::Summary(FitSummary {
+                runs: runs.len(),
+                skipped: fits.skipped.clone(),
+            }));
             save_fits(&mut db, &records)?;
             if cmd.json {
                 println!("{}", serde_json::to_string_pretty(&fits)?);
@@ -225,15 +229,31 @@ pub fn fit_table(f: &Fit) -> String {
         &format!("{:.0}% CI", f.ci_level * 100.0),
     ]);
     for name in f.law.param_names() {
-        let ci = f.ci.get(*name).map_or("-".to_string(), |[lo, hi]| {
-            format!("[{}, {}]", num(*lo), num(*hi))
-        });
+        let ci = if f.unidentified.iter().any(|u| u == name) {
+            "not identified".to_string()
+        } else {
+            f.ci.get(*name).map_or("-".to_string(), |[lo, hi]| {
+                format!("[{}, {}]", num(*lo), num(*hi))
+            })
+        };
         t.add_row([name.to_string(), num(f.param(name)), ci]);
     }
-    let mut out = format!(
-        "{} law on {} points of {}\nobjective (sum of Huber, delta {}): {:.6e}; {} of {} starts finite; bootstrap {} of {} resamples\n{t}\nrms log residual: {:.4}\n",
+    let points = if f.support.runs > 0 {
+        f.support.points_text()
+    } else {
+        format!("{} points", f.n_points)
+    };
+    let mut out = if f.support.runs > 0 && f.support.is_thin() {
+        format!(
+            "UNDER-DETERMINED FIT: {points} for {} parameters; read the numbers below as a description of these points, not as a law\n",
+            f.law.n_params()
+        )
+    } else {
+        String::new()
+    };
+    out += &format!(
+        "{} law on {points} of {}\nobjective (sum of Huber, delta {}): {:.6e}; {} of {} starts finite; bootstrap {} of {} resamples\n{t}\nrms log residual: {:.4}\n",
         f.law,
-        f.n_points,
         f.source,
         f.delta,
         f.objective,
@@ -258,8 +278,8 @@ pub fn fit_table(f: &Fit) -> String {
     out
 }
 
-fn optimum_text(o: &Optimum, unit: &dyn Fn(f64) -> String) -> String {
-    match o {
+fn optimum_text(c: &GapCurve, unit: &dyn Fn(f64) -> String) -> String {
+    match &c.optimum {
         Optimum::Interior {
             at,
             ci,
@@ -275,14 +295,67 @@ fn optimum_text(o: &Optimum, unit: &dyn Fn(f64) -> String) -> String {
                 unit(hi)
             ))
         ),
-        Optimum::Boundary { at, edge } => {
-            format!(
-                "boundary: no interior optimum (lowest at the {edge} measured, {})",
-                unit(*at)
-            )
-        }
+        Optimum::Boundary { at, edge } => format!(
+            "{} (the best measured, {}, is the {edge} of the grid)",
+            c.optimum.edge_advice(&c.variable).unwrap_or_default(),
+            unit(*at)
+        ),
+        Optimum::Unsupported { at, reason } => format!(
+            "no supported optimum: {reason}; the best measured is {}",
+            unit(*at)
+        ),
         Optimum::TooFewPoints => "fewer than 3 teachers: no curve".into(),
     }
+}
+
+/// `4 teachers × 2 seeds (8 students)`, counting sizes, not runs.
+fn gap_counts(g: &CapacityGap) -> String {
+    let teachers = if g.teachers > 0 {
+        g.teachers
+    } else {
+        g.points.len()
+    };
+    if g.seeds > 1 {
+        format!(
+            "{teachers} teacher(s) × {} seeds ({} students)",
+            g.seeds,
+            g.points.len()
+        )
+    } else {
+        format!("{teachers} teacher(s)")
+    }
+}
+
+/// The paired gains per teacher with their spread over seeds, and the noise floor (the spread
+/// of the replicate baselines) beside them.
+fn gains_line(g: &CapacityGap) -> String {
+    let gains = paired_gains(&g.points);
+    if gains.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = gains
+        .iter()
+        .map(|(t, mean, sd, _)| match sd {
+            Some(sd) => format!("{} {mean:+.4} ± {sd:.4}", format_count(*t)),
+            None => format!("{} {mean:+.4}", format_count(*t)),
+        })
+        .collect();
+    let floor = match g.noise_floor {
+        Some(sd) => format!(
+            "noise floor {sd:.4} (sd of {} baseline seeds)",
+            g.baseline_seeds
+        ),
+        None => "noise floor unknown (one baseline seed: add seeds)".to_string(),
+    };
+    format!(
+        "  gain vs same-seed baseline (mean ± sd over seeds): {}; {floor}{}\n",
+        each.join(", "),
+        if g.paired {
+            "; curves fitted to paired losses"
+        } else {
+            ""
+        }
+    )
 }
 
 fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
@@ -300,17 +373,21 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
         out += &format!("distillation law ({key}):\n{}\n", fit_table(d));
     }
     for g in &f.capacity_gaps {
+        let baseline = match (g.baseline_loss, g.baseline_seeds) {
+            (Some(b), n) if n > 1 => format!(", baseline loss {b:.4} (mean of {n} seeds)"),
+            (Some(b), _) => format!(", baseline loss {b:.4}"),
+            (None, _) => String::new(),
+        };
         out += &format!(
-            "capacity gap: student {} on {} tokens ({}), {} teachers{}\n  by teacher size: {}\n  by teacher loss: {}\n",
+            "capacity gap: student {} on {} tokens ({}), {}{baseline}\n  by teacher size: {}\n  by teacher loss: {}\n",
             format_count(g.student_params),
             format_count(g.student_tokens),
             g.config,
-            g.points.len(),
-            g.baseline_loss
-                .map_or(String::new(), |b| format!(", baseline loss {b:.4}")),
-            optimum_text(&g.by_teacher_params.optimum, &|x| format_count(x)),
-            optimum_text(&g.by_teacher_loss.optimum, &|x| format!("{x:.4}")),
+            gap_counts(g),
+            optimum_text(&g.by_teacher_params, &|x| format_count(x)),
+            optimum_text(&g.by_teacher_loss, &|x| format!("{x:.4}")),
         );
+        out += &gains_line(g);
         if let Some(l) = &g.from_law {
             out += &format!(
                 "  from the distillation law: L_T* {:.4}{}, student loss {:.4}{}\n",
@@ -337,6 +414,9 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
             t.power.rmse_log,
             t.better
         );
+        for w in &t.warnings {
+            out += &format!("  warning: {w}\n");
+        }
     }
     for s in &f.skipped {
         let first = s.reason.lines().next().unwrap_or("");

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use pdsweep::fit::{Recommendation, recommend_from_fits, recommend_published, stored_fits};
+use pdsweep::fit::{
+    RecommendQuery, Recommendation, recommend_from_fits, recommend_published, stored_fits,
+};
 use pdsweep::spec::units::{format_count, parse_count};
 use pdsweep::store::SweepDb;
 
@@ -64,13 +66,18 @@ pub fn recommend(cmd: RecommendCommand) -> anyhow::Result<()> {
         let db_path = locate_db(&target, &cmd.results)?;
         let db = SweepDb::open(&db_path)?;
         let fits = stored_fits(&db)?;
+        let (student_params, student_input, vocab) = resolve_student(&db, &cmd.student, n_s)?;
         recommend_from_fits(
             &fits,
-            &db_path.display().to_string(),
-            n_s,
-            d_s,
-            d_t,
-            cmd.config.as_deref(),
+            &RecommendQuery {
+                source: db_path.display().to_string(),
+                student_params,
+                student_input,
+                student_tokens: d_s,
+                teacher_tokens: d_t,
+                config: cmd.config.clone(),
+                vocab,
+            },
         )?
     };
     if cmd.json {
@@ -81,6 +88,61 @@ pub fn recommend(cmd: RecommendCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The exact non-embedding size N of `--student` on a sweep: a size the sweep planned a model
+/// for (its target, `30K`, or its label) is that model's real N; any other number is taken as
+/// N itself. Also the sweep's vocabulary size, for the ln V bound on losses.
+fn resolve_student(
+    db: &SweepDb,
+    text: &str,
+    value: f64,
+) -> anyhow::Result<(f64, Option<String>, Option<u64>)> {
+    let mut matched: Option<(String, f64)> = None;
+    let mut vocab = None;
+    for r in db.runs()? {
+        let Ok(config) = serde_json::from_str::<serde_json::Value>(&r.config_json) else {
+            continue;
+        };
+        let model = &config["model"];
+        vocab = vocab.or(model["shape"]["vocab"].as_u64());
+        let label = model["label"].as_str().unwrap_or("");
+        let target = model["target"].as_f64();
+        if (label == text || target == Some(value)) && r.params_non_embedding > 0 {
+            matched = Some((label.to_string(), r.params_non_embedding as f64));
+        }
+    }
+    Ok(match matched {
+        Some((label, n)) => (
+            n,
+            Some(format!(
+                "the sweep's `{label}` model: N = {} non-embedding parameters",
+                group_digits(n)
+            )),
+            vocab,
+        ),
+        None => (
+            value,
+            Some(format!(
+                "N = {} non-embedding parameters (not a size the sweep planned)",
+                group_digits(value)
+            )),
+            vocab,
+        ),
+    })
+}
+
+/// 27792 → `27,792`.
+fn group_digits(v: f64) -> String {
+    let digits = format!("{:.0}", v.round());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn text(r: &Recommendation) -> String {
     let ci = |c: Option<[f64; 2]>, f: &dyn Fn(f64) -> String| {
         c.map_or(String::new(), |[lo, hi]| {
@@ -88,6 +150,17 @@ fn text(r: &Recommendation) -> String {
         })
     };
     let loss = |x: f64| format!("{x:.4}");
+    // A quantity with its refusal or warning on the same line.
+    let line = |name: &str, field: &str, value: Option<String>| -> String {
+        let problem = r.problems.get(field);
+        let shown = match (value, problem) {
+            (Some(v), Some(p)) => format!("{v} — REFUSED: {p}"),
+            (Some(v), None) => v,
+            (None, Some(p)) => format!("none: {p}"),
+            (None, None) => "-".to_string(),
+        };
+        format!("  {name:<36}{shown}\n")
+    };
     let mut out = format!(
         "student {} on {} tokens ({}{})\n",
         format_count(r.student_params),
@@ -97,64 +170,94 @@ fn text(r: &Recommendation) -> String {
             .as_ref()
             .map_or(String::new(), |c| format!(", {c}"))
     );
-    out += &format!(
-        "  optimal teacher loss L_T*:        {}{}\n",
-        loss(r.teacher_loss),
-        ci(r.teacher_loss_ci, &loss)
+    for e in &r.extrapolation {
+        out += &format!("  EXTRAPOLATION: {e}\n");
+    }
+    if let Some(input) = &r.student_input {
+        out += &format!("  student size: {input}\n");
+    }
+    if !r.method.is_empty() {
+        out += &format!("  answer from: {}\n", r.method);
+    }
+    for m in &r.measured {
+        out += &format!("  measured: {m}\n");
+    }
+    out += &line(
+        "optimal teacher loss L_T*:",
+        "teacher_loss",
+        Some(format!(
+            "{}{}",
+            loss(r.teacher_loss),
+            ci(r.teacher_loss_ci, &loss)
+        ))
+        .filter(|_| r.teacher_loss.is_finite()),
     );
-    match (r.teacher_params, r.teacher_tokens) {
-        (Some(n), Some(d)) => {
-            out += &format!(
-                "  optimal teacher size N_T*:        {}{} on {} tokens\n",
+    out += &line(
+        "optimal teacher size N_T*:",
+        "teacher_params",
+        r.teacher_params.map(|n| {
+            format!(
+                "{}{}{}",
                 format_count(n),
                 ci(r.teacher_params_ci, &|x| format_count(x)),
-                format_count(d)
-            );
-            if r.teacher_in_sweep != Some(true) {
-                out += &format!(
-                    "  cost of training that teacher:    {:.3e} FLOPs (6·N·D){}\n",
-                    r.teacher_flops.unwrap_or(f64::NAN),
-                    if r.teacher_in_sweep == Some(false) {
-                        "; the sweep has no teacher of that size"
-                    } else {
-                        ""
-                    }
-                );
-            } else {
-                out += "  the sweep already has a teacher of about that size\n";
-            }
-        }
-        _ => out += "  optimal teacher size N_T*:        - (give --teacher-tokens)\n",
-    }
-    out += &format!(
-        "  supervised student loss L̃_S:      {}\n",
-        loss(r.supervised_loss)
+                r.teacher_tokens
+                    .map_or(String::new(), |d| format!(" on {} tokens", format_count(d)))
+            )
+        }),
     );
-    out += &format!(
-        "  distilled student loss L_S at L_T*: {}\n",
-        loss(r.student_loss)
-    );
-    out += &format!(
-        "  gain over no teacher:             {:+.4} nats{}\n",
-        r.gain,
-        if r.gain <= 0.0 {
-            " (distillation does not help here)"
+    if r.teacher_params.is_some() {
+        if r.teacher_in_sweep == Some(true) {
+            out += "  the sweep already has a teacher of about that size\n";
         } else {
-            ""
+            out += &line(
+                "cost of training that teacher:",
+                "teacher_flops",
+                r.teacher_flops.map(|f| {
+                    format!(
+                        "{f:.3e} FLOPs (6·N·D){}",
+                        if r.teacher_in_sweep == Some(false) {
+                            "; the sweep has no teacher of that size"
+                        } else {
+                            ""
+                        }
+                    )
+                }),
+            );
         }
+    }
+    out += &line(
+        "supervised student loss L̃_S:",
+        "supervised_loss",
+        Some(loss(r.supervised_loss)),
+    );
+    out += &line(
+        "distilled student loss L_S at L_T*:",
+        "student_loss",
+        Some(loss(r.student_loss)).filter(|_| r.student_loss.is_finite()),
+    );
+    out += &line(
+        "gain over no teacher:",
+        "gain",
+        Some(format!(
+            "{:+.4} nats{}",
+            r.gain,
+            if r.gain <= 0.0 {
+                " (distillation does not help here)"
+            } else {
+                ""
+            }
+        ))
+        .filter(|_| r.gain.is_finite()),
     );
     if let Some((form, t)) = &r.tstar_empirical {
-        out += &format!(
-            "  empirical T*(S) ({form} fit):      {}\n",
-            format_count(*t)
+        out += &line(
+            &format!("empirical T*(S) ({form} fit):"),
+            "tstar_empirical",
+            Some(format_count(*t)).filter(|_| *t > 0.0),
         );
     }
     if r.extrapolation.is_empty() {
         out += "  within the ranges measured\n";
-    } else {
-        for e in &r.extrapolation {
-            out += &format!("  EXTRAPOLATION: {e}\n");
-        }
     }
     for n in &r.notes {
         out += &format!("  note: {n}\n");

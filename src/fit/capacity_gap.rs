@@ -1,8 +1,11 @@
 //! The capacity gap (DESIGN.md §6): for one student size, budget and distillation config, the
 //! student's loss against teacher size and against teacher loss, a quadratic in the log fitted
-//! to each with its optimum and a bootstrap interval (or an honest "boundary" when the minimum
-//! is at the edge of what was measured); the optimum from the fitted distillation law; and the
-//! optimal teacher size T*(S) across student sizes fitted as a line and as a power law.
+//! to each with its optimum and a bootstrap interval. An interior optimum is reported only when
+//! the data support it (the best measured teacher, averaged over seeds, is inside the grid and
+//! inside the interval, and the curve follows the points there); otherwise the answer is "edge
+//! of grid" with the direction to extend it, or "not supported" with the reason. Also: the
+//! optimum from the fitted distillation law, and T*(S) across student sizes fitted as a line
+//! and as a power law.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +22,97 @@ pub struct GapPoint {
     pub teacher_loss: f64,
     /// Student held-out loss.
     pub student_loss: f64,
+    /// The student's seed (replicates of one teacher differ only in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Held-out loss of the baseline with the student's size, budget and seed (the same
+    /// initial weights and data order): the student's pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paired_baseline: Option<f64>,
+}
+
+/// What a capacity-gap curve is fitted to: each student's loss, or, when every student has a
+/// same-seed baseline, its paired loss: student − own baseline + mean of those baselines. Pairing
+/// removes what a seed does to both runs alike (initial weights, data order), so the curve's
+/// noise is the noise of the gain, not of the loss.
+pub fn fitted_losses(points: &[GapPoint]) -> (Vec<f64>, bool) {
+    let pairs: Option<Vec<f64>> = points.iter().map(|p| p.paired_baseline).collect();
+    match pairs {
+        Some(b) if !b.is_empty() => {
+            let mean = b.iter().sum::<f64>() / b.len() as f64;
+            let y = points
+                .iter()
+                .zip(&b)
+                .map(|(p, b)| p.student_loss - b + mean)
+                .collect();
+            (y, true)
+        }
+        _ => (points.iter().map(|p| p.student_loss).collect(), false),
+    }
+}
+
+/// The gain of distillation per teacher: baseline loss − student loss, each student against its
+/// same-seed baseline (`paired_baseline`), as (teacher parameters, mean gain over seeds, their
+/// sample standard deviation (`None` with one seed), seeds), sorted by teacher size. Students
+/// without a pair are left out.
+pub fn paired_gains(points: &[GapPoint]) -> Vec<(f64, f64, Option<f64>, usize)> {
+    let mut by_teacher: Vec<(f64, Vec<f64>)> = Vec::new();
+    for p in points {
+        let Some(b) = p.paired_baseline else { continue };
+        match by_teacher.iter_mut().find(|(t, _)| *t == p.teacher_params) {
+            Some((_, g)) => g.push(b - p.student_loss),
+            None => by_teacher.push((p.teacher_params, vec![b - p.student_loss])),
+        }
+    }
+    by_teacher.sort_by(|a, b| a.0.total_cmp(&b.0));
+    by_teacher
+        .into_iter()
+        .map(|(t, g)| {
+            let n = g.len();
+            let mean = g.iter().sum::<f64>() / n as f64;
+            let sd = (n >= 2).then(|| {
+                (g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+            });
+            (t, mean, sd, n)
+        })
+        .collect()
+}
+
+/// Bootstrap weights of `points` for resample `i`: with students of two or more seeds, the
+/// seeds are drawn with replacement and then, within each drawn seed, its students (a two-stage
+/// cluster bootstrap, so intervals carry the run-to-run noise between seeds); with one seed,
+/// the students are drawn with replacement.
+pub fn seed_resample(points: &[GapPoint], seed: u64, i: usize) -> Vec<f64> {
+    let mut seeds: Vec<u64> = points.iter().filter_map(|p| p.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    if seeds.len() < 2 || points.iter().any(|p| p.seed.is_none()) {
+        return resample_counts(points.len(), seed, i)
+            .into_iter()
+            .map(f64::from)
+            .collect();
+    }
+    let members: Vec<Vec<usize>> = seeds
+        .iter()
+        .map(|s| {
+            (0..points.len())
+                .filter(|&j| points[j].seed == Some(*s))
+                .collect()
+        })
+        .collect();
+    let mut weights = vec![0.0; points.len()];
+    let drawn = resample_counts(seeds.len(), seed, i);
+    let mut stage = 0usize;
+    for (cluster, copies) in members.iter().zip(drawn) {
+        for _ in 0..copies {
+            stage += 1;
+            let within = resample_counts(cluster.len(), seed ^ 0x5eed_c1a5, i * 1031 + stage);
+            for (&j, w) in cluster.iter().zip(within) {
+                weights[j] += f64::from(w);
+            }
+        }
+    }
+    weights
 }
 
 /// y = c0 + c1·x + c2·x² with x = ln(variable), fitted by least squares.
@@ -122,16 +216,224 @@ pub enum Optimum {
         /// Fraction of bootstrap resamples that also had an interior minimum.
         interior_fraction: Option<f64>,
     },
-    /// No interior optimum: the fitted curve is lowest at an edge of the measured range, so
-    /// the optimum is there or beyond it.
+    /// No interior optimum: the best measured teacher (mean over seeds) is at an edge of the
+    /// grid, so the optimum is there or beyond it.
     Boundary {
         /// The edge value of the variable.
         at: f64,
         /// `smallest` or `largest` (of the measured range).
         edge: String,
     },
+    /// The best measured teacher is inside the grid, but the fitted curve does not support an
+    /// optimum there (no minimum near it, passing above it, or an interval excluding it).
+    Unsupported {
+        /// The best measured value of the variable (mean over seeds).
+        at: f64,
+        /// Why the fitted optimum is not reported.
+        reason: String,
+    },
     /// Fewer than three distinct values: no curve fitted.
     TooFewPoints,
+}
+
+impl Optimum {
+    /// The interior optimum's value, when the data support one.
+    pub fn interior(&self) -> Option<f64> {
+        match self {
+            Optimum::Interior { at, .. } => Some(*at),
+            _ => None,
+        }
+    }
+
+    /// For an optimum at the edge of the grid of `variable` (`teacher_params` or
+    /// `teacher_loss`): "edge of grid: extend the grid toward larger teachers" and the like.
+    pub fn edge_advice(&self, variable: &str) -> Option<String> {
+        let Optimum::Boundary { edge, .. } = self else {
+            return None;
+        };
+        let toward = match (variable, edge.as_str()) {
+            ("teacher_loss", "smallest") => "stronger teachers (lower teacher loss)",
+            ("teacher_loss", _) => "weaker teachers (higher teacher loss)",
+            (_, "smallest") => "smaller teachers",
+            _ => "larger teachers",
+        };
+        Some(format!("edge of grid: extend the grid toward {toward}"))
+    }
+}
+
+/// The students of one value of the variable (one teacher): their mean loss over seeds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// The variable (teacher size or loss), as measured.
+    pub value: f64,
+    /// ln(variable).
+    pub x: f64,
+    /// Mean student loss.
+    pub mean: f64,
+    /// Students (seeds).
+    pub n: usize,
+    /// Standard error of the mean (0 with one seed).
+    pub se: f64,
+}
+
+/// The points (variable, student loss) grouped by the variable, sorted, with means over
+/// replicates.
+pub fn levels(points: &[(f64, f64)]) -> Vec<Level> {
+    let mut sorted: Vec<(f64, f64)> = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Level> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let value = sorted[i].0;
+        let x = value.ln();
+        let ys: Vec<f64> = sorted[i..]
+            .iter()
+            .take_while(|p| (p.0 - value).abs() <= 1e-12 * value.abs())
+            .map(|p| p.1)
+            .collect();
+        let n = ys.len();
+        let mean = ys.iter().sum::<f64>() / n as f64;
+        let se = if n > 1 {
+            let var = ys.iter().map(|y| (y - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+            (var / n as f64).sqrt()
+        } else {
+            0.0
+        };
+        out.push(Level {
+            value,
+            x,
+            mean,
+            n,
+            se,
+        });
+        i += n;
+    }
+    out
+}
+
+/// The pooled standard deviation of one run within a level (replicates of one teacher), from
+/// the levels with two or more seeds; `None` when no level has replicates.
+fn pooled_sd(levels: &[Level]) -> Option<f64> {
+    let (ss, df) = levels
+        .iter()
+        .filter(|l| l.n >= 2)
+        .fold((0.0, 0usize), |(ss, df), l| {
+            (
+                ss + l.se * l.se * l.n as f64 * (l.n - 1) as f64,
+                df + l.n - 1,
+            )
+        });
+    (df > 0).then(|| (ss / df as f64).sqrt())
+}
+
+/// The levels whose mean is within the noise of the best one's (`b`): mean difference at most
+/// two standard errors of the difference, from the pooled replicate spread. Without
+/// replicates only the best level itself.
+fn tied_with_best(levels: &[Level], b: usize) -> std::ops::RangeInclusive<usize> {
+    let Some(sd) = pooled_sd(levels) else {
+        return b..=b;
+    };
+    let best = levels[b];
+    let tied = |l: &Level| {
+        l.mean - best.mean <= 2.0 * sd * (1.0 / l.n as f64 + 1.0 / best.n as f64).sqrt()
+    };
+    let mut lo = b;
+    while lo > 0 && tied(&levels[lo - 1]) {
+        lo -= 1;
+    }
+    let mut hi = b;
+    while hi + 1 < levels.len() && tied(&levels[hi + 1]) {
+        hi += 1;
+    }
+    lo..=hi
+}
+
+/// Whether the data support the fitted quadratic `q`'s minimum as the optimum of `levels`
+/// (sorted by x, at least three). The best measured level (lowest mean) must be inside the
+/// grid, else the optimum is at the edge or beyond it. The levels tied with it within the noise
+/// (replicates' pooled spread; only the best without replicates) form the measured optimum:
+/// the curve must have its minimum between their outer neighbours, must not pass above the best
+/// level by more than half the depth of the measured dip (or two standard errors of its mean),
+/// and the interval `ci` of the optimum, when there is one, must contain one of them. With
+/// noisy replicates the best mean is often a neighbour of the true optimum, which the quadratic
+/// through every point locates better; a single-seed grid keeps the strict rule. `fmt` writes
+/// a value of the variable.
+pub fn judge_optimum(
+    levels: &[Level],
+    q: &Quadratic,
+    ci: Option<[f64; 2]>,
+    interior_fraction: Option<f64>,
+    fmt: &dyn Fn(f64) -> String,
+) -> Optimum {
+    if levels.len() < 3 {
+        return Optimum::TooFewPoints;
+    }
+    let b = (0..levels.len())
+        .min_by(|&i, &j| levels[i].mean.total_cmp(&levels[j].mean))
+        .unwrap_or(0);
+    let last = levels.len() - 1;
+    if b == 0 || b == last {
+        return Optimum::Boundary {
+            at: levels[b].value,
+            edge: if b == 0 { "smallest" } else { "largest" }.into(),
+        };
+    }
+    let tied = tied_with_best(levels, b);
+    let (first, end) = (*tied.start(), *tied.end());
+    let (prev, best, next) = (levels[b - 1], levels[b], levels[b + 1]);
+    let (outer_lo, outer_hi) = (levels[first.saturating_sub(1)], levels[(end + 1).min(last)]);
+    let measured = if first == end {
+        format!("the best measured teacher ({})", fmt(best.value))
+    } else {
+        format!(
+            "the best measured teachers ({}–{}, within the noise of each other)",
+            fmt(levels[first].value),
+            fmt(levels[end].value)
+        )
+    };
+    let unsupported = |reason: String| Optimum::Unsupported {
+        at: best.value,
+        reason,
+    };
+    let Some(x) = q.interior_min(outer_lo.x, outer_hi.x) else {
+        let reason = if q.coef[2] <= 0.0 {
+            "the fitted curve is not U-shaped (it has no minimum)".to_string()
+        } else {
+            format!(
+                "the fitted curve's minimum ({}) is not next to {measured}; a quadratic does not describe these points",
+                fmt((-q.coef[1] / (2.0 * q.coef[2])).exp()),
+            )
+        };
+        return unsupported(reason);
+    };
+    let depth = prev.mean.min(next.mean) - best.mean;
+    let se = pooled_sd(levels).map_or(best.se, |sd| sd / (best.n as f64).sqrt());
+    let tolerance = (2.0 * se).max(0.5 * depth);
+    let above = q.at(best.x) - best.mean;
+    if above > tolerance {
+        return unsupported(format!(
+            "the fitted curve passes {above:.4} nats above the best measured point (mean over {} seed(s)), more than the {tolerance:.4} the dip and the noise allow",
+            best.n
+        ));
+    }
+    if let Some([lo, hi]) = ci {
+        // A tenth of the grid step around a teacher absorbs rounding of the interval.
+        let slack = 0.1 * (best.x - prev.x).min(next.x - best.x);
+        let inside = |l: &Level| lo.ln() - slack <= l.x && l.x <= hi.ln() + slack;
+        if !levels[tied].iter().any(inside) {
+            return unsupported(format!(
+                "the interval of the optimum [{}, {}] excludes {measured}",
+                fmt(lo),
+                fmt(hi),
+            ));
+        }
+    }
+    Optimum::Interior {
+        at: x.exp(),
+        student_loss: q.at(x),
+        ci,
+        interior_fraction,
+    }
 }
 
 /// A fitted curve of student loss against ln(variable), with samples for plotting.
@@ -176,8 +478,25 @@ pub struct CapacityGap {
     pub student_tokens: f64,
     /// The distillation config (a readable key).
     pub config: String,
-    /// The matching no-teacher baseline's loss, if measured.
+    /// The matching no-teacher baseline's loss, if measured (the mean over its seeds).
     pub baseline_loss: Option<f64>,
+    /// Baseline seeds that mean is over.
+    #[serde(default)]
+    pub baseline_seeds: usize,
+    /// Distinct teachers (sizes) among the points.
+    #[serde(default)]
+    pub teachers: usize,
+    /// Distinct student seeds among the points.
+    #[serde(default)]
+    pub seeds: usize,
+    /// The noise floor: the sample standard deviation of the replicate baselines' losses (two
+    /// or more seeds), the run-to-run noise a gain must exceed to mean anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor: Option<f64>,
+    /// Whether the curves were fitted to paired losses (every student had a same-seed
+    /// baseline; see [`fitted_losses`]).
+    #[serde(default)]
+    pub paired: bool,
     /// The students.
     pub points: Vec<GapPoint>,
     /// Student loss against teacher size.
@@ -189,7 +508,7 @@ pub struct CapacityGap {
 }
 
 /// Fits the curve of `student_loss` against ln(`var`) with a `bootstrap`-resample interval of
-/// its optimum.
+/// its optimum, and judges whether the data support that optimum ([`judge_optimum`]).
 pub fn gap_curve(
     variable: &str,
     points: &[GapPoint],
@@ -197,13 +516,22 @@ pub fn gap_curve(
     bootstrap: usize,
     seed: u64,
 ) -> GapCurve {
+    let (y, _) = fitted_losses(points);
     let xy: Vec<(f64, f64)> = points
         .iter()
-        .map(|p| (var(p).ln(), p.student_loss))
+        .zip(&y)
+        .map(|(p, y)| (var(p).ln(), *y))
         .collect();
     let lo = xy.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let hi = xy.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-    let Some(q) = Quadratic::fit(&xy, None) else {
+    let raw: Vec<(f64, f64)> = points.iter().zip(&y).map(|(p, y)| (var(p), *y)).collect();
+    let levels = levels(&raw);
+    let fit = if levels.len() >= 3 {
+        Quadratic::fit(&xy, None)
+    } else {
+        None
+    };
+    let Some(q) = fit else {
         return GapCurve {
             variable: variable.into(),
             fit: None,
@@ -219,51 +547,40 @@ pub fn gap_curve(
         })
         .collect();
     let mut draws = Vec::new();
-    let optimum = match q.interior_min(lo, hi) {
-        Some(x) => {
-            // Resampling needs more points than the quadratic has coefficients.
-            let (ci, frac) = if xy.len() > 3 && bootstrap > 0 {
-                let mut hits = Vec::new();
-                for i in 0..bootstrap {
-                    let w: Vec<f64> = resample_counts(xy.len(), seed, i)
-                        .into_iter()
-                        .map(f64::from)
-                        .collect();
-                    let (xs, ws): (Vec<(f64, f64)>, Vec<f64>) = xy
-                        .iter()
-                        .zip(&w)
-                        .filter(|(_, w)| **w > 0.0)
-                        .map(|(p, w)| (*p, *w))
-                        .unzip();
-                    let draw = Quadratic::fit(&xs, Some(&ws))
-                        .and_then(|q| q.interior_min(lo, hi))
-                        .map(f64::exp);
-                    hits.extend(draw);
-                    draws.push(draw);
-                }
-                let frac = hits.len() as f64 / bootstrap as f64;
-                (
-                    (!hits.is_empty()).then(|| percentile_interval(&hits, 0.95)),
-                    Some(frac),
-                )
-            } else {
-                (None, None)
-            };
-            Optimum::Interior {
-                at: x.exp(),
-                student_loss: q.at(x),
-                ci,
-                interior_fraction: frac,
-            }
+    // Resampling needs more points than the quadratic has coefficients.
+    let (ci, frac) = if q.interior_min(lo, hi).is_some() && xy.len() > 3 && bootstrap > 0 {
+        let mut hits = Vec::new();
+        for i in 0..bootstrap {
+            let w = seed_resample(points, seed, i);
+            let (xs, ws): (Vec<(f64, f64)>, Vec<f64>) = xy
+                .iter()
+                .zip(&w)
+                .filter(|(_, w)| **w > 0.0)
+                .map(|(p, w)| (*p, *w))
+                .unzip();
+            let draw = Quadratic::fit(&xs, Some(&ws))
+                .and_then(|q| q.interior_min(lo, hi))
+                .map(f64::exp);
+            hits.extend(draw);
+            draws.push(draw);
         }
-        None => {
-            let edge = if q.at(lo) <= q.at(hi) { lo } else { hi };
-            Optimum::Boundary {
-                at: edge.exp(),
-                edge: if edge == lo { "smallest" } else { "largest" }.into(),
-            }
-        }
+        let frac = hits.len() as f64 / bootstrap as f64;
+        (
+            (!hits.is_empty()).then(|| percentile_interval(&hits, 0.95)),
+            Some(frac),
+        )
+    } else {
+        (None, None)
     };
+    let fmt: fn(f64) -> String = if variable == "teacher_loss" {
+        |v| format!("{v:.4}")
+    } else {
+        crate::spec::units::format_count
+    };
+    let optimum = judge_optimum(&levels, &q, ci, frac, &fmt);
+    if optimum.interior().is_none() {
+        draws.clear();
+    }
     GapCurve {
         variable: variable.into(),
         fit: Some(q),
@@ -371,7 +688,14 @@ pub struct TStarScaling {
     pub power: TStarFit,
     /// The form with the lower `rmse_log`.
     pub better: String,
+    /// What the reader should know (a T* that falls with S, few points).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
+
+/// The fewest student sizes a T*(S) fit needs: both forms have two parameters, so with two
+/// points either passes through both exactly (rms 0) and nothing tells them apart.
+pub const TSTAR_MIN_SIZES: usize = 3;
 
 fn line(points: &[[f64; 2]]) -> Option<[f64; 2]> {
     let n = points.len() as f64;
@@ -420,7 +744,7 @@ pub fn tstar_scaling(
     points: Vec<[f64; 2]>,
     draws: &[Vec<f64>],
 ) -> Option<TStarScaling> {
-    if points.len() < 2 {
+    if points.len() < TSTAR_MIN_SIZES {
         return None;
     }
     let mut linear = fit_form("linear", &points)?;
@@ -447,6 +771,19 @@ pub fn tstar_scaling(
         "linear"
     }
     .to_string();
+    let mut warnings = Vec::new();
+    if linear.params[0] <= 0.0 || power.params[1] <= 0.0 {
+        warnings.push(
+            "T* falls as the student grows: the opposite of every published result; treat the optima as noise"
+                .to_string(),
+        );
+    }
+    if points.len() < 2 * TSTAR_MIN_SIZES {
+        warnings.push(format!(
+            "{} student sizes for two parameters: the comparison of forms is weak",
+            points.len()
+        ));
+    }
     Some(TStarScaling {
         student_tokens,
         config: config.into(),
@@ -454,6 +791,7 @@ pub fn tstar_scaling(
         linear,
         power,
         better,
+        warnings,
     })
 }
 
@@ -474,6 +812,8 @@ mod tests {
                 student_loss: 3.0
                     + 0.02 * (t.ln() - 1e8f64.ln()).powi(2)
                     + 0.002 * ((i % 3) as f64 - 1.0),
+                seed: None,
+                paired_baseline: None,
             })
             .collect();
         let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);
@@ -493,6 +833,8 @@ mod tests {
                 teacher_params: t,
                 teacher_loss: 3.0,
                 student_loss: 4.0 - 0.1 * t.ln(),
+                seed: None,
+                paired_baseline: None,
             })
             .collect();
         let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 100, 1);
@@ -500,6 +842,112 @@ mod tests {
             panic!("{:?}", c.optimum)
         };
         assert!((at / 8e7 - 1.0).abs() < 1e-9 && edge == "largest");
+    }
+
+    fn gap(points: &[(f64, f64)]) -> Vec<GapPoint> {
+        points
+            .iter()
+            .enumerate()
+            .map(|(i, &(t, l))| GapPoint {
+                teacher_params: t,
+                teacher_loss: 3.0,
+                student_loss: l,
+                seed: Some(1 + (i % 2) as u64),
+                paired_baseline: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn vertex_from_one_bad_small_teacher_is_the_edge_of_the_grid() {
+        // Issue 16: one bad small teacher bends the quadratic into a vertex inside the grid,
+        // while the best teacher (two seeds each) is the largest one.
+        let pts = gap(&[
+            (5e3, 3.80),
+            (5e3, 3.84),
+            (2e4, 3.20),
+            (2e4, 3.22),
+            (6e4, 3.15),
+            (6e4, 3.17),
+            (2e5, 3.135),
+            (2e5, 3.15),
+        ]);
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);
+        let q = c.fit.expect("a curve");
+        let lo = 5e3f64.ln();
+        let hi = 2e5f64.ln();
+        assert!(
+            q.interior_min(lo, hi).is_some(),
+            "the quadratic alone would claim an interior optimum"
+        );
+        let Optimum::Boundary { at, ref edge } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        assert_eq!((at, edge.as_str()), (2e5, "largest"));
+        assert_eq!(
+            c.optimum.edge_advice("teacher_params").as_deref(),
+            Some("edge of grid: extend the grid toward larger teachers")
+        );
+        assert!(c.draws.is_empty(), "no T* draws feed T*(S)");
+    }
+
+    #[test]
+    fn parabola_above_the_best_measured_points_is_not_an_optimum() {
+        // The best teacher is inside the grid, but a steep edge pulls the quadratic so that it
+        // passes well above the best point and puts its minimum elsewhere.
+        let pts = gap(&[
+            (1e3, 4.60),
+            (3e3, 3.30),
+            (1e4, 3.00),
+            (3e4, 3.28),
+            (1e5, 3.29),
+            (3e5, 3.30),
+        ]);
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);
+        let Optimum::Unsupported { at, ref reason } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        assert_eq!(at, 1e4);
+        assert!(
+            reason.contains("above the best measured point") || reason.contains("not next to"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn a_supported_optimum_has_the_best_teacher_inside_its_interval() {
+        let pts = gap(&[
+            (1e4, 3.40),
+            (1e4, 3.42),
+            (3e4, 3.21),
+            (3e4, 3.23),
+            (1e5, 3.16),
+            (1e5, 3.18),
+            (3e5, 3.22),
+            (3e5, 3.24),
+            (1e6, 3.41),
+            (1e6, 3.43),
+        ]);
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 300, 1);
+        let Optimum::Interior { at, ci, .. } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        let [lo, hi] = ci.expect("an interval");
+        assert!(lo < at && at < hi, "{lo} {at} {hi}");
+        assert!(
+            lo > 5e4 && hi < 2e5 && (at / 1e5 - 1.0).abs() < 0.1,
+            "{lo} {at} {hi}"
+        );
+    }
+
+    #[test]
+    fn tstar_through_two_points_is_refused() {
+        // Issue 16: a two-parameter line through 2 points fits exactly (rms 0) and was called
+        // the better fit.
+        let two = vec![[1e4, 4e4], [3e4, 9e4]];
+        assert!(tstar_scaling(1e9, "kl", two, &[]).is_none());
+        let three = vec![[1e4, 4e4], [3e4, 9e4], [1e5, 2e5]];
+        assert!(tstar_scaling(1e9, "kl", three, &[]).is_some());
     }
 
     #[test]
@@ -516,5 +964,110 @@ mod tests {
         let t = tstar_scaling(1e9, "kl", pts, &[]).unwrap();
         assert!((t.linear.params[0] - 2.5).abs() < 1e-9);
         assert!((t.power.params[1] - 1.0).abs() < 1e-9);
+    }
+
+    /// A simulated capacity-gap sweep: 7 teachers a factor 2 apart around a known T*, `seeds`
+    /// seeds; a seed shifts its student and its baseline alike (`seed_sd`, shared initial
+    /// weights and data order), every run adds its own noise (`run_sd`).
+    fn simulated(
+        rng: &mut rand::rngs::StdRng,
+        tstar: f64,
+        seeds: u64,
+        seed_sd: f64,
+        run_sd: f64,
+    ) -> Vec<GapPoint> {
+        use rand_distr::{Distribution, Normal};
+        let seed_noise = Normal::new(0.0, seed_sd).unwrap();
+        let run_noise = Normal::new(0.0, run_sd).unwrap();
+        let mut out = Vec::new();
+        for s in 0..seeds {
+            let shared = seed_noise.sample(rng);
+            let baseline = 3.2 + shared + run_noise.sample(rng);
+            for k in -3..=3 {
+                let t = tstar * 2f64.powi(k);
+                out.push(GapPoint {
+                    teacher_params: t,
+                    teacher_loss: 3.0,
+                    student_loss: 3.0
+                        + 0.025 * (t / tstar).ln().powi(2)
+                        + shared
+                        + run_noise.sample(rng),
+                    seed: Some(s),
+                    paired_baseline: Some(baseline),
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn pairing_with_same_seed_baselines_removes_what_a_seed_does_to_both() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        // Seeds move losses by 0.1 nats, as much as the U is deep; runs by 0.005.
+        let pts = simulated(&mut rng, 1e5, 3, 0.1, 0.005);
+        let (paired, is_paired) = fitted_losses(&pts);
+        assert!(is_paired);
+        let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, 1);
+        let Optimum::Interior { at, .. } = c.optimum else {
+            panic!("{:?}", c.optimum)
+        };
+        assert!((at / 1e5).ln().abs() < 0.2, "T* = {at}");
+        // Unpaired, the same points are noise around the curve.
+        let raw: Vec<GapPoint> = pts
+            .iter()
+            .map(|p| GapPoint {
+                paired_baseline: None,
+                ..*p
+            })
+            .collect();
+        let rmse = |c: &GapCurve| c.fit.map(|q| q.rmse).unwrap_or(f64::NAN);
+        let unpaired = gap_curve("teacher_params", &raw, |p| p.teacher_params, 0, 1);
+        assert!(
+            rmse(&c) * 4.0 < rmse(&unpaired),
+            "paired rms {} vs unpaired {}",
+            rmse(&c),
+            rmse(&unpaired)
+        );
+        // A missing pair anywhere falls back to raw losses for the whole group.
+        let mut partial = pts.clone();
+        partial[0].paired_baseline = None;
+        assert!(!fitted_losses(&partial).1);
+        assert_eq!(paired.len(), pts.len());
+    }
+
+    #[test]
+    fn the_seed_bootstrap_interval_covers_the_true_optimum_at_its_nominal_rate() {
+        // 100 simulated sweeps of 3 seeds × 7 teachers a factor 2 apart with a known T*, each
+        // run 0.03 nats of its own noise (the U is 0.012 nats deep one step from T*): the 95 %
+        // intervals of the two-stage seed bootstrap must contain it in at least 90 of them
+        // (issue 15). A sweep whose optimum is judged unsupported counts as a miss. Measured:
+        // 97 of 100, median width 1.76x.
+        use rand::SeedableRng;
+        let truth = 3.0e4f64;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(15);
+        let (mut covered, mut widths) = (0, Vec::new());
+        for sweep in 0..100 {
+            let pts = simulated(&mut rng, truth, 3, 0.1, 0.03);
+            let c = gap_curve("teacher_params", &pts, |p| p.teacher_params, 200, sweep);
+            let ci = match c.optimum {
+                Optimum::Interior { ci, .. } => ci,
+                _ => None,
+            };
+            if let Some([lo, hi]) = ci {
+                widths.push(hi / lo);
+                if lo <= truth && truth <= hi {
+                    covered += 1;
+                }
+            }
+        }
+        widths.sort_by(f64::total_cmp);
+        let median = widths.get(widths.len() / 2).copied().unwrap_or(f64::NAN);
+        assert!(
+            covered >= 90,
+            "{covered} of 100 intervals contain T*; median width {median:.2}x"
+        );
+        // Honest but not vacuous: the intervals are not wider than the grid.
+        assert!(median < 4.0, "median interval {median:.2}x");
     }
 }

@@ -287,26 +287,96 @@ pub fn read_csv(
     Ok(out)
 }
 
-/// A named set of points, checked to be fittable by `law`: enough points for its parameters,
-/// and at least two model sizes (and, for distillation, two teacher losses).
+/// How much a set of points can say about a law's parameters: replicates (several seeds of one
+/// size and budget) are counted once, since they repeat a point rather than add one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Support {
+    /// Points (runs) given.
+    pub runs: usize,
+    /// Distinct inputs: (N, D) for a supervised law, (N_S, D_S, L_T) for the distillation law.
+    pub distinct: usize,
+    /// Distinct model sizes (student sizes for the distillation law).
+    pub sizes: usize,
+    /// Distinct token budgets.
+    pub budgets: usize,
+    /// Distinct teacher losses (distillation law only; 0 otherwise).
+    pub teacher_losses: usize,
+    /// The law's parameters.
+    pub params: usize,
+}
+
+impl Support {
+    /// Counts the distinct inputs of `points` for `law`.
+    pub fn of(law: LawKind, points: &[DataPoint]) -> Support {
+        let distinct = |keys: &dyn Fn(&DataPoint) -> Vec<f64>| {
+            let mut v: Vec<Vec<f64>> = points.iter().map(keys).collect();
+            v.sort_by(|a, b| {
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| x.total_cmp(y))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            v.dedup_by(|a, b| a.iter().zip(b.iter()).all(|(x, y)| same(*x, *y)));
+            v.len()
+        };
+        let lt = |p: &DataPoint| p.teacher_loss.unwrap_or(0.0);
+        Support {
+            runs: points.len(),
+            distinct: if law.is_distill() {
+                distinct(&|p| vec![p.params, p.tokens, lt(p)])
+            } else {
+                distinct(&|p| vec![p.params, p.tokens])
+            },
+            sizes: distinct(&|p| vec![p.params]),
+            budgets: distinct(&|p| vec![p.tokens]),
+            teacher_losses: if law.is_distill() {
+                distinct(&|p| vec![lt(p)])
+            } else {
+                0
+            },
+            params: law.n_params(),
+        }
+    }
+
+    /// Fewer than two distinct points per parameter: the fit is under-determined and its
+    /// intervals are not to be trusted.
+    pub fn is_thin(&self) -> bool {
+        self.distinct < 2 * self.params
+    }
+
+    /// `8 distinct points (16 runs)` or `8 points`.
+    pub fn points_text(&self) -> String {
+        if self.runs == self.distinct {
+            format!("{} points", self.distinct)
+        } else {
+            format!(
+                "{} distinct points ({} runs: repeats of one input, such as seeds, count once)",
+                self.distinct, self.runs
+            )
+        }
+    }
+}
+
+/// Equal within a relative 1e-9 (sizes and losses read back from JSON).
+fn same(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// A named set of points, checked to be fittable by `law`: more distinct inputs than the law
+/// has parameters (replicates count once), at least two model sizes (and, for distillation,
+/// two teacher losses). Returns how much the points support (see [`Support`]) and warnings
+/// for parameters the points cannot pin down.
 pub fn check_fittable(
     law: LawKind,
     source: &str,
     points: &[DataPoint],
-) -> Result<Vec<String>, FitError> {
+) -> Result<(Support, Vec<String>), FitError> {
     let too_little = |reason: String| FitError::TooLittleData {
         law: law.to_string(),
         source_name: source.to_string(),
         reason,
     };
-    let k = law.n_params();
-    if points.len() <= k {
-        return Err(too_little(format!(
-            "{} points for {k} parameters; at least {} are needed",
-            points.len(),
-            k + 1
-        )));
-    }
     for p in points {
         let vals = [
             Some(p.params),
@@ -326,35 +396,60 @@ pub fn check_fittable(
             ));
         }
     }
-    let distinct = |f: &dyn Fn(&DataPoint) -> f64| {
-        let mut v: Vec<f64> = points.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs());
-        v.len()
-    };
+    let s = Support::of(law, points);
+    let k = s.params;
+    if s.distinct <= k {
+        return Err(too_little(format!(
+            "{} for {k} parameters; at least {} distinct points are needed",
+            s.points_text(),
+            k + 1
+        )));
+    }
     let size = if law.is_distill() {
         "student size"
     } else {
         "model size"
     };
-    if distinct(&|p| p.params) < 2 {
+    if s.sizes < 2 {
         return Err(too_little(format!(
             "every point has the same {size}, so the size exponent cannot be fitted"
         )));
     }
-    let mut warnings = Vec::new();
-    if distinct(&|p| p.tokens) < 2 {
-        warnings.push(format!(
-            "every point has the same token budget: B and beta are not identified (only their sum with {} is)",
-            if law.is_distill() { "the other terms" } else { "E" }
-        ));
-    }
-    if law.is_distill() && distinct(&|p| p.teacher_loss.unwrap_or(0.0)) < 2 {
+    if law.is_distill() && s.teacher_losses < 2 {
         return Err(too_little(
             "every point has the same teacher loss, so the teacher terms cannot be fitted".into(),
         ));
     }
-    Ok(warnings)
+    let mut warnings = Vec::new();
+    if s.is_thin() {
+        warnings.push(format!(
+            "UNDER-DETERMINED: {} for {k} parameters (fewer than 2 per parameter); the fit passes near every point whatever the truth, and its intervals are not reliable",
+            s.points_text()
+        ));
+    }
+    if s.sizes == 2 {
+        warnings.push(format!(
+            "only 2 {size}s: A and alpha (the size term) are not identified; at least 3 are needed"
+        ));
+    }
+    if s.budgets < 2 {
+        warnings.push(format!(
+            "every point has the same token budget: B and beta are not identified (only their sum with {} is)",
+            if law.is_distill() { "the other terms" } else { "E" }
+        ));
+    } else if s.budgets == 2 {
+        warnings.push(
+            "only 2 token budgets: B and beta are not identified separately; at least 3 are needed"
+                .into(),
+        );
+    }
+    if law.is_distill() && s.teacher_losses < 5 {
+        warnings.push(format!(
+            "only {} teacher losses: the capacity-gap terms (c0, c1, f1, d1) are not identified; at least 5 are needed",
+            s.teacher_losses
+        ));
+    }
+    Ok((s, warnings))
 }
 
 #[cfg(test)]

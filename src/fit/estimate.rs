@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{bootstrap_thetas, percentile_interval};
-use super::data::{DataPoint, check_fittable};
+use super::data::{DataPoint, Support, check_fittable};
 use super::error::FitError;
 use super::fitter::{LocalFit, Optimiser, minimize, minimize_from_starts, minimize_grid};
 use super::grid::StartGrid;
@@ -110,6 +110,14 @@ pub struct Fit {
     pub extrapolation: Option<Extrapolation>,
     /// Things the reader should know (e.g. unidentified parameters).
     pub warnings: Vec<String>,
+    /// How many distinct points, sizes and budgets the fit rests on (replicates count once).
+    #[serde(default)]
+    pub support: Support,
+    /// Parameters whose bootstrap interval is too wide to mean anything (spanning more than a
+    /// factor [`UNIDENTIFIED_RATIO`], or ten times the value's own size): the data do
+    /// not pin them down, so their intervals are shown as "not identified".
+    #[serde(default)]
+    pub unidentified: Vec<String>,
     /// Natural parameters of each successful bootstrap resample (not part of the JSON output;
     /// the database stores them).
     #[serde(skip)]
@@ -157,7 +165,7 @@ pub fn fit(
             opts.optimiser.delta
         )));
     }
-    let warnings = check_fittable(law, source, points)?;
+    let (support, warnings) = check_fittable(law, source, points)?;
     let grid = match &opts.grid {
         Some(g) => g.clone(),
         None => law.default_grid(),
@@ -171,9 +179,15 @@ pub fn fit(
         )));
     }
     match law {
-        LawKind::Chinchilla => fit_with::<Chinchilla>(source, points, &grid, opts, warnings),
-        LawKind::Busbridge => fit_with::<Busbridge>(source, points, &grid, opts, warnings),
-        LawKind::Distill => fit_with::<DistillLaw>(source, points, &grid, opts, warnings),
+        LawKind::Chinchilla => {
+            fit_with::<Chinchilla>(source, points, &grid, opts, (support, warnings))
+        }
+        LawKind::Busbridge => {
+            fit_with::<Busbridge>(source, points, &grid, opts, (support, warnings))
+        }
+        LawKind::Distill => {
+            fit_with::<DistillLaw>(source, points, &grid, opts, (support, warnings))
+        }
     }
 }
 
@@ -182,7 +196,7 @@ fn fit_with<L: Law>(
     data: &[DataPoint],
     grid: &StartGrid,
     opts: &FitOptions,
-    warnings: Vec<String>,
+    (support, mut warnings): (Support, Vec<String>),
 ) -> Result<Fit, FitError> {
     let points: Vec<Point> = data.iter().map(DataPoint::to_point).collect();
     let opt = &opts.optimiser;
@@ -242,6 +256,20 @@ fn fit_with<L: Law>(
             .collect()
     };
 
+    let unidentified = unidentified(names, &natural, &ci);
+    if !unidentified.is_empty() {
+        warnings.push(format!(
+            "not identified by these data (95% interval spans more than a factor {UNIDENTIFIED_RATIO:.0}): {}",
+            unidentified.join(", ")
+        ));
+    }
+    if opts.bootstrap > 0 && samples.len() * 2 < opts.bootstrap {
+        warnings.push(format!(
+            "only {} of {} bootstrap resamples gave a finite fit: the intervals rest on few refits",
+            samples.len(),
+            opts.bootstrap
+        ));
+    }
     let residuals: Vec<Residual> = data
         .iter()
         .zip(&points)
@@ -280,8 +308,31 @@ fn fit_with<L: Law>(
         residuals,
         extrapolation: leave_largest_out::<L>(data, &points, &starts, opt),
         warnings,
+        support,
+        unidentified,
         samples,
     })
+}
+
+/// An interval wider than this factor (hi / lo, for a positive parameter) identifies nothing.
+pub const UNIDENTIFIED_RATIO: f64 = 1000.0;
+
+/// The parameters whose interval says the data do not determine them: a positive interval
+/// spanning more than [`UNIDENTIFIED_RATIO`], or any interval wider than ten times the
+/// larger of the value's size and 1.
+fn unidentified(names: &[&str], values: &[f64], ci: &BTreeMap<String, [f64; 2]>) -> Vec<String> {
+    names
+        .iter()
+        .zip(values)
+        .filter(|(n, v)| {
+            ci.get(**n).is_some_and(|&[lo, hi]| {
+                !(lo.is_finite() && hi.is_finite())
+                    || (lo > 0.0 && hi / lo > UNIDENTIFIED_RATIO)
+                    || hi - lo > 10.0 * v.abs().max(1.0)
+            })
+        })
+        .map(|(n, _)| n.to_string())
+        .collect()
 }
 
 /// Refits without the largest model size (from the full fit's optima) and predicts it.

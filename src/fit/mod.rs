@@ -18,21 +18,23 @@ mod sweep;
 
 pub use bootstrap::{percentile_interval, quantile, resample_counts};
 pub use capacity_gap::{
-    CapacityGap, GapCurve, GapPoint, LawOptimum, Optimum, Quadratic, TStarFit, TStarScaling,
-    gap_curve, optimal_teacher_loss, size_for_loss, tstar_scaling,
+    CapacityGap, GapCurve, GapPoint, LawOptimum, Level, Optimum, Quadratic, TSTAR_MIN_SIZES,
+    TStarFit, TStarScaling, fitted_losses, gap_curve, judge_optimum, levels, optimal_teacher_loss,
+    paired_gains, seed_resample, size_for_loss, tstar_scaling,
 };
-pub use data::{ColumnMap, DataPoint, SupervisedSource, check_fittable, read_csv, roles};
+pub use data::{ColumnMap, DataPoint, SupervisedSource, Support, check_fittable, read_csv, roles};
 pub use error::FitError;
-pub use estimate::{Extrapolation, Fit, FitOptions, Residual, fit};
+pub use estimate::{Extrapolation, Fit, FitOptions, Residual, UNIDENTIFIED_RATIO, fit};
 pub use fitter::{GridFit, LocalFit, Optimiser, minimize, minimize_grid};
 pub use grid::StartGrid;
 pub use laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind, MAX_THETA, Point};
 pub use objective::{huber, value, value_and_grad};
-pub use recommend::{Recommendation, recommend_from_fits, recommend_published};
+pub use recommend::{RecommendQuery, Recommendation, recommend_from_fits, recommend_published};
 pub use store::{
-    FitRecord, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit,
-    gap_key, save_fits, stored_fits, tstar_key,
+    FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED,
+    SCOPE_TSTAR, StoredFit, gap_key, save_fits, stored_fits, tstar_key,
 };
 pub use sweep::{
-    FinishedRun, Skipped, SweepFitOptions, SweepFits, finished_runs, fit_sweep, law_optimum,
+    FinishedRun, Skipped, SweepFitOptions, SweepFits, config_key, finished_runs, fit_sweep,
+    law_optimum,
 };

@@ -7,21 +7,28 @@ use crate::fit::LawOptimum;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::percentile_interval;
-use super::capacity_gap::{TStarScaling, optimal_teacher_loss, size_for_loss};
+use super::capacity_gap::{Optimum, TStarFit, TStarScaling, optimal_teacher_loss, size_for_loss};
 use super::data::SupervisedSource;
 use super::error::FitError;
 use super::estimate::Fit;
 use super::laws::{Busbridge, DistillLaw};
-use super::store::{SCOPE_DISTILL, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit};
+use super::store::{
+    SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit,
+};
 use super::sweep::{law_optimum, sample_law};
 
-/// The answer to "which teacher for this student?".
+/// The answer to "which teacher for this student?". A quantity that could not be given, or
+/// that failed a sanity bound, is `None` (or kept and flagged) with the reason in `problems`
+/// under its field name, so the answer says why on the same line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
     /// `busbridge2025` or the sweep database.
     pub source: String,
-    /// N_S.
+    /// N_S (non-embedding parameters, exact).
     pub student_params: f64,
+    /// How N_S was read from `--student` (e.g. the sweep's model `30K` has N = 27,792).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub student_input: Option<String>,
     /// D_S.
     pub student_tokens: f64,
     /// L̃_S: the supervised law at N_S, D_S (the student without a teacher).
@@ -48,10 +55,113 @@ pub struct Recommendation {
     pub tstar_empirical: Option<(String, f64)>,
     /// The distillation config the fits are for.
     pub config: Option<String>,
+    /// Where the answer comes from: `distillation law`, `T*(S) fit` or `published law`.
+    #[serde(default)]
+    pub method: String,
     /// Why the answer is an extrapolation (empty: inside the measured ranges).
     pub extrapolation: Vec<String>,
+    /// Quantities refused or flagged, by field name, with the reason.
+    #[serde(default)]
+    pub problems: std::collections::BTreeMap<String, String>,
+    /// What the sweep measured for the nearest student size (the best teacher on its grid,
+    /// or "edge of grid: extend the grid toward ...").
+    #[serde(default)]
+    pub measured: Vec<String>,
     /// Other things to know.
     pub notes: Vec<String>,
+}
+
+impl Recommendation {
+    /// Flags `field` with `reason` (the first reason given stays).
+    fn problem(&mut self, field: &str, reason: impl Into<String>) {
+        self.problems
+            .entry(field.to_string())
+            .or_insert_with(|| reason.into());
+    }
+
+    /// Checks the answer against bounds no real model can break: a positive, finite teacher
+    /// size, and losses between 0 and ln V (a uniform guess over the vocabulary, when known).
+    fn check_bounds(&mut self, vocab: Option<u64>) {
+        let ceiling = vocab.map(|v| (v as f64).ln());
+        let bound = |x: f64| -> Option<String> {
+            if !x.is_finite() || x <= 0.0 {
+                return Some(format!("{x:.4} is not a possible loss"));
+            }
+            match (ceiling, vocab) {
+                (Some(c), Some(v)) if x > c => Some(format!(
+                    "{x:.4} is above ln V = {c:.4}, the loss of a uniform guess over {v} tokens: the law does not hold this far from the sizes it was fitted on"
+                )),
+                _ => None,
+            }
+        };
+        if let Some(n) = self.teacher_params
+            && !(n.is_finite() && n > 0.0)
+        {
+            self.problem(
+                "teacher_params",
+                format!("{n:.4e} is not a possible model size"),
+            );
+            self.teacher_params = None;
+            self.teacher_params_ci = None;
+            self.teacher_flops = None;
+            self.teacher_in_sweep = None;
+        }
+        if let Some((form, t)) = &self.tstar_empirical
+            && !(t.is_finite() && *t > 0.0)
+        {
+            let reason = format!(
+                "the {form} T*(S) fit gives {} at this size, not a possible model size",
+                crate::spec::units::format_count(*t)
+            );
+            self.problem("tstar_empirical", reason);
+        }
+        if !(self.teacher_loss.is_finite() && self.teacher_loss > 0.0) {
+            let why = if self.problems.contains_key("teacher_params") {
+                "depends on N_T*, which could not be given"
+            } else {
+                "no optimal teacher loss"
+            };
+            self.problem("teacher_loss", why);
+        }
+        if let Some(r) = bound(self.supervised_loss) {
+            self.problem("supervised_loss", r);
+        }
+        if !self.student_loss.is_finite() && self.problems.contains_key("teacher_loss") {
+            self.problem("student_loss", "depends on L_T*, which could not be given");
+        } else if let Some(r) = bound(self.student_loss) {
+            self.problem("student_loss", r);
+        }
+        if self.problems.contains_key("supervised_loss") {
+            let why = "depends on L̃_S, which is out of bounds";
+            for f in ["student_loss", "gain", "teacher_loss"] {
+                self.problem(f, why);
+            }
+        }
+        if self.problems.contains_key("student_loss") {
+            self.problem("gain", "depends on L_S, which could not be given");
+        }
+        if self.method == "distillation law"
+            && self.teacher_params.is_some()
+            && self.problems.contains_key("teacher_loss")
+        {
+            self.problem("teacher_params", "depends on L_T*, which is out of bounds");
+        }
+        if self.problems.contains_key("teacher_params") && self.teacher_flops.is_some() {
+            self.problem("teacher_flops", "depends on N_T*, which is out of bounds");
+        }
+    }
+
+    /// Whether the headline numbers (L_T*, N_T*, L_S) all passed.
+    pub fn is_sound(&self) -> bool {
+        [
+            "supervised_loss",
+            "student_loss",
+            "teacher_loss",
+            "teacher_params",
+        ]
+        .iter()
+        .all(|f| !self.problems.contains_key(*f))
+    }
 }
 
 /// From the published coefficients (DESIGN.md §6): L_T* by a dense scan refined by golden
@@ -72,7 +182,7 @@ pub fn recommend_published(
             )
         })?;
     let teacher_params = teacher_tokens.and_then(|d| size_for_loss(&sup, lt, d));
-    let mut notes = vec![
+    let notes = vec![
         "Busbridge et al. (2025) coefficients, fitted on C4 with their tokenizer: losses are in their units".to_string(),
     ];
     let mut extrapolation = Vec::new();
@@ -80,14 +190,10 @@ pub fn recommend_published(
         extrapolation
             .push("the student size is outside the 143M–12.6B the law was fitted on".into());
     }
-    if let (Some(d), None) = (teacher_tokens, teacher_params) {
-        notes.push(format!(
-            "no teacher size reaches L_T* = {lt:.4} on {d:.3e} tokens by the supervised law (its floor on that budget is higher)"
-        ));
-    }
-    Ok(Recommendation {
+    let mut r = Recommendation {
         source: "busbridge2025".into(),
         student_params,
+        student_input: None,
         student_tokens,
         supervised_loss: l_sup,
         teacher_loss: lt,
@@ -101,39 +207,113 @@ pub fn recommend_published(
         teacher_in_sweep: None,
         tstar_empirical: None,
         config: None,
+        method: "published law".into(),
         extrapolation,
+        problems: Default::default(),
+        measured: Vec::new(),
         notes,
-    })
+    };
+    match (teacher_tokens, teacher_params) {
+        (None, _) => r.problem(
+            "teacher_params",
+            "no teacher budget given (`--teacher-tokens`): no teacher size or cost",
+        ),
+        (Some(d), None) => r.problem("teacher_params", no_size_reason(&sup, lt, d)),
+        _ => {}
+    }
+    r.check_bounds(None);
+    Ok(r)
 }
 
-/// From a sweep's stored fits: its supervised law and the distillation law of `config` (or of
-/// the config with the most points). `student_tokens` and `teacher_tokens` default to the
-/// budget the sweep used when it used only one.
+/// Why no teacher size reaches `lt` on `d` tokens: the law's floor on that budget.
+fn no_size_reason(sup: &SupervisedSource, lt: f64, d: f64) -> String {
+    let floor = sup.predict(1e15, d);
+    format!(
+        "no teacher size reaches L_T* = {lt:.4} on {} tokens by the supervised law (its floor on that budget is {floor:.4}); train the teacher longer",
+        crate::spec::units::format_count(d)
+    )
+}
+
+/// What `recommend` asks of a sweep's fits.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecommendQuery {
+    /// Where the fits come from (the database path), for messages.
+    pub source: String,
+    /// N_S: the student's exact non-embedding parameters.
+    pub student_params: f64,
+    /// How N_S was read from the user's input, to repeat back.
+    pub student_input: Option<String>,
+    /// D_S (default: the sweep's student budget, when it used one).
+    pub student_tokens: Option<f64>,
+    /// D_T (default: the sweep's teacher budget, when it used one).
+    pub teacher_tokens: Option<f64>,
+    /// Part of the distillation config key to use.
+    pub config: Option<String>,
+    /// The vocabulary size, for the ln V bound on losses.
+    pub vocab: Option<u64>,
+}
+
+/// Where an answer from a sweep's fits comes from.
+enum Method {
+    /// The distillation law's optimum (with the supervised law).
+    Law,
+    /// The empirical T*(S) fit of the measured optima.
+    TStar(Box<TStarScaling>),
+}
+
+/// From a sweep's stored fits: its supervised law and the distillation law of the query's
+/// config (or of the config with the most points). Budgets default to the sweep's when it used
+/// only one. The answer comes from the distillation law when the law is identified and has an
+/// optimum at every student size the sweep measured, else from the T*(S) fit of the measured
+/// optima; the choice is made once per sweep, not per student, so answers move smoothly with
+/// the student's size. Answers outside the measured ranges are flagged as extrapolations,
+/// and quantities that break a sanity bound are refused with the reason.
 pub fn recommend_from_fits(
     fits: &[StoredFit],
-    source: &str,
-    student_params: f64,
-    student_tokens: Option<f64>,
-    teacher_tokens: Option<f64>,
-    config: Option<&str>,
+    q: &RecommendQuery,
 ) -> Result<Recommendation, FitError> {
-    let missing = |what: &str| {
-        FitError::Invalid(format!(
-            "the sweep database `{source}` has no {what} fit\n\nhint: run `pdsweep fit` on the sweep first; `pdsweep fit` lists what it could not fit and why, or use `--law busbridge2025` to plan from the published law"
-        ))
+    let source = q.source.as_str();
+    let summary = fits
+        .iter()
+        .filter(|f| f.scope == SCOPE_SUMMARY)
+        .max_by_key(|f| f.id)
+        .and_then(StoredFit::as_summary);
+    let measured = measured_text(fits, None, q.student_params, q.student_tokens)
+        .into_iter()
+        .map(|m| format!("\nmeasured: {m}"))
+        .collect::<String>();
+    let missing = |what: &str, skipped_prefix: &str| {
+        let why = summary.as_ref().and_then(|s| {
+            s.skipped
+                .iter()
+                .find(|k| k.what.contains(skipped_prefix))
+                .map(|k| k.reason.lines().next().unwrap_or("").to_string())
+        });
+        FitError::Invalid(match why {
+            Some(reason) => format!(
+                "cannot recommend from `{source}`: `pdsweep fit` could not fit the {what} law: {reason}{measured}\n\nhint: add model sizes (and, for the distillation law, teachers) to the sweep, run it and `pdsweep fit` again (more seeds repeat points rather than add them), or plan from the published law with `--law busbridge2025`"
+            ),
+            None if summary.is_some() => format!(
+                "cannot recommend from `{source}`: the sweep's fits have no {what} law (no finished runs for it)\n\nhint: or plan from the published law with `--law busbridge2025`"
+            ),
+            None => format!(
+                "the sweep database `{source}` has no {what}-law fit\n\nhint: run `pdsweep fit` on the sweep first; `pdsweep fit` lists what it could not fit and why, or use `--law busbridge2025` to plan from the published law"
+            ),
+        })
     };
     let supervised: Fit = fits
         .iter()
         .filter(|f| f.scope == SCOPE_SUPERVISED)
         .max_by_key(|f| f.id)
         .and_then(StoredFit::as_fit)
-        .ok_or_else(|| missing("supervised-law"))?;
+        .ok_or_else(|| missing("supervised", "law on teachers and baselines"))?;
+    let config = q.config.as_deref();
     let distill: Fit = fits
         .iter()
         .filter(|f| f.scope == SCOPE_DISTILL && config.is_none_or(|c| f.key.contains(c)))
         .max_by_key(|f| (f.n_points, f.id))
         .and_then(StoredFit::as_fit)
-        .ok_or_else(|| missing("distillation-law"))?;
+        .ok_or_else(|| missing("distillation", "distillation law"))?;
     let config_key = distill
         .source
         .trim_start_matches("students (")
@@ -151,7 +331,8 @@ pub fn recommend_from_fits(
             ))),
         }
     };
-    let d_s = match student_tokens {
+    let n_s = q.student_params;
+    let d_s = match q.student_tokens {
         Some(d) => d,
         None => unique(
             points.iter().map(|p| p.tokens).collect(),
@@ -159,10 +340,11 @@ pub fn recommend_from_fits(
             "--tokens",
         )?,
     };
-    let d_t = match teacher_tokens {
+    let teacher_budgets: Vec<f64> = points.iter().filter_map(|p| p.teacher_tokens).collect();
+    let d_t = match q.teacher_tokens {
         Some(d) => Some(d),
         None => unique(
-            points.iter().filter_map(|p| p.teacher_tokens).collect(),
+            teacher_budgets.clone(),
             "teacher budgets",
             "--teacher-tokens",
         )
@@ -170,102 +352,157 @@ pub fn recommend_from_fits(
     };
     let sup_law = supervised
         .supervised()
-        .ok_or_else(|| missing("supervised-law"))?;
-    let l_sup = sup_law.predict(student_params, d_s);
+        .ok_or_else(|| missing("supervised", "law on teachers and baselines"))?;
+    let l_sup = sup_law.predict(n_s, d_s);
+    let same_budget = |t: f64| (t / d_s - 1.0).abs() < 0.01; // budgets are rounded to whole batches
     let tstar = fits
         .iter()
         .filter(|f| f.scope == SCOPE_TSTAR && f.key.contains(&config_key))
         .filter_map(StoredFit::as_tstar)
-        .find(|t| (t.student_tokens / d_s - 1.0).abs() < 0.01); // budgets are rounded to whole batches
+        .find(|t| same_budget(t.student_tokens));
     let tstar_empirical = tstar
         .as_ref()
-        .map(|t: &TStarScaling| (t.better.clone(), better_form(t).at(student_params)));
-    let mut notes = Vec::new();
-    let opt = match law_optimum(
-        &distill,
-        Some(&supervised),
-        student_params,
-        d_s,
-        l_sup,
-        d_t.unwrap_or(f64::NAN),
-    ) {
-        Some(opt) => opt,
-        None => {
-            // The law has no interior optimum here (a poorly identified fit on a small
-            // sweep): answer from the measured optima instead, T*(S) fitted across students.
-            let t = tstar.as_ref().ok_or_else(|| {
-                FitError::Invalid(
-                    "the fitted distillation law has no optimal teacher loss in [0.01, 100] for this student (its minimum is at the edge), and the sweep has no T*(S) fit on this budget".into(),
-                )
-            })?;
-            notes.push(format!(
-                "the fitted distillation law has no interior optimum for this student; the teacher size comes from the {} T*(S) fit of the measured optima",
-                t.better
-            ));
-            empirical_optimum(t, &distill, &supervised, student_params, d_s, l_sup, d_t)
-        }
-    };
-    let teacher_params = d_t.and(opt.teacher_params);
+        .map(|t: &TStarScaling| (t.better.clone(), better_form(t).at(n_s)));
 
-    let range = |v: Vec<f64>| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (lo, hi)
+    let (s_lo, s_hi) = range(points.iter().map(|p| p.params));
+    let mut notes = Vec::new();
+    let method = match law_trouble(&distill, &supervised, &points, d_s) {
+        None => Method::Law,
+        Some(why) => match &tstar {
+            Some(t) => {
+                notes.push(format!(
+                    "{why}; the teacher size comes from the {} T*(S) fit of the optima the sweep measured",
+                    t.better
+                ));
+                Method::TStar(Box::new(t.clone()))
+            }
+            None => {
+                return Err(FitError::Invalid(format!(
+                    "cannot recommend from `{source}`: {why}, and the sweep has no T*(S) fit on this budget ({}){}\n\nhint: add student sizes and teachers around the optimum, or plan from the published law with `--law busbridge2025`",
+                    summary
+                        .as_ref()
+                        .and_then(|s| s.skipped.iter().find(|k| k.what.starts_with("T*(S)")))
+                        .map_or("none was fitted".to_string(), |k| k
+                            .reason
+                            .lines()
+                            .next()
+                            .unwrap_or("")
+                            .to_string()),
+                    measured_text(fits, Some(&config_key), n_s, Some(d_s))
+                        .first()
+                        .map_or(String::new(), |m| format!("; measured: {m}"))
+                )));
+            }
+        },
     };
+    let mut no_optimum = None;
+    let opt = match &method {
+        Method::Law => law_optimum(
+            &distill,
+            Some(&supervised),
+            n_s,
+            d_s,
+            l_sup,
+            d_t.unwrap_or(f64::NAN),
+        )
+        .unwrap_or_else(|| {
+            no_optimum = Some(format!(
+                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for a student of {} (its minimum is at the edge of that range)",
+                crate::spec::units::format_count(n_s)
+            ));
+            LawOptimum {
+                teacher_loss: f64::NAN,
+                teacher_loss_ci: None,
+                student_loss: f64::NAN,
+                teacher_params: None,
+                teacher_params_ci: None,
+            }
+        }),
+        Method::TStar(t) => empirical_optimum(t, &distill, &supervised, n_s, d_s, l_sup, d_t),
+    };
+    let teacher_params = match &method {
+        Method::Law => d_t.and(opt.teacher_params),
+        Method::TStar(_) => opt.teacher_params,
+    };
+
     let mut extrapolation = Vec::new();
     let outside = |x: f64, (lo, hi): (f64, f64)| x < lo * 0.999 || x > hi * 1.001;
-    let (s_lo, s_hi) = range(points.iter().map(|p| p.params).collect());
-    if outside(student_params, (s_lo, s_hi)) {
+    let fc = crate::spec::units::format_count;
+    if outside(n_s, (s_lo, s_hi)) {
         extrapolation.push(format!(
-            "the student size is outside the student sizes measured ({s_lo:.3e}–{s_hi:.3e})"
+            "the student size N = {} is outside the student sizes measured ({}–{}, exact non-embedding counts)",
+            fc(n_s),
+            fc(s_lo),
+            fc(s_hi)
         ));
     }
-    let d_range = range(points.iter().map(|p| p.tokens).collect());
+    let d_range = range(points.iter().map(|p| p.tokens));
     if outside(d_s, d_range) {
         extrapolation.push(format!(
-            "the student budget is outside the budgets measured ({:.3e}–{:.3e})",
-            d_range.0, d_range.1
+            "the student budget is outside the budgets measured ({}–{})",
+            fc(d_range.0),
+            fc(d_range.1)
         ));
     }
     let teachers: Vec<f64> = points.iter().filter_map(|p| p.teacher_params).collect();
-    let lt_range = range(points.iter().filter_map(|p| p.teacher_loss).collect());
-    if outside(opt.teacher_loss, lt_range) {
+    let lt_range = range(points.iter().filter_map(|p| p.teacher_loss));
+    if opt.teacher_loss.is_finite() && outside(opt.teacher_loss, lt_range) {
         extrapolation.push(format!(
-            "L_T* is outside the teacher losses measured ({:.4}–{:.4})",
-            lt_range.0, lt_range.1
+            "L_T* = {:.4} is outside the teacher losses measured ({:.4}–{:.4})",
+            opt.teacher_loss, lt_range.0, lt_range.1
+        ));
+    }
+    let t_range = range(teachers.iter().copied());
+    if let Some(n) = teacher_params
+        && n > 0.0
+        && outside(n, t_range)
+    {
+        extrapolation.push(format!(
+            "the optimal teacher N_T* = {} is outside the teacher sizes measured ({}–{})",
+            fc(n),
+            fc(t_range.0),
+            fc(t_range.1)
+        ));
+    }
+    if let Some(d) = d_t
+        && !teacher_budgets.is_empty()
+        && outside(d, range(teacher_budgets.iter().copied()))
+    {
+        extrapolation.push(format!(
+            "the teacher budget {} is outside the teacher budgets measured",
+            fc(d)
         ));
     }
     let teacher_in_sweep =
         teacher_params.map(|n| teachers.iter().any(|t| (t / n - 1.0).abs() <= 0.1));
-    if d_t.is_none() {
-        notes.push("no teacher budget (the sweep's teachers used several; give `--teacher-tokens`): no teacher size or cost".into());
-    } else if teacher_params.is_none() {
-        notes.push(format!(
-            "no teacher size reaches L_T* = {:.4} on that budget by the supervised law",
-            opt.teacher_loss
-        ));
+    // Interval of the predicted student loss and gain from paired samples (law answers).
+    if matches!(method, Method::Law) {
+        let ls_draws: Vec<f64> = distill
+            .samples
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let law = DistillLaw::from_natural(s);
+                let l_sup_i = sample_law(&supervised, i).map_or(l_sup, |l| l.predict(n_s, d_s));
+                optimal_teacher_loss(&law, n_s, d_s, l_sup_i).map(|(_, ls)| ls)
+            })
+            .collect();
+        if ls_draws.len() >= 20 {
+            let [lo, hi] = percentile_interval(&ls_draws, 0.95);
+            notes.push(format!(
+                "95% interval of the predicted student loss: [{lo:.4}, {hi:.4}]"
+            ));
+        }
     }
-    // Interval of the predicted student loss and gain from paired samples.
-    let ls_draws: Vec<f64> = distill
-        .samples
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| {
-            let law = DistillLaw::from_natural(s);
-            let l_sup_i =
-                sample_law(&supervised, i).map_or(l_sup, |l| l.predict(student_params, d_s));
-            optimal_teacher_loss(&law, student_params, d_s, l_sup_i).map(|(_, ls)| ls)
-        })
-        .collect();
-    if ls_draws.len() >= 20 {
-        let [lo, hi] = percentile_interval(&ls_draws, 0.95);
-        notes.push(format!(
-            "95% interval of the predicted student loss: [{lo:.4}, {hi:.4}]"
-        ));
+    for w in distill.warnings.iter().chain(&supervised.warnings) {
+        if w.starts_with("UNDER-DETERMINED") || w.starts_with("not identified") {
+            notes.push(format!("fit warning: {w}"));
+        }
     }
-    Ok(Recommendation {
+    let mut r = Recommendation {
         source: source.into(),
-        student_params,
+        student_params: n_s,
+        student_input: q.student_input.clone(),
         student_tokens: d_s,
         supervised_loss: l_sup,
         teacher_loss: opt.teacher_loss,
@@ -274,18 +511,230 @@ pub fn recommend_from_fits(
         gain: l_sup - opt.student_loss,
         teacher_tokens: d_t,
         teacher_params,
-        teacher_params_ci: d_t.and(opt.teacher_params_ci),
+        teacher_params_ci: teacher_params.and(opt.teacher_params_ci),
         teacher_flops: teacher_params.zip(d_t).map(|(n, d)| 6.0 * n * d),
         teacher_in_sweep,
         tstar_empirical,
-        config: Some(config_key),
+        config: Some(config_key.clone()),
+        method: match &method {
+            Method::Law => "distillation law".into(),
+            Method::TStar(t) => format!("{} T*(S) fit", t.better),
+        },
         extrapolation,
+        problems: Default::default(),
+        measured: measured_text(fits, Some(&config_key), n_s, Some(d_s)),
         notes,
+    };
+    match (d_t, teacher_params, &method) {
+        (None, _, Method::Law) => r.problem(
+            "teacher_params",
+            "the sweep's teachers used several budgets: give `--teacher-tokens` for a teacher size and cost",
+        ),
+        (Some(d), None, Method::Law) => r.problem("teacher_params", no_size_reason(&sup_law, opt.teacher_loss, d)),
+        (None, Some(_), Method::TStar(_)) => r.problem(
+            "teacher_flops",
+            "the sweep's teachers used several budgets: give `--teacher-tokens` for the cost",
+        ),
+        _ => {}
+    }
+    if let Method::TStar(t) = &method
+        && let Some(n) = teacher_params
+        && n <= 0.0
+    {
+        r.problem(
+            "teacher_params",
+            format!(
+                "the {} T*(S) fit ({}) gives {} for this student: the fit does not hold this far from the measured student sizes",
+                t.better,
+                formula(better_form(t)),
+                fc(n)
+            ),
+        );
+    }
+    r.check_bounds(q.vocab);
+    if let Some(why) = no_optimum {
+        for f in ["teacher_loss", "teacher_params", "student_loss", "gain"] {
+            r.problem(f, why.clone());
+        }
+    }
+    if let Some(w) = monotone_warning(&method, &distill, &supervised, n_s, d_s, d_t, (s_lo, s_hi)) {
+        r.notes.insert(0, w);
+    }
+    Ok(r)
+}
+
+/// The smallest and largest of `values`.
+fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
     })
 }
 
+/// Why the distillation law should not answer (under-determined, or no optimum at a measured
+/// student size), or `None` when it may. Parameters that are not identified on their own (c1
+/// and f1 trade off against each other) do not disqualify it: the answer is flagged instead.
+fn law_trouble(
+    distill: &Fit,
+    supervised: &Fit,
+    points: &[crate::fit::DataPoint],
+    d_s: f64,
+) -> Option<String> {
+    if distill.support.runs > 0 && distill.support.is_thin() {
+        return Some(format!(
+            "the distillation law is under-determined ({} for {} parameters)",
+            distill.support.points_text(),
+            distill.law.n_params()
+        ));
+    }
+    let law = distill.distill()?;
+    let sup = supervised.supervised()?;
+    let mut sizes: Vec<f64> = points.iter().map(|p| p.params).collect();
+    sizes.sort_by(f64::total_cmp);
+    sizes.dedup();
+    for n in sizes {
+        if optimal_teacher_loss(&law, n, d_s, sup.predict(n, d_s)).is_none() {
+            return Some(format!(
+                "the fitted distillation law has no optimal teacher for the measured student of {} (its minimum is at the edge)",
+                crate::spec::units::format_count(n)
+            ));
+        }
+    }
+    None
+}
+
+/// The capacity-gap result the sweep measured for the student size nearest `n_s` (same budget
+/// and config, when given): its supported optimum, or the best teacher on the grid and what to
+/// do.
+fn measured_text(
+    fits: &[StoredFit],
+    config: Option<&str>,
+    n_s: f64,
+    d_s: Option<f64>,
+) -> Vec<String> {
+    let fc = crate::spec::units::format_count;
+    let gaps: Vec<_> = fits
+        .iter()
+        .filter(|f| f.scope == SCOPE_CAPACITY_GAP)
+        .filter_map(StoredFit::as_gap)
+        .filter(|g| config.is_none_or(|c| g.config == c))
+        .filter(|g| d_s.is_none_or(|d| (g.student_tokens / d - 1.0).abs() < 0.01))
+        .collect();
+    let Some(g) = gaps.iter().min_by(|a, b| {
+        (a.student_params / n_s)
+            .ln()
+            .abs()
+            .total_cmp(&(b.student_params / n_s).ln().abs())
+    }) else {
+        return Vec::new();
+    };
+    let curve = &g.by_teacher_params;
+    let what = match &curve.optimum {
+        Optimum::Interior { at, ci, .. } => format!(
+            "optimum teacher {}{} on the fitted capacity-gap curve",
+            fc(*at),
+            ci.map_or(String::new(), |[a, b]| format!(" [{}, {}]", fc(a), fc(b)))
+        ),
+        Optimum::Boundary { at, edge } => format!(
+            "the best teacher on the grid is the {edge} ({}): {}",
+            fc(*at),
+            curve
+                .optimum
+                .edge_advice(&curve.variable)
+                .unwrap_or_default()
+        ),
+        Optimum::Unsupported { at, reason } => format!(
+            "the best teacher on the grid is {} (no supported optimum: {reason})",
+            fc(*at)
+        ),
+        Optimum::TooFewPoints => "fewer than 3 teachers: no optimum located".to_string(),
+    };
+    vec![format!(
+        "student {} on {} tokens: {what}",
+        fc(g.student_params),
+        fc(g.student_tokens)
+    )]
+}
+
+/// Checks that the answer moves the right way with the student's size between the nearest
+/// measured size and `n_s`: the optimal teacher should not shrink and the predicted loss not
+/// rise as the student grows. Returns a warning naming where it fails.
+fn monotone_warning(
+    method: &Method,
+    distill: &Fit,
+    supervised: &Fit,
+    n_s: f64,
+    d_s: f64,
+    d_t: Option<f64>,
+    (s_lo, s_hi): (f64, f64),
+) -> Option<String> {
+    let lo = n_s.min(s_lo);
+    let hi = n_s.max(s_hi);
+    if !(lo > 0.0 && hi > lo) {
+        return None;
+    }
+    let sup = supervised.supervised()?;
+    let law = distill.distill()?;
+    let at = |n: f64| -> Option<(f64, f64)> {
+        let l_sup = sup.predict(n, d_s);
+        match method {
+            Method::Law => {
+                let (lt, ls) = optimal_teacher_loss(&law, n, d_s, l_sup)?;
+                let size = d_t
+                    .and_then(|d| size_for_loss(&sup, lt, d))
+                    .unwrap_or(f64::NAN);
+                Some((size, ls))
+            }
+            Method::TStar(t) => {
+                let size = better_form(t).at(n);
+                let ls = d_t.map_or(f64::NAN, |d| {
+                    law.predict(n, d_s, sup.predict(size, d), l_sup)
+                });
+                Some((size, ls))
+            }
+        }
+    };
+    let steps = 24;
+    let ladder: Vec<(f64, Option<(f64, f64)>)> = (0..=steps)
+        .map(|i| {
+            let n = (lo.ln() + (hi.ln() - lo.ln()) * i as f64 / steps as f64).exp();
+            (n, at(n))
+        })
+        .collect();
+    let fc = crate::spec::units::format_count;
+    for w in ladder.windows(2) {
+        let ((n0, Some((t0, l0))), (n1, Some((t1, l1)))) = (w[0], w[1]) else {
+            continue;
+        };
+        if t0.is_finite() && t1.is_finite() && t1 < t0 * (1.0 - 1e-3) {
+            return Some(format!(
+                "NOT MONOTONE: the optimal teacher shrinks from {} to {} as the student grows from {} to {}; the fit does not describe this range of student sizes",
+                fc(t0),
+                fc(t1),
+                fc(n0),
+                fc(n1)
+            ));
+        }
+        if l0.is_finite() && l1.is_finite() && l1 > l0 + 1e-6 {
+            return Some(format!(
+                "NOT MONOTONE: the predicted student loss rises from {l0:.4} to {l1:.4} as the student grows from {} to {}; the fit does not describe this range of student sizes",
+                fc(n0),
+                fc(n1)
+            ));
+        }
+    }
+    None
+}
+
+/// `T* = 2.5·S + 1.2e4` or `T* = 9.1·S^0.95`.
+fn formula(f: &TStarFit) -> String {
+    match f.form.as_str() {
+        "linear" => format!("T* = {:.3}·S {:+.3e}", f.params[0], f.params[1]),
+        _ => format!("T* = {:.3e}·S^{:.3}", f.params[0], f.params[1]),
+    }
+}
+
 /// The better of a T*(S) scaling's two fits.
-fn better_form(t: &TStarScaling) -> &crate::fit::capacity_gap::TStarFit {
+fn better_form(t: &TStarScaling) -> &TStarFit {
     if t.better == "power" {
         &t.power
     } else {
@@ -309,7 +758,7 @@ fn empirical_optimum(
     let n_t = form.at(n_s);
     let teacher_params_ci = form.ci.map(|[a, b]| {
         let corners = [[a[0], b[0]], [a[0], b[1]], [a[1], b[0]], [a[1], b[1]]].map(|params| {
-            crate::fit::capacity_gap::TStarFit {
+            TStarFit {
                 params,
                 ..form.clone()
             }
@@ -321,7 +770,7 @@ fn empirical_optimum(
         ]
     });
     let teacher_loss = match (supervised.supervised(), d_t) {
-        (Some(law), Some(d)) => law.predict(n_t, d),
+        (Some(law), Some(d)) if n_t > 0.0 => law.predict(n_t, d),
         _ => f64::NAN,
     };
     let student_loss = distill

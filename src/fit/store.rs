@@ -18,6 +18,19 @@ pub const SCOPE_DISTILL: &str = "distill";
 pub const SCOPE_CAPACITY_GAP: &str = "capacity_gap";
 /// Scope of a T*(S) fit (key: budget and config).
 pub const SCOPE_TSTAR: &str = "tstar";
+/// Scope of the summary of one `pdsweep fit` call (key empty): the runs it used and what it
+/// could not fit, with the reason, so `recommend` and the report can say why a fit is missing.
+pub const SCOPE_SUMMARY: &str = "summary";
+
+/// What one `pdsweep fit` call did, stored with its fits.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FitSummary {
+    /// Finished runs it used.
+    pub runs: usize,
+    /// Fits that could not be made, and why.
+    #[serde(default)]
+    pub skipped: Vec<super::sweep::Skipped>,
+}
 
 /// One row to write.
 #[derive(Debug, Clone)]
@@ -35,6 +48,8 @@ pub enum FitRecord {
     Gap(Box<CapacityGap>),
     /// T*(S).
     TStar(Box<TStarScaling>),
+    /// What the `fit` call did and skipped.
+    Summary(FitSummary),
 }
 
 /// A fit as stored.
@@ -88,6 +103,11 @@ impl StoredFit {
 
     /// The T*(S) fit.
     pub fn as_tstar(&self) -> Option<TStarScaling> {
+        serde_json::from_value(self.result.clone()).ok()
+    }
+
+    /// The summary of a `fit` call.
+    pub fn as_summary(&self) -> Option<FitSummary> {
         serde_json::from_value(self.result.clone()).ok()
     }
 }
@@ -169,6 +189,21 @@ pub fn save_fits(db: &mut SweepDb, records: &[FitRecord]) -> Result<(), FitError
                         to_json(t)?,
                     )
                 }
+                FitRecord::Summary(sum) => (
+                    "summary".to_string(),
+                    SCOPE_SUMMARY.to_string(),
+                    String::new(),
+                    "{}".to_string(),
+                    "{}".to_string(),
+                    None,
+                    sum.runs,
+                    "[]".to_string(),
+                    None,
+                    0,
+                    0,
+                    None,
+                    to_json(sum)?,
+                ),
             };
         tx.execute(
             "INSERT INTO fits (law, scope, key, params_json, ci_json, objective, n_points, points_json, delta, bootstrap, seed, samples_json, result_json)

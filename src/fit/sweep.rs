@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::capacity_gap::{
-    CapacityGap, GapPoint, LawOptimum, Optimum, TStarScaling, gap_curve, optimal_teacher_loss,
-    size_for_loss, tstar_scaling,
+    CapacityGap, GapPoint, LawOptimum, Optimum, TSTAR_MIN_SIZES, TStarScaling, fitted_losses,
+    gap_curve, optimal_teacher_loss, size_for_loss, tstar_scaling,
 };
 use super::data::{DataPoint, SupervisedSource};
 use super::error::FitError;
@@ -36,6 +36,9 @@ pub struct FinishedRun {
     pub config: Option<String>,
     /// For students: the matching baseline's held-out loss.
     pub baseline_loss: Option<f64>,
+    /// Seed of data order and initialisation (replicates differ only in it).
+    #[serde(default)]
+    pub seed: u64,
 }
 
 /// The finished teacher, student and baseline runs of the sweep's current plan.
@@ -74,6 +77,7 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
             teacher,
             config: key,
             baseline_loss,
+            seed: config["data"]["seed"].as_u64().unwrap_or(0),
         });
     }
     Ok(out)
@@ -81,7 +85,7 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
 
 /// A readable key of a student's distillation settings: `loss=kl alpha=0.9 tau=1 top_p=0.95
 /// top_k=32 mode=offline`.
-fn config_key(distill: &Value) -> String {
+pub fn config_key(distill: &Value) -> String {
     let alpha = &distill["alpha"];
     let alpha = match alpha["schedule"].as_str() {
         Some("constant") | None => alpha["peak"].to_string(),
@@ -100,6 +104,9 @@ fn config_key(distill: &Value) -> String {
         s(&distill["mode"]),
     )
 }
+
+/// A student as the distillation fits use it: its point, its teacher's token budget, its seed.
+type Student = (DataPoint, f64, u64);
 
 /// What `pdsweep fit` does to a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,7 +170,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let by_id: BTreeMap<&str, &FinishedRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
 
     // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
-    let mut by_config: BTreeMap<String, Vec<(DataPoint, f64)>> = BTreeMap::new();
+    let mut by_config: BTreeMap<String, Vec<Student>> = BTreeMap::new();
     for s in runs.iter().filter(|r| r.kind == "student") {
         let (Some(t), Some(config)) = (s.teacher.as_deref().and_then(|t| by_id.get(t)), &s.config)
         else {
@@ -185,12 +192,12 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         by_config
             .entry(config.clone())
             .or_default()
-            .push((p, t.tokens));
+            .push((p, t.tokens, s.seed));
     }
 
     let mut distill = BTreeMap::new();
     for (config, pts) in &by_config {
-        let points: Vec<DataPoint> = pts.iter().map(|(p, _)| *p).collect();
+        let points: Vec<DataPoint> = pts.iter().map(|(p, _, _)| *p).collect();
         match fit(
             LawKind::Distill,
             &format!("students ({config})"),
@@ -210,32 +217,29 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let mut capacity_gaps = Vec::new();
     let boot = opts.fit.bootstrap;
     for (config, pts) in &by_config {
-        let mut groups: BTreeMap<(u64, u64), Vec<(DataPoint, f64)>> = BTreeMap::new();
-        for (p, dt) in pts {
+        // One group per (student size, budget); its seeds are replicates within it.
+        let mut groups: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
+        for (p, dt, seed) in pts {
             groups
                 .entry((p.params.to_bits(), p.tokens.to_bits()))
                 .or_default()
-                .push((*p, *dt));
+                .push((*p, *dt, *seed));
         }
         for group in groups.values() {
             let first = group[0].0;
+            let baselines = baselines_of(runs, first.params, first.tokens);
             let gap_points: Vec<GapPoint> = group
                 .iter()
-                .map(|(p, _)| GapPoint {
+                .map(|(p, _, seed)| GapPoint {
                     teacher_params: p.teacher_params.unwrap_or(f64::NAN),
                     teacher_loss: p.teacher_loss.unwrap_or(f64::NAN),
                     student_loss: p.loss,
+                    seed: Some(*seed),
+                    paired_baseline: baselines.iter().find(|b| b.0 == *seed).map(|b| b.1),
                 })
                 .collect();
-            let baseline_loss = runs
-                .iter()
-                .find(|r| {
-                    r.kind == "student"
-                        && r.params == first.params
-                        && r.tokens == first.tokens
-                        && r.baseline_loss.is_some()
-                })
-                .and_then(|r| r.baseline_loss);
+            let losses: Vec<f64> = baselines.iter().map(|b| b.1).collect();
+            let (baseline_loss, baseline_seeds) = (mean(&losses), losses.len());
             let mut teacher_tokens: Vec<f64> =
                 group.iter().map(|g| g.1).filter(|d| *d > 0.0).collect();
             teacher_tokens.sort_by(f64::total_cmp);
@@ -259,6 +263,11 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
                 student_tokens: first.tokens,
                 config: config.clone(),
                 baseline_loss,
+                baseline_seeds,
+                teachers: count_distinct(gap_points.iter().map(|p| p.teacher_params)),
+                seeds: count_distinct(group.iter().map(|g| g.2 as f64)),
+                noise_floor: sample_sd(&losses),
+                paired: fitted_losses(&gap_points).1,
                 by_teacher_params: gap_curve(
                     "teacher_params",
                     &gap_points,
@@ -288,6 +297,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             .push(g);
     }
     for ((tokens, config), gaps) in families {
+        let sizes = gaps.len();
         let interior: Vec<&CapacityGap> = gaps
             .into_iter()
             .filter(|g| matches!(g.by_teacher_params.optimum, Optimum::Interior { .. }))
@@ -312,7 +322,10 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             Some(t) => tstar.push(t),
             None => skipped.push(Skipped {
                 what: format!("T*(S) at D={d} ({config})"),
-                reason: "fewer than two student sizes with an interior optimum teacher size".into(),
+                reason: format!(
+                    "{} of {sizes} student size(s) have an optimum teacher the data support; a line or power law (two parameters) needs at least {TSTAR_MIN_SIZES}",
+                    interior.len()
+                ),
             }),
         }
     }
@@ -324,6 +337,35 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         tstar,
         skipped,
     }
+}
+
+/// The mean held-out loss of the finished baselines of one student size and budget, over their
+/// seeds, and how many there are.
+/// (seed, held-out loss) of every finished baseline of `params` trained on `tokens`.
+fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<(u64, f64)> {
+    runs.iter()
+        .filter(|r| r.kind == "baseline" && r.params == params && r.tokens == tokens)
+        .map(|r| (r.seed, r.loss))
+        .collect()
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The sample standard deviation (n − 1), from two values on.
+fn sample_sd(v: &[f64]) -> Option<f64> {
+    let m = mean(v)?;
+    (v.len() >= 2)
+        .then(|| (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
+}
+
+/// The number of distinct values (equal within a relative 1e-9).
+fn count_distinct(values: impl Iterator<Item = f64>) -> usize {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * a.abs().max(b.abs()));
+    v.len()
 }
 
 /// The distillation law's optimal teacher for a student, with bootstrap intervals from the

@@ -18,6 +18,42 @@ pub struct ReportData {
     pub curves: Vec<Curve>,
     /// What the fitted laws say (points from the database; fitted pieces when fits exist).
     pub fits: FitViews,
+    /// The corpora the runs trained on (usually one), as the runs recorded them.
+    pub corpus: Vec<CorpusFacts>,
+    /// The distillation settings every student shares, in words (`offline, kl, α=0.9, …`),
+    /// when they all share them.
+    pub distill_settings: Option<String>,
+}
+
+/// What a run recorded about its corpus (`results.corpus_json`). Every field has a default, so
+/// records written before a field existed still read.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(default)]
+pub struct CorpusFacts {
+    /// Human-readable description.
+    pub description: String,
+    /// Identifies the tokens exactly (settings and files).
+    pub key: String,
+    /// Tokens available for training.
+    pub train_tokens: u64,
+    /// Held-out tokens.
+    pub val_tokens: u64,
+    /// UTF-8 bytes per held-out token.
+    pub val_bytes_per_token: f64,
+    /// Unigram entropy of the held-out tokens (nats).
+    pub unigram_entropy_nats: f64,
+    /// The corpus's true entropy rate (synthetic only).
+    pub entropy_rate_nats: Option<f64>,
+    /// Files read.
+    pub files: u64,
+    /// Documents read.
+    pub documents: u64,
+    /// Groups of byte-identical files (paths).
+    pub duplicate_groups: Vec<Vec<String>>,
+    /// How the held-out split was chosen, in words.
+    pub val_split: String,
+    /// Bytes of training text.
+    pub train_bytes: u64,
 }
 
 /// The sweep being reported.
@@ -145,12 +181,21 @@ pub struct RunView {
     pub kl_teacher_student: Option<f64>,
     /// Students: matching baseline's loss minus this student's (nats/token).
     pub gain: Option<f64>,
+    /// The corpus's training tokens, as the run recorded them (finished runs).
+    pub corpus_train_tokens: Option<u64>,
 }
 
 impl RunView {
     /// Whether the run finished with a held-out loss.
     pub fn done(&self) -> bool {
         self.state == RunState::Done && self.val_loss.is_some()
+    }
+
+    /// Passes over the training data: the run's tokens over the corpus's training tokens.
+    pub fn epochs(&self) -> Option<f64> {
+        self.corpus_train_tokens
+            .filter(|t| *t > 0)
+            .map(|t| self.tokens / t as f64)
     }
 }
 
@@ -169,6 +214,16 @@ pub struct Curve {
     pub state: RunState,
     /// (tokens, held-out loss in nats/token), by step.
     pub points: Vec<(f64, f64)>,
+    /// The run's seed.
+    pub seed: u64,
+    /// The run's token budget.
+    pub tokens: f64,
+    /// Students: the teacher's model label and non-embedding parameters.
+    pub teacher: Option<(String, f64)>,
+    /// The run's model label (`30K`).
+    pub label: String,
+    /// Students: the distillation knobs that vary across the sweep (empty when none do).
+    pub distill: String,
 }
 
 /// The fitted laws as the figures need them.
@@ -186,12 +241,17 @@ pub struct FitViews {
     pub source: Option<String>,
     /// What about the stored fits could not be shown.
     pub notes: Vec<String>,
+    /// The distillation law per distillation config, when fitted.
+    pub distill: Vec<(String, LawView)>,
+    /// What `pdsweep fit` could not fit, and why: (what, reason).
+    pub skipped: Vec<(String, String)>,
 }
 
 impl FitViews {
     /// Whether any fitted piece is present.
     pub fn any_fit(&self) -> bool {
         self.supervised.law.is_some()
+            || !self.distill.is_empty()
             || self
                 .capacity_gap
                 .iter()
@@ -237,6 +297,14 @@ pub struct LawView {
     pub ci: BTreeMap<String, (f64, f64)>,
     /// Relative error predicting the largest run from the others, if measured.
     pub extrapolation_error: Option<f64>,
+    /// `fit`'s warnings about this law (under-determined, parameters not identified, ...).
+    pub warnings: Vec<String>,
+    /// Parameters the data do not identify (their intervals are meaningless).
+    pub unidentified: Vec<String>,
+    /// What the fit rests on, e.g. `8 distinct points (16 runs: ...)`.
+    pub support: Option<String>,
+    /// Fewer than two distinct points per parameter.
+    pub thin: bool,
 }
 
 impl LawView {
@@ -265,6 +333,8 @@ pub struct GapPoint {
     pub teacher_loss: Option<f64>,
     /// The student's held-out loss.
     pub student_loss: f64,
+    /// The student's seed.
+    pub seed: u64,
 }
 
 /// An estimate with a confidence interval.
@@ -293,13 +363,53 @@ pub struct CapacityGapView {
     pub points: Vec<GapPoint>,
     /// The no-teacher baseline's loss (mean over seeds), if done.
     pub baseline_loss: Option<f64>,
+    /// Each finished baseline seed's loss.
+    pub baseline_losses: Vec<f64>,
     /// The fitted curve as (teacher parameters, student loss), if fitted.
     pub fitted: Option<Vec<(f64, f64)>>,
-    /// The optimal teacher size with its bootstrap interval, if fitted.
+    /// The optimal teacher size with its bootstrap interval, when the fit has an optimum the
+    /// data support.
     pub t_star: Option<Estimate>,
+    /// What the fit says when it has no supported optimum.
+    pub verdict: Option<GapVerdict>,
+}
+
+/// A capacity-gap fit without a supported interior optimum.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GapVerdict {
+    /// The best measured teacher is at the edge of the grid.
+    Edge {
+        /// The best measured teacher's size.
+        at: f64,
+        /// `smallest` or `largest`.
+        edge: String,
+        /// "edge of grid: extend the grid toward larger teachers".
+        advice: String,
+    },
+    /// The best measured teacher is inside the grid, but the fitted curve does not support an
+    /// optimum there.
+    Unsupported {
+        /// The best measured teacher's size.
+        at: f64,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl CapacityGapView {
+    /// Distinct student seeds among the points.
+    pub fn seeds(&self) -> usize {
+        let mut s: Vec<u64> = self.points.iter().map(|p| p.seed).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    }
+
+    /// Distinct teachers among the points.
+    pub fn teachers(&self) -> usize {
+        mean_by(&self.points, |p| (p.teacher_n, p.student_loss)).len()
+    }
+
     /// The teacher with the lowest mean student loss on the grid: (teacher parameters, loss,
     /// whether it is the smallest or largest teacher of the grid).
     pub fn grid_best(&self) -> Option<(f64, f64, bool)> {
@@ -347,6 +457,8 @@ pub struct OptimalPoint {
     /// Whether the grid's best teacher is its smallest or largest one (so the optimum may lie
     /// beyond the grid).
     pub at_edge: bool,
+    /// Which edge: `smallest` or `largest` (when `at_edge` and known).
+    pub edge: Option<String>,
 }
 
 /// The form of a T*(S) fit.
@@ -433,6 +545,10 @@ pub struct OptimalTeacherView {
     pub power: Option<TrendView>,
     /// Which form fits better (`linear` or `power`), if both are fitted.
     pub better: Option<String>,
+    /// The (S, T*) points the T*(S) fits were fitted to.
+    pub fitted_points: Vec<(f64, f64)>,
+    /// `fit`'s warnings about T*(S).
+    pub warnings: Vec<String>,
 }
 
 /// `recommend`'s answer for one student.
@@ -492,6 +608,7 @@ mod tests {
             teacher_n: t,
             teacher_loss: None,
             student_loss: l,
+            seed: 1,
         };
         let mut view = CapacityGapView {
             points: vec![point(1.0, 3.0), point(2.0, 2.0), point(4.0, 2.5)],

@@ -12,7 +12,7 @@ use rusqlite::types::Value as Sql;
 use serde_json::Value;
 
 use super::data::{
-    CapacityGapView, Estimate, LawView, OptimalPoint, ReportData, TrendForm, TrendView,
+    CapacityGapView, Estimate, GapVerdict, LawView, OptimalPoint, ReportData, TrendForm, TrendView,
 };
 use super::error::ReportError;
 use super::load::series_label;
@@ -101,11 +101,27 @@ fn law_view(fit: &Stored) -> Option<LawView> {
         })
         .unwrap_or_default();
     let law = r["law"].as_str().unwrap_or(&fit.law).to_string();
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let support: Option<crate::fit::Support> = serde_json::from_value(r["support"].clone())
+        .ok()
+        .filter(|s: &crate::fit::Support| s.runs > 0);
     Some(LawView {
         law,
         params,
         ci,
         extrapolation_error: num(&r["extrapolation"]["mean_abs_rel_error"]),
+        warnings: strings(&r["warnings"]),
+        unidentified: strings(&r["unidentified"]),
+        support: support.map(|s| s.points_text()),
+        thin: support.is_some_and(|s| s.is_thin()),
     })
 }
 
@@ -144,13 +160,86 @@ fn fill_gap(view: &mut CapacityGapView, gap: &Value) -> bool {
         view.fitted = Some(samples);
     }
     let optimum = &curve["optimum"];
-    if optimum["kind"] == "interior"
-        && let Some(at) = num(&optimum["at"])
-    {
-        let (lo, hi) = pair(&optimum["ci"]).unwrap_or((at, at));
-        view.t_star = Some(Estimate { value: at, lo, hi });
+    let at = num(&optimum["at"]).unwrap_or(f64::NAN);
+    match optimum["kind"].as_str() {
+        Some("interior") => match rejudge(view, curve) {
+            crate::fit::Optimum::Interior { at, ci, .. } => {
+                let (lo, hi) = ci.map_or((at, at), |[a, b]| (a, b));
+                view.t_star = Some(Estimate { value: at, lo, hi });
+            }
+            crate::fit::Optimum::TooFewPoints => {
+                view.verdict = Some(GapVerdict::Unsupported {
+                    at: view.grid_best().map_or(f64::NAN, |b| b.0),
+                    reason: "fewer than 3 teachers: no curve can locate an optimum between them"
+                        .into(),
+                })
+            }
+            other => view.verdict = verdict(&other),
+        },
+        Some("boundary") => {
+            let edge = optimum["edge"].as_str().unwrap_or("largest").to_string();
+            view.verdict = verdict(&crate::fit::Optimum::Boundary { at, edge });
+        }
+        Some("unsupported") => {
+            view.verdict = Some(GapVerdict::Unsupported {
+                at,
+                reason: optimum["reason"].as_str().unwrap_or("").to_string(),
+            })
+        }
+        _ => {}
     }
     true
+}
+
+/// The stored interior optimum judged again against the view's points by the rule `pdsweep
+/// fit` now applies (a fit stored by an older pdsweep may report an optimum the data do not
+/// support).
+fn rejudge(view: &CapacityGapView, curve: &Value) -> crate::fit::Optimum {
+    let optimum = &curve["optimum"];
+    let at = num(&optimum["at"]).unwrap_or(f64::NAN);
+    let ci = pair(&optimum["ci"]).map(|(a, b)| [a, b]);
+    let stored = crate::fit::Optimum::Interior {
+        at,
+        student_loss: num(&optimum["student_loss"]).unwrap_or(f64::NAN),
+        ci,
+        interior_fraction: num(&optimum["interior_fraction"]),
+    };
+    let coef = &curve["fit"]["coef"];
+    let (Some(c0), Some(c1), Some(c2)) = (num(&coef[0]), num(&coef[1]), num(&coef[2])) else {
+        return stored;
+    };
+    let q = crate::fit::Quadratic {
+        coef: [c0, c1, c2],
+        rmse: 0.0,
+    };
+    let xy: Vec<(f64, f64)> = view
+        .points
+        .iter()
+        .map(|p| (p.teacher_n, p.student_loss))
+        .collect();
+    crate::fit::judge_optimum(
+        &crate::fit::levels(&xy),
+        &q,
+        ci,
+        num(&optimum["interior_fraction"]),
+        &|v| super::style::si(v),
+    )
+}
+
+/// The view's verdict for an optimum that is not a supported interior one.
+fn verdict(o: &crate::fit::Optimum) -> Option<GapVerdict> {
+    match o {
+        crate::fit::Optimum::Boundary { at, edge } => Some(GapVerdict::Edge {
+            at: *at,
+            edge: edge.clone(),
+            advice: o.edge_advice("teacher_params").unwrap_or_default(),
+        }),
+        crate::fit::Optimum::Unsupported { at, reason } => Some(GapVerdict::Unsupported {
+            at: *at,
+            reason: reason.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// A T*(S) fit of a stored `TStarScaling`.
@@ -212,6 +301,26 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
     if let Some(law) = best.and_then(|s| law_view(s)) {
         f.supervised.law = Some(law);
     }
+    f.distill = fits
+        .iter()
+        .filter(|s| s.scope == "distill")
+        .filter_map(|s| Some((s.key.clone(), law_view(s)?)))
+        .collect();
+    if let Some(summary) = fits.iter().find(|s| s.scope == "summary") {
+        f.skipped = summary.result["skipped"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|k| {
+                        Some((
+                            k["what"].as_str()?.to_string(),
+                            k["reason"].as_str()?.lines().next()?.to_string(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
     let mut stale = 0;
     for gap in fits.iter().filter(|s| s.scope == "capacity_gap") {
         let r = &gap.result;
@@ -250,6 +359,7 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
                 ci: (t.lo < t.hi).then_some((t.lo, t.hi)),
                 fitted: true,
                 at_edge: false,
+                edge: None,
             });
         }
     }
@@ -264,6 +374,18 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
         f.optimal_teacher.linear = trend(&t.result["linear"]);
         f.optimal_teacher.power = trend(&t.result["power"]);
         f.optimal_teacher.better = t.result["better"].as_str().map(str::to_string);
+        f.optimal_teacher.fitted_points = t.result["points"]
+            .as_array()
+            .map(|p| p.iter().filter_map(pair).collect())
+            .unwrap_or_default();
+        f.optimal_teacher.warnings = t.result["warnings"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| w.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
         if tstars.len() > 1 {
             f.notes.push(format!(
                 "{} T*(S) fits are stored (one per budget and config); the figure shows `{}`",

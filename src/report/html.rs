@@ -1,11 +1,12 @@
-//! The report page `index.html`: one self-contained file (figures as inline SVG, the font as a
-//! data URL, no scripts, nothing fetched) with what is missing, the recommendation, every
-//! figure, fitted parameters with intervals, the runs and their results, the sweep file and
+//! The report page `index.html`: one self-contained file (figures as inline SVG, the font cut
+//! down to the page's characters as a data URL, no scripts, nothing fetched) with what is
+//! missing, the recommendation with its caveats, every figure, fitted parameters with
+//! intervals and `fit`'s warnings, the corpus, the runs and their results, the sweep file and
 //! provenance.
 
 use std::fmt::Write as _;
 
-use super::data::{LawView, ReportData, RunState, TrendView, sig};
+use super::data::{GapVerdict, LawView, ReportData, RunState, TrendView, sig};
 use super::figures::Figure;
 use super::render::{Rendered, font_face_css};
 use super::style::si;
@@ -70,6 +71,10 @@ pre{background:#f7f7f7;border:1px solid var(--line);padding:12px;overflow-x:auto
 .missing{background:var(--warn);border-left:4px solid var(--warnline);padding:10px 16px;margin:16px 0}
 .missing ul{margin:6px 0 0;padding-left:20px}
 .answer{background:#eef6fb;border-left:4px solid var(--accent);padding:10px 16px}
+.caveats{background:var(--warn);border-left:4px solid var(--warnline);padding:8px 16px;margin:10px 0}
+.caveats ul{margin:4px 0 0;padding-left:20px}
+.warn{color:#8a5a00}
+td.ni{color:#8a5a00;font-style:italic}
 figure{margin:18px 0 30px}
 figure .fig{border:1px solid #eee}figure svg{width:100%;height:auto;display:block}
 h1 code{font-size:inherit;background:none;padding:0}
@@ -102,13 +107,6 @@ pub fn page(
 ) -> String {
     let mut h = String::new();
     let name = esc(&data.sweep.name);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>pdsweep report: {name}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n",
-        font_face_css()
-    );
     let _ = writeln!(h, "<h1>Sweep <code>{name}</code></h1>");
     let done = data
         .runs
@@ -127,8 +125,9 @@ pub fn page(
         esc(&data.provenance.pdsweep_version),
     );
     h += "<nav><a href=\"#answer\">Recommendation</a><a href=\"#figures\">Figures</a>\
-          <a href=\"#fits\">Fitted parameters</a><a href=\"#runs\">Runs</a>\
-          <a href=\"#config\">Configuration</a><a href=\"#provenance\">Provenance</a></nav>\n";
+          <a href=\"#fits\">Fitted parameters</a><a href=\"#corpus\">Corpus</a>\
+          <a href=\"#runs\">Runs</a><a href=\"#config\">Configuration</a>\
+          <a href=\"#provenance\">Provenance</a></nav>\n";
     if !missing.is_empty() {
         h +=
             "<div class=\"missing\" id=\"missing\"><strong>Missing from this report</strong><ul>\n";
@@ -161,6 +160,7 @@ pub fn page(
         h += "</ul>\n";
     }
     fits(&mut h, data);
+    corpus(&mut h, data);
     runs(&mut h, data);
     let _ = write!(
         h,
@@ -169,8 +169,13 @@ pub fn page(
         esc(&data.sweep.toml)
     );
     provenance(&mut h, data);
-    h += "</body>\n</html>\n";
-    h
+    // The font is cut down to the characters the page shows (figures included).
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>pdsweep report: {name}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n{h}</body>\n</html>\n",
+        font_face_css(&super::render::svg_text(&h))
+    )
 }
 
 fn strip_xml_decl(svg: &str) -> &str {
@@ -219,12 +224,24 @@ fn recommendation(h: &mut String, data: &ReportData) {
             let _ = write!(h, "<li>{}</li>", rich(&r.note));
         }
         h.push_str("</ul></div>\n");
+        caveats(h, data);
         return;
     }
-    if data.fits.any_fit() {
+    if data.fits.any_fit() && data.fits.distill.is_empty() {
+        h.push_str(
+            "<div class=\"answer\"><p>The fits are below, but without a distillation law \
+             (see <a href=\"#fits\">Fitted parameters</a> for why) <code>pdsweep recommend</code> \
+             cannot answer for other student sizes.</p>",
+        );
+    } else if data.fits.any_fit() {
         h.push_str(
             "<div class=\"answer\"><p>The fits are below; <code>pdsweep recommend</code> answers \
              for a student size, inside the sweep or beyond it.</p>",
+        );
+    } else if data.fits.source.is_some() {
+        h.push_str(
+            "<div class=\"answer\"><p><code>pdsweep fit</code> could not fit this sweep (see \
+             <a href=\"#fits\">Fitted parameters</a> for why); below is what the grid shows.</p>",
         );
     } else {
         h.push_str(
@@ -232,64 +249,183 @@ fn recommendation(h: &mut String, data: &ReportData) {
              optimal teacher on a fitted curve, with an interval.</p>",
         );
     }
-    let fitted: Vec<_> = data
-        .fits
-        .optimal_teacher
-        .points
+    let gaps = &data.fits.capacity_gap;
+    let judged: Vec<_> = gaps
         .iter()
-        .filter(|p| p.fitted)
+        .filter(|g| g.t_star.is_some() || g.verdict.is_some())
         .collect();
-    if !fitted.is_empty() {
-        h.push_str("<p>Optimal teacher on the fitted capacity-gap curves:</p><ul>\n");
-        for p in fitted {
-            let _ = writeln!(
-                h,
-                "<li>{}: teacher of {} non-embedding parameters{}</li>",
-                esc(&p.label),
-                si(p.t_star),
-                p.ci.map_or(String::new(), |(a, b)| format!(
-                    " (interval {} – {})",
-                    si(a),
-                    si(b)
-                ))
-            );
+    if !judged.is_empty() {
+        h.push_str(
+            "<p>Optimal teacher per student, from the fitted capacity-gap curves:</p><ul>\n",
+        );
+        for g in judged {
+            let label = super::load::series_label(g);
+            let support = gap_support(g);
+            let text = match (&g.t_star, &g.verdict) {
+                (Some(t), _) => format!(
+                    "teacher of <strong>{}</strong> non-embedding parameters (interval {} – {}; {support})",
+                    si(t.value),
+                    si(t.lo),
+                    si(t.hi)
+                ),
+                (None, Some(GapVerdict::Edge { at, edge, advice })) => format!(
+                    "<strong>{}</strong> (the best measured teacher, {}, is the {edge} of the grid, so the optimum is there or beyond it; {support})",
+                    esc(advice),
+                    si(*at)
+                ),
+                (None, Some(GapVerdict::Unsupported { at, reason })) => format!(
+                    "no supported optimum: {} (the best measured teacher is {}; {support})",
+                    esc(reason),
+                    si(*at)
+                ),
+                (None, None) => continue,
+            };
+            let _ = writeln!(h, "<li>{}: {text}</li>", esc(&label));
         }
         h.push_str("</ul></div>\n");
+        caveats(h, data);
         return;
     }
     let grid = &data.fits.optimal_teacher.points;
     if grid.is_empty() {
         h.push_str("<p>No student has been distilled from two or more teachers yet.</p></div>\n");
+        caveats(h, data);
         return;
     }
-    h.push_str("<p>Best teacher on the grid so far (lowest student loss):</p><ul>\n");
+    h.push_str("<p>Best teacher on the grid so far (lowest mean student loss):</p><ul>\n");
     for p in grid {
+        let edge = match (p.at_edge, p.edge.as_deref()) {
+            (true, Some("smallest")) => {
+                " — <strong>edge of grid: extend the grid toward smaller teachers</strong>"
+            }
+            (true, _) => " — <strong>edge of grid: extend the grid toward larger teachers</strong>",
+            _ => "",
+        };
         let _ = writeln!(
             h,
-            "<li>{}: teacher of {} non-embedding parameters{}</li>",
+            "<li>{}: teacher of {} non-embedding parameters{edge}</li>",
             esc(&p.label),
             si(p.t_star),
-            if p.at_edge {
-                " — at the edge of the grid, so the optimum may lie beyond it"
-            } else {
-                ""
-            }
         );
+    }
+    h.push_str("</ul></div>\n");
+    caveats(h, data);
+}
+
+/// `4 teachers × 2 seeds` — what a capacity-gap answer rests on.
+fn gap_support(g: &super::data::CapacityGapView) -> String {
+    let seeds = g.seeds();
+    if seeds > 1 {
+        format!("{} teachers × {seeds} seeds", g.teachers())
+    } else {
+        format!("{} teachers, one seed", g.teachers())
+    }
+}
+
+/// What the reader must know before trusting the headline: `fit`'s warnings, fits it could
+/// not make, the noise between seeds, and answers at the edge of the grid.
+fn caveats(h: &mut String, data: &ReportData) {
+    let f = &data.fits;
+    let mut items: Vec<String> = Vec::new();
+    let mut laws: Vec<(String, &LawView)> = Vec::new();
+    if let Some(l) = &f.supervised.law {
+        laws.push((format!("supervised law ({})", l.law), l));
+    }
+    for (config, l) in &f.distill {
+        laws.push((format!("distillation law ({config})"), l));
+    }
+    for (name, l) in &laws {
+        for w in &l.warnings {
+            items.push(format!("{}: {}", esc(name), rich(w)));
+        }
+    }
+    for w in &f.optimal_teacher.warnings {
+        items.push(format!("T*(S): {}", rich(w)));
+    }
+    let edges = f
+        .capacity_gap
+        .iter()
+        .filter(|g| matches!(g.verdict, Some(GapVerdict::Edge { .. })))
+        .count();
+    if edges > 0 {
+        items.push(format!(
+            "{edges} of {} capacity-gap curve(s) have their best teacher at the edge of the grid: their optimum is not located",
+            f.capacity_gap.len()
+        ));
+    }
+    let spreads: Vec<f64> = f
+        .capacity_gap
+        .iter()
+        .filter(|g| g.baseline_losses.len() > 1)
+        .map(|g| {
+            let lo = g
+                .baseline_losses
+                .iter()
+                .copied()
+                .fold(f64::INFINITY, f64::min);
+            let hi = g
+                .baseline_losses
+                .iter()
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max);
+            hi - lo
+        })
+        .collect();
+    if let Some(max) = spreads.iter().copied().reduce(f64::max) {
+        items.push(format!(
+            "noise floor: replicate baselines (other seeds, same size and budget) differ by up to {max:.4} nats; differences between students smaller than that are not resolved"
+        ));
+    } else if !f.capacity_gap.is_empty() && f.capacity_gap.iter().all(|g| g.seeds() <= 1) {
+        items.push(
+            "one seed per run: the noise between runs is not measured, so no difference between students is known to be real"
+                .to_string(),
+        );
+    }
+    for (what, why) in &f.skipped {
+        items.push(format!("not fitted: {}: {}", esc(what), rich(why)));
+    }
+    if items.is_empty() {
+        return;
+    }
+    h.push_str("<div class=\"caveats\"><strong>Before you rely on this</strong><ul>\n");
+    for i in items {
+        let _ = writeln!(h, "<li>{i}</li>");
     }
     h.push_str("</ul></div>\n");
 }
 
 fn law_table(h: &mut String, law: &LawView) {
+    if let Some(support) = &law.support {
+        let _ = writeln!(
+            h,
+            "<p>Fitted to {}{}.</p>",
+            esc(support),
+            if law.thin {
+                " — <strong class=\"warn\">under-determined</strong>: fewer than two distinct points per parameter"
+            } else {
+                ""
+            }
+        );
+    }
     h.push_str("<table><tr><th class=\"l\">parameter</th><th>value</th><th>interval</th></tr>\n");
-    // The law's own order (E, A, α, B, β, γ), then anything else.
-    const ORDER: [&str; 6] = ["E", "A", "alpha", "B", "beta", "gamma"];
+    // The law's own order (E, A, α, B, β, γ, then the distillation law's c0, c1, f1, d1).
+    const ORDER: [&str; 10] = [
+        "E", "A", "alpha", "B", "beta", "gamma", "c0", "c1", "f1", "d1",
+    ];
     let mut names: Vec<&String> = law.params.keys().collect();
     names.sort_by_key(|k| ORDER.iter().position(|o| o == k).unwrap_or(ORDER.len()));
     for k in names {
         let v = &law.params[k];
-        let ci = law.ci.get(k).map_or("–".to_string(), |(a, b)| {
-            format!("[{}, {}]", sig(*a), sig(*b))
-        });
+        let ci = if law.unidentified.contains(k) {
+            "<td class=\"ni\">not identified</td>".to_string()
+        } else {
+            format!(
+                "<td>{}</td>",
+                law.ci.get(k).map_or("–".to_string(), |(a, b)| {
+                    format!("[{}, {}]", sig(*a), sig(*b))
+                })
+            )
+        };
         let shown = match k.as_str() {
             "alpha" => "α",
             "beta" => "β",
@@ -298,12 +434,19 @@ fn law_table(h: &mut String, law: &LawView) {
         };
         let _ = writeln!(
             h,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{ci}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td>{ci}</tr>",
             esc(shown),
             sig(*v)
         );
     }
     h.push_str("</table>\n");
+    if !law.warnings.is_empty() {
+        h.push_str("<ul class=\"warn\">\n");
+        for w in &law.warnings {
+            let _ = writeln!(h, "<li>{}</li>", rich(w));
+        }
+        h.push_str("</ul>\n");
+    }
 }
 
 fn trend_row(h: &mut String, name: &str, t: &TrendView) {
@@ -349,29 +492,69 @@ fn fits(h: &mut String, data: &ReportData) {
             );
         }
     }
-    let stars: Vec<_> = f
+    for (config, law) in &f.distill {
+        let _ = writeln!(
+            h,
+            "<h3>Distillation law (Busbridge et al. 2025, Eq. 8), {}</h3>\
+             <p>L_S = L_T + L_T^−c0 · (1 + (L_T/(L̃_S·d1))^(1/f1))^(−c1·f1) · (A/N_S^α + B/D_S^β)^γ</p>",
+            esc(config)
+        );
+        law_table(h, law);
+    }
+    let judged: Vec<_> = f
         .capacity_gap
         .iter()
-        .filter(|g| g.t_star.is_some())
+        .filter(|g| g.t_star.is_some() || g.verdict.is_some())
         .collect();
-    if !stars.is_empty() {
-        h.push_str(
-            "<h3>Optimal teacher per student</h3><table><tr><th class=\"l\">student</th>\
-             <th>tokens</th><th class=\"l\">config</th><th>T*</th><th>interval</th></tr>\n",
-        );
-        for g in stars {
-            if let Some(t) = g.t_star {
-                let _ = writeln!(
-                    h,
-                    "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>[{}, {}]</td></tr>",
-                    esc(&g.student),
-                    si(g.budget),
-                    esc(&g.config),
-                    si(t.value),
-                    si(t.lo),
-                    si(t.hi)
-                );
+    if !judged.is_empty() {
+        // The config column only when configs differ; otherwise the settings are named once.
+        let configs = judged.iter().any(|g| !g.config.is_empty());
+        h.push_str("<h3>Optimal teacher per student</h3>\n");
+        if !configs && let Some(settings) = &data.distill_settings {
+            let _ = writeln!(h, "<p>Every student: {}.</p>", esc(settings));
+        }
+        let _ = writeln!(
+            h,
+            "<table><tr><th class=\"l\">student</th><th>tokens</th>{}<th>teachers × seeds</th>\
+             <th>T*</th><th>interval</th><th class=\"l\">verdict</th></tr>",
+            if configs {
+                "<th class=\"l\">config</th>"
+            } else {
+                ""
             }
+        );
+        for g in judged {
+            let (t, interval, verdict) = match (&g.t_star, &g.verdict) {
+                (Some(t), _) => (
+                    si(t.value),
+                    format!("[{}, {}]", si(t.lo), si(t.hi)),
+                    "interior optimum".to_string(),
+                ),
+                (None, Some(GapVerdict::Edge { at, advice, .. })) => (
+                    format!("best measured {}", si(*at)),
+                    "–".into(),
+                    esc(advice),
+                ),
+                (None, Some(GapVerdict::Unsupported { at, reason })) => (
+                    format!("best measured {}", si(*at)),
+                    "–".into(),
+                    format!("no supported optimum: {}", esc(reason)),
+                ),
+                (None, None) => continue,
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td>{}<td>{} × {}</td><td>{t}</td><td>{interval}</td><td class=\"l\">{verdict}</td></tr>",
+                esc(&g.student),
+                si(g.budget),
+                if configs {
+                    format!("<td class=\"l\">{}</td>", esc(&g.config))
+                } else {
+                    String::new()
+                },
+                g.teachers(),
+                g.seeds(),
+            );
         }
         h.push_str("</table>\n");
     }
@@ -389,8 +572,126 @@ fn fits(h: &mut String, data: &ReportData) {
         }
         h.push_str("</table>\n");
         if let Some(b) = &ot.better {
-            let _ = writeln!(h, "<p>Better fit: {}.</p>", esc(b));
+            let _ = writeln!(
+                h,
+                "<p>Better fit: {} (lower rms log residual), over {} student sizes.</p>",
+                esc(b),
+                ot.fitted_points.len()
+            );
         }
+        if !ot.warnings.is_empty() {
+            h.push_str("<ul class=\"warn\">\n");
+            for w in &ot.warnings {
+                let _ = writeln!(h, "<li>{}</li>", rich(w));
+            }
+            h.push_str("</ul>\n");
+        }
+    }
+    if !f.skipped.is_empty() {
+        h.push_str("<h3>Not fitted</h3><ul>\n");
+        for (what, why) in &f.skipped {
+            let _ = writeln!(h, "<li>{}: {}</li>", esc(what), rich(why));
+        }
+        h.push_str("</ul>\n");
+    }
+}
+
+/// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the
+/// held-out split was chosen.
+fn corpus(h: &mut String, data: &ReportData) {
+    h.push_str("<h2 id=\"corpus\">Corpus</h2>\n");
+    if data.corpus.is_empty() {
+        h.push_str("<p>No finished run has recorded its corpus yet.</p>\n");
+        return;
+    }
+    for c in &data.corpus {
+        let _ = writeln!(h, "<h3>{}</h3>\n<dl>", esc(&c.description));
+        let mut row = |k: &str, v: String| {
+            let _ = write!(h, "<dt>{}</dt><dd>{v}</dd>", esc(k));
+        };
+        if c.files > 0 {
+            row("files", format!("{}", c.files));
+        }
+        if c.documents > 0 {
+            row("documents", format!("{}", c.documents));
+        }
+        if c.train_bytes > 0 {
+            row(
+                "training text",
+                format!("{} bytes", si(c.train_bytes as f64)),
+            );
+        }
+        row("training tokens", si(c.train_tokens as f64));
+        row("held-out tokens", si(c.val_tokens as f64));
+        if !c.val_split.is_empty() {
+            row("held-out split", esc(&c.val_split));
+        }
+        if c.val_bytes_per_token > 0.0 {
+            row(
+                "bytes per held-out token",
+                format!("{:.3}", c.val_bytes_per_token),
+            );
+        }
+        if c.unigram_entropy_nats > 0.0 {
+            row(
+                "unigram entropy",
+                format!(
+                    "{:.4} nats/token (a model that ignores context)",
+                    c.unigram_entropy_nats
+                ),
+            );
+        }
+        if let Some(e) = c.entropy_rate_nats {
+            row(
+                "entropy rate",
+                format!("{e:.4} nats/token (no model can beat it)"),
+            );
+        }
+        let synthetic = c.key.starts_with("synthetic");
+        row(
+            "duplicates",
+            if synthetic {
+                "none (a generated corpus)".to_string()
+            } else if c.duplicate_groups.is_empty() {
+                if c.files > 0 {
+                    "no byte-identical files".to_string()
+                } else {
+                    "not checked (recorded before duplicate detection)".to_string()
+                }
+            } else {
+                format!(
+                    "<span class=\"warn\">{} group(s) of byte-identical files:</span> {}",
+                    c.duplicate_groups.len(),
+                    c.duplicate_groups
+                        .iter()
+                        .map(|g| g
+                            .iter()
+                            .map(|p| format!("<code>{}</code>", esc(p)))
+                            .collect::<Vec<_>>()
+                            .join(" = "))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
+        );
+        row("cache key", format!("<code>{}</code>", esc(&c.key)));
+        h.push_str("</dl>\n");
+    }
+    let passes: Vec<(&str, f64)> = data
+        .runs
+        .iter()
+        .filter(|r| r.kind == RunKind::Teacher)
+        .filter_map(|r| Some((r.name.as_str(), r.epochs()?)))
+        .filter(|(_, e)| *e > 1.0)
+        .collect();
+    if !passes.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\">{} teacher(s) make more than one pass over the training data \
+             (up to {:.1} epochs): a teacher that has seen the text several times may have memorised it.</p>",
+            passes.len(),
+            passes.iter().map(|p| p.1).fold(0.0, f64::max)
+        );
     }
 }
 
@@ -404,7 +705,8 @@ fn runs(h: &mut String, data: &ReportData) {
         "<p>Losses are held-out cross-entropy in nats/token; gain is the matching baseline's loss \
          minus the student's; N is non-embedding parameters.</p>\n<div class=\"scroll\"><table>\n\
          <tr><th class=\"l\">run</th><th class=\"l\">kind</th><th class=\"l\">state</th>\
-         <th>params</th><th>N</th><th>tokens</th><th class=\"l\">teacher</th>\
+         <th>seed</th><th>params</th><th>N</th><th>tokens</th><th>epochs</th>\
+         <th class=\"l\">teacher</th>\
          <th>val loss</th><th>bits/byte</th><th>tokens/s</th><th>wall (s)</th>\
          <th>agreement</th><th>KL(T‖S)</th><th>gain</th></tr>\n",
     );
@@ -412,15 +714,17 @@ fn runs(h: &mut String, data: &ReportData) {
         let _ = writeln!(
             h,
             "<tr class=\"{}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             r.state.as_str(),
             esc(&r.name),
             r.kind,
             r.state.as_str(),
+            r.seed,
             si(r.params_total as f64),
             si(r.n),
             si(r.tokens),
+            opt(r.epochs(), |e| format!("{e:.2}")),
             r.teacher.as_ref().map_or(String::new(), |t| esc(&t.name)),
             opt(r.val_loss, loss),
             opt(r.val_bpb.filter(|_| r.done()), |v| format!("{v:.3}")),

@@ -9,8 +9,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::data::{
-    CapacityGapView, Curve, GapPoint, OptimalPoint, Provenance, ReportData, RunState, RunView,
-    SupervisedPoint, SweepInfo, TeacherRef, mean_by,
+    CapacityGapView, CorpusFacts, Curve, GapPoint, OptimalPoint, Provenance, ReportData, RunState,
+    RunView, SupervisedPoint, SweepInfo, TeacherRef, mean_by,
 };
 use super::error::ReportError;
 use super::fits;
@@ -38,7 +38,13 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
         path: db.path().to_path_buf(),
     })?;
     let rows = db.run_rows(plan_id)?;
-    let runs = run_views(&rows);
+    let facts = corpus_facts(db)?;
+    let mut runs = run_views(&rows);
+    for r in &mut runs {
+        r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
+    }
+    let corpus = distinct_corpora(&runs, &facts);
+    let distill_settings = shared_settings(&rows);
     let curves = curves(db, plan_id, &runs)?;
     let (toml, path) = match sweep {
         Some(s) => (s.text.to_string(), s.path.display().to_string()),
@@ -71,12 +77,74 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
         runs,
         curves,
         fits: Default::default(),
+        corpus,
+        distill_settings,
     };
     data.fits.supervised.points = supervised_points(&data.runs);
     data.fits.capacity_gap = capacity_gap_views(&data.runs);
     data.fits.optimal_teacher.points = grid_optima(&data.fits.capacity_gap);
     fits::attach(db, &mut data)?;
     Ok(data)
+}
+
+/// What each finished run recorded about its corpus, by run id (records that cannot be read
+/// are left out).
+fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<String, CorpusFacts>, ReportError> {
+    let fail = |e| crate::store::StoreError::sql(db.path(), "read corpus facts", e);
+    let mut stmt = db
+        .conn()
+        .prepare("SELECT run_id, corpus_json FROM results")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+        })
+        .map_err(fail)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(fail)?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, json)| Some((id, serde_json::from_str(json.as_deref()?).ok()?)))
+        .collect())
+}
+
+/// The distinct corpora of the current plan's runs (by key), in run order; of several records
+/// of one corpus, the one with the most facts (a run recorded after the corpus checks knew more).
+fn distinct_corpora(runs: &[RunView], facts: &BTreeMap<String, CorpusFacts>) -> Vec<CorpusFacts> {
+    let mut out: Vec<CorpusFacts> = Vec::new();
+    for f in runs.iter().filter_map(|r| facts.get(&r.id)) {
+        match out.iter_mut().find(|o| o.key == f.key) {
+            Some(o) if o.files == 0 && f.files > 0 => *o = f.clone(),
+            Some(_) => {}
+            None => out.push(f.clone()),
+        }
+    }
+    out
+}
+
+/// Every student's distillation knobs in words, when all students share them.
+fn shared_settings(rows: &[RunRow]) -> Option<String> {
+    let mut settings = rows
+        .iter()
+        .filter(|r| r.kind == "student")
+        .map(|r| serde_json::from_str::<Value>(&r.config_json).unwrap_or(Value::Null))
+        .map(|c| {
+            let knobs = distill_knobs(&c);
+            ["mode", "loss", "alpha", "temperature", "truncation"]
+                .iter()
+                .filter_map(|k| {
+                    let v = knobs.get(k)?;
+                    Some(if *k == "loss" {
+                        format!("{v} loss")
+                    } else {
+                        v.clone()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    let first = settings.next()?;
+    settings.all(|s| s == first).then_some(first)
 }
 
 fn kind_of(s: &str) -> RunKind {
@@ -222,6 +290,7 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                 agreement: r.agreement,
                 kl_teacher_student: r.kl_teacher_student,
                 gain: r.gain,
+                corpus_train_tokens: None,
             }
         })
         .collect()
@@ -251,6 +320,11 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
                 n: r.n,
                 state: r.state,
                 points,
+                seed: r.seed,
+                tokens: r.tokens,
+                teacher: r.teacher.as_ref().map(|t| (t.label.clone(), t.n)),
+                label: r.label.clone(),
+                distill: r.distill.clone(),
             })
         })
         .collect())
@@ -297,11 +371,16 @@ fn capacity_gap_views(runs: &[RunView]) -> Vec<CapacityGapView> {
             teacher_n: teacher.n,
             teacher_loss: teacher.val_loss,
             student_loss: loss,
+            seed: s.seed,
         });
     }
     let mut views: Vec<CapacityGapView> = groups.into_values().collect();
     for v in &mut views {
-        v.points.sort_by(|a, b| a.teacher_n.total_cmp(&b.teacher_n));
+        v.points.sort_by(|a, b| {
+            a.teacher_n
+                .total_cmp(&b.teacher_n)
+                .then(a.seed.cmp(&b.seed))
+        });
         let baselines: Vec<f64> = runs
             .iter()
             .filter(|b| b.kind == RunKind::Baseline && b.done())
@@ -311,6 +390,7 @@ fn capacity_gap_views(runs: &[RunView]) -> Vec<CapacityGapView> {
         if !baselines.is_empty() {
             v.baseline_loss = Some(baselines.iter().sum::<f64>() / baselines.len() as f64);
         }
+        v.baseline_losses = baselines;
     }
     views
 }
@@ -322,6 +402,14 @@ fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
         .filter(|v| mean_by(&v.points, |p| (p.teacher_n, p.student_loss)).len() >= 2)
         .filter_map(|v| {
             let (t, _, at_edge) = v.grid_best()?;
+            let means = mean_by(&v.points, |p| (p.teacher_n, p.student_loss));
+            let edge = at_edge.then(|| {
+                if means.first().is_some_and(|m| m.0 >= t) {
+                    "smallest".to_string()
+                } else {
+                    "largest".to_string()
+                }
+            });
             Some(OptimalPoint {
                 student_n: v.student_n,
                 label: series_label(v),
@@ -329,6 +417,7 @@ fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
                 ci: None,
                 fitted: false,
                 at_edge,
+                edge,
             })
         })
         .collect()

@@ -49,7 +49,22 @@ pub fn missing(data: &ReportData) -> Vec<String> {
     } else if count(RunKind::Baseline) > 0 && done(RunKind::Baseline) == 0 {
         out.push("no baseline has finished: no distillation gain yet".to_string());
     }
-    if !data.fits.any_fit() {
+    if !data.fits.any_fit() && data.fits.source.is_some() {
+        let what: Vec<String> = data
+            .fits
+            .skipped
+            .iter()
+            .map(|(what, why)| format!("{what} ({why})"))
+            .collect();
+        out.push(format!(
+            "`pdsweep fit` ran but could fit nothing: {}",
+            if what.is_empty() {
+                "no finished runs to fit".to_string()
+            } else {
+                what.join("; ")
+            }
+        ));
+    } else if !data.fits.any_fit() {
         let sizes = |kinds: &[RunKind]| {
             let mut n: Vec<u64> = runs
                 .iter()

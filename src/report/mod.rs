@@ -9,6 +9,7 @@ mod error;
 pub mod export;
 pub mod figures;
 pub mod fits;
+pub mod font_subset;
 pub mod html;
 pub mod load;
 mod missing;

@@ -191,27 +191,50 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    /// The standalone SVG file: the font embedded as a base64 `@font-face`, so it renders the
-    /// same on machines without DejaVu Sans.
+    /// The standalone SVG file: the font, cut down to the characters the figure uses, embedded
+    /// as a base64 `@font-face`, so it renders the same on machines without DejaVu Sans.
     pub fn svg_file(&self) -> String {
         embed_font(&self.svg_bare)
     }
 }
 
-/// The `@font-face` rule that declares the embedded font as a data URL.
-pub fn font_face_css() -> String {
+/// The `@font-face` rule that declares the embedded font as a data URL, subset to the
+/// characters of `text` (and printable ASCII); the whole font if subsetting fails.
+pub fn font_face_css(text: &str) -> String {
+    let font = super::font_subset::subset(FONT_BYTES, super::font_subset::chars_of(text))
+        .unwrap_or_else(|_| FONT_BYTES.to_vec());
     format!(
         "@font-face{{font-family:'{FONT_FAMILY}';src:url(data:font/ttf;base64,{}) format('truetype');}}",
-        base64::engine::general_purpose::STANDARD.encode(FONT_BYTES)
+        base64::engine::general_purpose::STANDARD.encode(font)
     )
 }
 
 fn embed_font(svg: &str) -> String {
-    let style = format!("<style>{}</style>\n", font_face_css());
+    let style = format!("<style>{}</style>\n", font_face_css(&svg_text(svg)));
     match svg.find('>') {
         Some(end) => format!("{}\n{style}{}", &svg[..=end], &svg[end + 1..]),
         None => svg.to_string(),
     }
+}
+
+/// The characters an SVG shows: the text between tags, with XML entities decoded.
+pub fn svg_text(svg: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in svg.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
 }
 
 /// Pixel size of a figure of `size_in` inches at [`style::DPI`].

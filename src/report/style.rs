@@ -94,6 +94,97 @@ pub fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
+/// The most series one panel draws: more are split across panels (a legend row each, and
+/// colours that stay distinct).
+pub const MAX_SERIES: usize = 10;
+
+/// Figure width in inches: every figure is as wide as a full page column of text (2100 px).
+pub const WIDTH_IN: f64 = 7.0;
+
+/// Height of a figure with one row of panels (1080 px).
+pub const ONE_ROW_IN: f64 = 3.6;
+
+/// Height added by each further row of panels.
+pub const ROW_IN: f64 = 3.2;
+
+/// The height of a figure with `rows` rows of panels.
+pub fn height_in(rows: usize) -> f64 {
+    ONE_ROW_IN + ROW_IN * rows.max(1).saturating_sub(1) as f64
+}
+
+/// The colour of the `k`-th of `n` series ordered by size (small to large): viridis from deep
+/// purple to green, so order reads at a glance (the pale yellow end is left out).
+pub fn ordered_color(k: usize, n: usize) -> RGBColor {
+    const STOPS: [(f64, f64, f64); 6] = [
+        (68.0, 1.0, 84.0),
+        (65.0, 68.0, 135.0),
+        (42.0, 120.0, 142.0),
+        (34.0, 168.0, 132.0),
+        (122.0, 209.0, 81.0),
+        (253.0, 231.0, 37.0),
+    ];
+    let t = if n > 1 {
+        0.82 * k as f64 / (n - 1) as f64
+    } else {
+        0.0
+    } * (STOPS.len() - 1) as f64;
+    let i = (t.floor() as usize).min(STOPS.len() - 2);
+    let f = t - i as f64;
+    let (a, b) = (STOPS[i], STOPS[i + 1]);
+    let mix = |x: f64, y: f64| (x + (y - x) * f).round() as u8;
+    RGBColor(mix(a.0, b.0), mix(a.1, b.1), mix(a.2, b.2))
+}
+
+/// `c` washed out towards white, for individual seeds behind their mean.
+pub fn faint(c: RGBColor) -> RGBColor {
+    let mix = |x: u8| (f64::from(x) * 0.4 + 255.0 * 0.6).round() as u8;
+    RGBColor(mix(c.0), mix(c.1), mix(c.2))
+}
+
+/// The values measured at one x by several replicates (seeds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replicates {
+    /// Where.
+    pub x: f64,
+    /// Their mean.
+    pub mean: f64,
+    /// The smallest.
+    pub lo: f64,
+    /// The largest.
+    pub hi: f64,
+    /// Each replicate's value.
+    pub values: Vec<f64>,
+}
+
+/// `points` grouped by x (equal within a relative 1e-9), sorted by x.
+pub fn replicates(points: &[(f64, f64)]) -> Vec<Replicates> {
+    let mut sorted: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<Replicates> = Vec::new();
+    for (x, y) in sorted {
+        match out.last_mut() {
+            Some(r) if (r.x - x).abs() <= 1e-9 * r.x.abs().max(x.abs()) => r.values.push(y),
+            _ => out.push(Replicates {
+                x,
+                mean: y,
+                lo: y,
+                hi: y,
+                values: vec![y],
+            }),
+        }
+    }
+    for r in &mut out {
+        r.mean = r.values.iter().sum::<f64>() / r.values.len() as f64;
+        r.lo = r.values.iter().copied().fold(f64::INFINITY, f64::min);
+        r.hi = r.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    }
+    out
+}
+
 /// A sequential shade (light to dark grey-blue) for the `k`-th of `n` ordered groups, such as
 /// compute budgets from small to large.
 pub fn budget_color(k: usize, n: usize) -> RGBColor {
@@ -211,7 +302,13 @@ pub struct Axis {
     pub hi: f64,
     /// Tick label format.
     pub format: TickFormat,
+    /// The most major ticks (and labels) the axis gets; [`panel`] lowers it to what the
+    /// panel's width or height has room for.
+    pub max_ticks: usize,
 }
+
+/// Major ticks an axis gets unless its panel has room for fewer.
+pub const MAX_TICKS: usize = 6;
 
 impl Axis {
     /// A linear axis spanning `values` with 6% padding (and `include` values kept in range).
@@ -229,6 +326,7 @@ impl Axis {
             lo: lo - pad,
             hi: hi + pad,
             format,
+            max_ticks: MAX_TICKS,
         }
     }
 
@@ -244,6 +342,7 @@ impl Axis {
             lo: 10f64.powf(l - pad),
             hi: 10f64.powf(h + pad),
             format,
+            max_ticks: MAX_TICKS,
         }
     }
 
@@ -282,10 +381,11 @@ impl Axis {
 
     /// Major and minor tick positions in plot coordinates.
     pub fn ticks(&self) -> (Vec<f64>, Vec<f64>) {
+        let max = self.max_ticks.max(2);
         if self.log {
-            log_ticks(self.lo, self.hi)
+            log_ticks(self.lo, self.hi, max)
         } else {
-            linear_ticks(self.lo, self.hi)
+            linear_ticks(self.lo, self.hi, max)
         }
     }
 
@@ -380,15 +480,15 @@ fn extent(values: impl IntoIterator<Item = f64>, positive: bool) -> (f64, f64) {
     (lo, hi)
 }
 
-fn linear_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+fn linear_ticks(lo: f64, hi: f64, max: usize) -> (Vec<f64>, Vec<f64>) {
     let span = (hi - lo).max(1e-12);
-    let raw = span / 5.0;
+    let raw = span / (max as f64 - 1.0).max(1.0);
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0, 20.0]
         .iter()
         .map(|m| m * mag)
-        .find(|s| span / s <= 6.5)
-        .unwrap_or(10.0 * mag);
+        .find(|s| span / s <= max as f64 + 0.5)
+        .unwrap_or(20.0 * mag);
     let ticks = |step: f64| {
         let first = (lo / step).ceil() as i64;
         let last = (hi / step).floor() as i64;
@@ -402,7 +502,7 @@ fn linear_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     (major, minor)
 }
 
-fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+fn log_ticks(lo: f64, hi: f64, max: usize) -> (Vec<f64>, Vec<f64>) {
     let (l, h) = (lo.log10(), hi.log10());
     let candidates = |mults: &[f64]| {
         let mut out = Vec::new();
@@ -418,7 +518,7 @@ fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     };
     let decades = candidates(&[1.0]);
     let major: Vec<f64> = if decades.len() >= 3 {
-        let stride = decades.len().div_ceil(6);
+        let stride = decades.len().div_ceil(max);
         decades.iter().step_by(stride).copied().collect()
     } else {
         // Less than two decades: the first denser set that gives three ticks, thinned to six.
@@ -436,7 +536,7 @@ fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
                 break;
             }
         }
-        let stride = chosen.len().div_ceil(6).max(1);
+        let stride = chosen.len().div_ceil(max).max(1);
         chosen.into_iter().step_by(stride).collect()
     };
     let minor = candidates(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
@@ -525,9 +625,25 @@ pub fn panel<'a, 'b>(
     x: Axis,
     y: Axis,
 ) -> Result<Plot<'a, 'b>, ReportError> {
+    // As many tick labels as the panel has room for: about 32 pt per label across (44 pt for
+    // powers of ten), 22 pt up.
+    let (w, h) = area.dim_in_pixel();
+    let mut x = x;
+    let mut y = y;
+    let across = if x.format == TickFormat::Power {
+        44.0
+    } else {
+        32.0
+    };
+    x.max_ticks = x
+        .max_ticks
+        .min(((f64::from(w) - pt(60.0)) / pt(across)).floor().max(2.0) as usize);
+    y.max_ticks = y
+        .max_ticks
+        .min(((f64::from(h) - pt(50.0)) / pt(22.0)).floor().max(2.0) as usize);
     let mut builder = ChartBuilder::on(area);
     builder
-        .margin_top(px(4.0))
+        .margin_top(px(7.0))
         .margin_right(px(10.0))
         .margin_left(px(4.0))
         .margin_bottom(px(4.0))
@@ -715,6 +831,62 @@ impl Plot<'_, '_> {
         Ok(())
     }
 
+    /// Replicated measurements: where an x has several values, each is a small faint marker,
+    /// the range a bar, and the mean the series' marker; single values are plain markers.
+    pub fn replicates(
+        &mut self,
+        reps: &[Replicates],
+        color: RGBColor,
+        marker: Marker,
+        filled: bool,
+    ) -> Result<(), ReportError> {
+        let several: Vec<&Replicates> = reps.iter().filter(|r| r.values.len() > 1).collect();
+        let seeds: Vec<(f64, f64)> = several
+            .iter()
+            .flat_map(|r| r.values.iter().map(|v| (r.x, *v)))
+            .collect();
+        self.small_markers(&seeds, faint(color))?;
+        let bars: Vec<(f64, f64, f64)> = several.iter().map(|r| (r.x, r.lo, r.hi)).collect();
+        self.error_bars(&bars, faint(color))?;
+        let means: Vec<(f64, f64)> = reps.iter().map(|r| (r.x, r.mean)).collect();
+        self.markers(&means, color, marker, filled)
+    }
+
+    /// Small filled discs at `pts` (individual seeds).
+    pub fn small_markers(
+        &mut self,
+        pts: &[(f64, f64)],
+        color: RGBColor,
+    ) -> Result<(), ReportError> {
+        let mapped: Vec<(f64, f64)> = pts
+            .iter()
+            .filter_map(|p| self.map(*p))
+            .filter(|p| self.inside(*p))
+            .collect();
+        let r = (px(size::MARKER) as f64 * 0.6).round() as i32;
+        self.chart.draw_series(
+            mapped
+                .iter()
+                .map(|p| EmptyElement::at(*p) + Circle::new((0, 0), r, color.filled())),
+        )?;
+        Ok(())
+    }
+
+    /// A fitted curve `pts` (sorted by x): solid over `[lo, hi]`, where the data are, and
+    /// dashed beyond, so a fit is never drawn past the data unmarked.
+    pub fn fit_line(
+        &mut self,
+        pts: &[(f64, f64)],
+        (lo, hi): (f64, f64),
+        color: RGBColor,
+        width_pt: f64,
+    ) -> Result<(), ReportError> {
+        let [below, inside, above] = split_at_data(pts, (lo, hi));
+        self.line(&inside, color, LineKind::Solid, width_pt)?;
+        self.line(&below, color, LineKind::Dashed, width_pt * 0.8)?;
+        self.line(&above, color, LineKind::Dashed, width_pt * 0.8)
+    }
+
     /// A shaded band between `lo` and `hi` over `x` (each point (x, lo, hi), data units),
     /// clipped to the plot.
     pub fn band(&mut self, pts: &[(f64, f64, f64)], color: RGBColor) -> Result<(), ReportError> {
@@ -831,6 +1003,20 @@ impl Plot<'_, '_> {
         ))?;
         Ok(())
     }
+}
+
+/// A curve sorted by x split into the parts below `lo`, within `[lo, hi]` and above `hi` (each
+/// part sharing its end point with the next, so they join).
+pub fn split_at_data(pts: &[(f64, f64)], (lo, hi): (f64, f64)) -> [Vec<(f64, f64)>; 3] {
+    let eps = 1e-9 * lo.abs().max(hi.abs());
+    let part = |keep: &dyn Fn(f64) -> bool| -> Vec<(f64, f64)> {
+        pts.iter().copied().filter(|p| keep(p.0)).collect()
+    };
+    [
+        part(&|x| x <= lo + eps),
+        part(&|x| x >= lo - eps && x <= hi + eps),
+        part(&|x| x >= hi - eps),
+    ]
 }
 
 /// The part of segment `a`–`b` inside the rectangle (Liang–Barsky), if any.
@@ -1080,9 +1266,15 @@ pub fn grid<'b>(area: &Area<'b>, n: usize, cols: usize) -> Vec<Area<'b>> {
         .collect()
 }
 
-/// A figure height for `rows` panel rows of `row_in` inches plus margins.
-pub fn rows_height(rows: usize, row_in: f64) -> f64 {
-    rows.max(1) as f64 * row_in + 0.15
+/// Splits `series` into chunks of at most [`MAX_SERIES`], as evenly as possible, so no panel
+/// carries more than its legend and palette can tell apart.
+pub fn chunks<T: Clone>(series: &[T]) -> Vec<Vec<T>> {
+    if series.is_empty() {
+        return Vec::new();
+    }
+    let parts = series.len().div_ceil(MAX_SERIES);
+    let per = series.len().div_ceil(parts);
+    series.chunks(per).map(<[T]>::to_vec).collect()
 }
 
 #[cfg(test)]
@@ -1111,6 +1303,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fit_past_the_data_is_split_off_to_be_dashed() {
+        // Issue 16: a supervised curve ran far past the data, drawn like the fitted part.
+        let curve: Vec<(f64, f64)> = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+            .iter()
+            .map(|&x| (x, 10.0 / x))
+            .collect();
+        let [below, inside, above] = split_at_data(&curve, (2.0, 8.0));
+        assert_eq!(below.iter().map(|p| p.0).collect::<Vec<_>>(), [1.0, 2.0]);
+        assert_eq!(
+            inside.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [2.0, 4.0, 8.0]
+        );
+        assert_eq!(
+            above.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [8.0, 16.0, 32.0]
+        );
+    }
+
+    #[test]
+    fn panels_past_the_legend_limit_are_split_evenly() {
+        let series: Vec<usize> = (0..25).collect();
+        let parts = chunks(&series);
+        assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), [9, 9, 7]);
+        assert!(parts.iter().all(|p| p.len() <= MAX_SERIES));
+        assert_eq!(chunks(&series[..10]).len(), 1);
+    }
+
+    #[test]
+    fn seeds_are_grouped_into_mean_and_range() {
+        let reps = replicates(&[(2.0, 3.0), (1.0, 5.0), (2.0, 4.0), (1.0, 5.0)]);
+        assert_eq!(reps.len(), 2);
+        assert_eq!(
+            (reps[0].x, reps[0].mean, reps[0].values.len()),
+            (1.0, 5.0, 2)
+        );
+        assert_eq!((reps[1].mean, reps[1].lo, reps[1].hi), (3.5, 3.0, 4.0));
+    }
+
+    #[test]
     fn si_and_power_labels_read_naturally() {
         assert_eq!(si(27_792.0), "27.8K");
         assert_eq!(si(306_432.0), "306K");
@@ -1132,7 +1363,7 @@ mod tests {
 
     #[test]
     fn linear_ticks_are_round_numbers() {
-        let (major, _) = linear_ticks(4.48, 4.66);
+        let (major, _) = linear_ticks(4.48, 4.66, MAX_TICKS);
         assert!(major.len() >= 3 && major.len() <= 7, "{major:?}");
         let axis = Axis {
             label: String::new(),
@@ -1140,6 +1371,7 @@ mod tests {
             lo: 4.48,
             hi: 4.66,
             format: TickFormat::Plain,
+            max_ticks: MAX_TICKS,
         };
         assert_eq!(axis.tick_label(4.5), "4.50");
         let quarters = Axis {

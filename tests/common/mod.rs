@@ -63,3 +63,16 @@ pub fn dump(db: &Path) -> String {
     }
     out
 }
+
+/// A results folder in `tmp` holding the sweep database of the SQL fixture
+/// `tests/fixtures/NAME.sql` (as `results/NAME/sweep.db`).
+pub fn load_fixture(tmp: &Path, name: &str) -> PathBuf {
+    let results = tmp.join("results");
+    let dir = results.join(name);
+    std::fs::create_dir_all(&dir).expect("results folder");
+    let sql = std::fs::read_to_string(root().join(format!("tests/fixtures/{name}.sql")))
+        .expect("fixture");
+    let conn = rusqlite::Connection::open(dir.join("sweep.db")).expect("db");
+    conn.execute_batch(&sql).expect("load the fixture");
+    results
+}

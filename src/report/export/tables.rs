@@ -123,7 +123,7 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
             ),
         ],
     )?;
-    let fits_df = raw_frame("fits", &db.raw_table("fits")?)?;
+    let fits_df = raw_frame("fits", &db.raw_table("fits")?, &declared_types(db, "fits")?)?;
     Ok(Tables {
         runs: runs_df,
         metrics: metrics_df,
@@ -131,18 +131,84 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
     })
 }
 
-/// A table read generically from SQLite: integer columns stay integers, columns with any real
-/// become floats, anything else text (blobs as hex).
-fn raw_frame(name: &str, t: &RawTable) -> Result<DataFrame, ReportError> {
+/// The declared SQLite type of each column of `table` (`INTEGER`, `REAL`, `TEXT`, ...), by
+/// name; empty when the table does not exist.
+fn declared_types(db: &SweepDb, table: &str) -> Result<Vec<(String, String)>, ReportError> {
+    let fail = |e: rusqlite::Error| {
+        ReportError::from(crate::store::StoreError::sql(
+            db.path(),
+            "read a table's columns",
+            e,
+        ))
+    };
+    let mut stmt = db
+        .conn()
+        .prepare("SELECT name, type FROM pragma_table_info(?1)")
+        .map_err(fail)?;
+    let rows = stmt
+        .query_map([table], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(fail)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(fail)?;
+    Ok(rows)
+}
+
+/// The column type a table gets in the export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ColumnType {
+    Int,
+    Float,
+    Text,
+}
+
+/// The type of column `c`: its declared SQLite type (by SQLite's affinity rules) when every
+/// value fits it, so an empty table has the same schema as a full one; otherwise what the
+/// values hold (integers stay integers, any real makes floats, anything else text).
+fn column_type(t: &RawTable, c: usize, declared: Option<&str>) -> ColumnType {
+    let all = |f: fn(&Value) -> bool| t.rows.iter().all(|r| r.get(c).is_none_or(f));
+    let ints = all(|v| matches!(v, Value::Null | Value::Integer(_)));
+    let numbers = all(|v| matches!(v, Value::Null | Value::Integer(_) | Value::Real(_)));
+    let declared = declared.map(str::to_ascii_uppercase).unwrap_or_default();
+    let by_affinity = if declared.contains("INT") {
+        Some(ColumnType::Int)
+    } else if declared.contains("CHAR") || declared.contains("CLOB") || declared.contains("TEXT") {
+        Some(ColumnType::Text)
+    } else if declared.contains("REAL") || declared.contains("FLOA") || declared.contains("DOUB") {
+        Some(ColumnType::Float)
+    } else {
+        None
+    };
+    match by_affinity {
+        Some(ColumnType::Int) if ints => ColumnType::Int,
+        Some(ColumnType::Float) if numbers => ColumnType::Float,
+        Some(ColumnType::Text) => ColumnType::Text,
+        _ if t.rows.is_empty() => ColumnType::Text,
+        _ if ints => ColumnType::Int,
+        _ if numbers => ColumnType::Float,
+        _ => ColumnType::Text,
+    }
+}
+
+/// A table read generically from SQLite, typed by [`column_type`] (blobs as hex text).
+fn raw_frame(
+    name: &str,
+    t: &RawTable,
+    declared: &[(String, String)],
+) -> Result<DataFrame, ReportError> {
     let columns = t
         .columns
         .iter()
         .enumerate()
         .map(|(c, col)| {
             let values = t.rows.iter().map(|r| r.get(c).unwrap_or(&Value::Null));
-            let all = |f: fn(&Value) -> bool| t.rows.iter().all(|r| r.get(c).is_none_or(f));
-            if all(|v| matches!(v, Value::Null | Value::Integer(_))) {
-                Column::new(
+            let decl = declared
+                .iter()
+                .find(|(n, _)| n == col)
+                .map(|(_, d)| d.as_str());
+            match column_type(t, c, decl) {
+                ColumnType::Int => Column::new(
                     col.as_str().into(),
                     values
                         .map(|v| match v {
@@ -150,9 +216,8 @@ fn raw_frame(name: &str, t: &RawTable) -> Result<DataFrame, ReportError> {
                             _ => None,
                         })
                         .collect::<Vec<_>>(),
-                )
-            } else if all(|v| matches!(v, Value::Null | Value::Integer(_) | Value::Real(_))) {
-                Column::new(
+                ),
+                ColumnType::Float => Column::new(
                     col.as_str().into(),
                     values
                         .map(|v| match v {
@@ -161,9 +226,8 @@ fn raw_frame(name: &str, t: &RawTable) -> Result<DataFrame, ReportError> {
                             _ => None,
                         })
                         .collect::<Vec<_>>(),
-                )
-            } else {
-                Column::new(
+                ),
+                ColumnType::Text => Column::new(
                     col.as_str().into(),
                     values
                         .map(|v| match v {
@@ -174,7 +238,7 @@ fn raw_frame(name: &str, t: &RawTable) -> Result<DataFrame, ReportError> {
                             Value::Blob(b) => Some(crate::spec::hex(b)),
                         })
                         .collect::<Vec<_>>(),
-                )
+                ),
             }
         })
         .collect();

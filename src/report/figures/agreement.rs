@@ -29,6 +29,22 @@ impl Agreement {
     }
 }
 
+impl Agreement {
+    /// The series in rows of at most [`style::MAX_SERIES`]: (agreement, KL) per row.
+    fn rows(&self) -> Vec<(Vec<StudentSeries>, Vec<StudentSeries>)> {
+        let a = style::chunks(&self.agreement);
+        let k = style::chunks(&self.kl);
+        (0..a.len().max(k.len()))
+            .map(|i| {
+                (
+                    a.get(i).cloned().unwrap_or_default(),
+                    k.get(i).cloned().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+}
+
 impl Figure for Agreement {
     fn name(&self) -> &'static str {
         "agreement"
@@ -42,42 +58,50 @@ impl Figure for Agreement {
         "How closely each distilled student follows its teacher on held-out text: top-1 \
          agreement (the share of positions where both predict the same next token; left) and \
          KL(teacher ‖ student) in nats/token (right), against student size, one line per \
-         teacher — a token-level proxy for the distillation degree of Lee et al. (2025)."
+         teacher (darker = smaller; several seeds: their mean, range and faint dots) — a \
+         token-level proxy for the distillation degree of Lee et al. (2025)."
             .into()
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (9.0, 3.6)
+        (style::WIDTH_IN, style::height_in(self.rows().len()))
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
-        let shown = if self.agreement.is_empty() {
-            &self.kl
-        } else {
-            &self.agreement
-        };
-        let plot_area = with_legend(area, &legend(shown), 2.2)?;
-        let panels = style::grid(&plot_area, 2, 2);
         let values = |s: &[StudentSeries]| {
             s.iter()
                 .flat_map(|x| x.points.iter().map(|p| p.1))
                 .collect::<Vec<_>>()
         };
-        if !self.agreement.is_empty() {
-            let y = Axis::linear(
-                "Top-1 agreement",
-                values(&self.agreement),
-                TickFormat::Percent,
-            );
-            draw_series(&panels[0], "Top-1 agreement", &self.agreement, y, false)?;
-        }
-        if !self.kl.is_empty() {
-            let y = Axis::linear(
-                "KL(teacher ‖ student) (nats/token)",
-                values(&self.kl),
-                TickFormat::Plain,
-            );
-            draw_series(&panels[1], "KL(teacher ‖ student)", &self.kl, y, false)?;
+        let rows = self.rows();
+        let row_areas = style::grid(area, rows.len(), 1);
+        for ((agreement, kl), row) in rows.iter().zip(&row_areas) {
+            let shown = if agreement.is_empty() { kl } else { agreement };
+            let plot_area = with_legend(row, &legend(shown), 1.9)?;
+            let panels = style::grid(&plot_area, 2, 2);
+            if !agreement.is_empty() {
+                let y = Axis::linear(
+                    "Top-1 agreement",
+                    values(&self.agreement),
+                    TickFormat::Percent,
+                );
+                draw_series(
+                    &panels[0],
+                    "Top-1 agreement",
+                    agreement,
+                    &self.agreement,
+                    y,
+                    false,
+                )?;
+            }
+            if !kl.is_empty() {
+                let y = Axis::linear(
+                    "KL(teacher ‖ student) (nats/token)",
+                    values(&self.kl),
+                    TickFormat::Plain,
+                );
+                draw_series(&panels[1], "KL(teacher ‖ student)", kl, &self.kl, y, false)?;
+            }
         }
         Ok(())
     }

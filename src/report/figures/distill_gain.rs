@@ -3,14 +3,17 @@
 
 use super::Figure;
 use crate::plan::RunKind;
-use crate::report::data::{ReportData, RunView, mean_by};
+use crate::report::data::{ReportData, RunView};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, size, with_legend,
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, ordered_color, panel,
+    replicates, size, with_legend,
 };
+use plotters::style::RGBColor;
 
 /// One series of students: a teacher (and config) and (student size, value) points.
+#[derive(Clone)]
 pub(super) struct StudentSeries {
     /// Legend label.
     pub label: String,
@@ -56,18 +59,32 @@ pub(super) fn student_series(
     series
 }
 
-/// Draws `series` against student size on one panel.
+/// The colour of series `i` of `series`: ordered by teacher size when every series is its own
+/// teacher, else categorical.
+fn series_color(series: &[StudentSeries], i: usize) -> RGBColor {
+    let mut sizes: Vec<u64> = series.iter().map(|s| s.teacher_n.to_bits()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if sizes.len() == series.len() {
+        ordered_color(i, series.len())
+    } else {
+        color(i)
+    }
+}
+
+/// Draws `series` against student size on one panel (seeds as their mean, with their range
+/// and each seed faint), with its x axis spanning `all` series.
 pub(super) fn draw_series(
     area: &Area<'_>,
     title: &str,
     series: &[StudentSeries],
+    all: &[StudentSeries],
     y: Axis,
     zero_line: bool,
 ) -> Result<(), ReportError> {
     let x = Axis::log(
         "Student non-embedding parameters",
-        series
-            .iter()
+        all.iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .collect::<Vec<_>>(),
         TickFormat::Si,
@@ -77,9 +94,11 @@ pub(super) fn draw_series(
         plot.hline(0.0, MUTED, LineKind::Dashed)?;
     }
     for (i, s) in series.iter().enumerate() {
-        let means = mean_by(&s.points, |p| *p);
-        plot.line(&means, color(i), LineKind::Solid, size::LINE)?;
-        plot.markers(&s.points, color(i), Marker::nth(i), style::filled(i))?;
+        let c = series_color(series, i);
+        let reps = replicates(&s.points);
+        let means: Vec<(f64, f64)> = reps.iter().map(|r| (r.x, r.mean)).collect();
+        plot.line(&means, c, LineKind::Solid, size::LINE)?;
+        plot.replicates(&reps, c, Marker::nth(i), style::filled(i))?;
     }
     Ok(())
 }
@@ -90,7 +109,8 @@ pub(super) fn legend(series: &[StudentSeries]) -> Vec<LegendEntry> {
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let mut e = LegendEntry::series(s.label.clone(), color(i), Some(Marker::nth(i)));
+            let c = series_color(series, i);
+            let mut e = LegendEntry::series(s.label.clone(), c, Some(Marker::nth(i)));
             e.marker = Some((Marker::nth(i), style::filled(i)));
             e
         })
@@ -126,19 +146,23 @@ impl Figure for DistillGain {
     }
 
     fn caption(&self) -> String {
-        "Distillation gain: held-out loss of the same student trained without a teacher minus \
-         the distilled student's (nats/token; above the dashed zero line distillation helped), \
-         against student size, one line per teacher (after Peng et al., 2025, who report the \
-         gain on benchmarks)."
+        "Distillation gain: held-out loss of the same student trained without a teacher (its \
+         seed-matched baseline) minus the distilled student's (nats/token; above the dashed zero \
+         line distillation helped), against student size, one line per teacher, darker = \
+         smaller teacher (after Peng et al., 2025, who report the gain on benchmarks). With \
+         several seeds, markers and lines are the mean gain, bars the range, faint dots the \
+         seeds."
             .into()
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (7.0, 4.0)
+        (
+            style::WIDTH_IN,
+            style::height_in(style::chunks(&self.series).len()),
+        )
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
-        let plot_area = with_legend(area, &legend(&self.series), 2.2)?;
         let y = Axis::linear(
             "Gain over baseline (nats/token)",
             self.series
@@ -148,12 +172,19 @@ impl Figure for DistillGain {
                 .collect::<Vec<_>>(),
             TickFormat::Plain,
         );
-        draw_series(
-            &plot_area,
-            "Baseline loss − student loss",
-            &self.series,
-            y,
-            true,
-        )
+        let parts = style::chunks(&self.series);
+        let rows = style::grid(area, parts.len(), 1);
+        for (part, row) in parts.iter().zip(&rows) {
+            let plot_area = with_legend(row, &legend(part), 2.2)?;
+            draw_series(
+                &plot_area,
+                "Baseline loss − student loss",
+                part,
+                &self.series,
+                y.clone(),
+                true,
+            )?;
+        }
+        Ok(())
     }
 }

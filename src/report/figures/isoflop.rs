@@ -1,6 +1,7 @@
 //! The isoFLOP view of runs trained without a teacher (teachers and baselines): held-out loss
-//! against training compute C = 6·N·D along each run (one curve per N), and loss against N at
-//! fixed compute budgets read off those curves.
+//! against training compute C = 6·N·D along each run (one line per model, its seeds averaged),
+//! and loss against N at fixed compute budgets read off those lines (the budgets are named in
+//! the legend, so their labels never overlap).
 
 use super::Figure;
 use crate::plan::RunKind;
@@ -8,12 +9,43 @@ use crate::report::data::{Curve, ReportData};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    self, Axis, LegendEntry, LineKind, Marker, TickFormat, color, panel, si, size, with_legend,
+    self, Axis, LegendEntry, LineKind, Marker, TickFormat, faint, ordered_color, panel, replicates,
+    si, size, with_legend,
 };
 
 /// Loss against compute, and against N per compute budget.
 pub struct IsoFlop<'a> {
+    /// One series per model (kind and size), its seeds together, ordered by size.
+    models: Vec<Model<'a>>,
+}
+
+/// The seeds of one supervised model.
+struct Model<'a> {
+    kind: RunKind,
+    n: f64,
     curves: Vec<&'a Curve>,
+}
+
+impl Model<'_> {
+    /// (FLOPs, mean loss over seeds) along the run.
+    fn mean(&self) -> Vec<(f64, f64)> {
+        let pts: Vec<(f64, f64)> = self.curves.iter().flat_map(|c| in_flops(c)).collect();
+        replicates(&pts).iter().map(|r| (r.x, r.mean)).collect()
+    }
+
+    fn label(&self) -> String {
+        let kind = if self.kind == RunKind::Teacher {
+            "teacher"
+        } else {
+            "baseline"
+        };
+        let seeds = if self.curves.len() > 1 {
+            format!(", {} seeds", self.curves.len())
+        } else {
+            String::new()
+        };
+        format!("{} {kind}{seeds}", si(self.n))
+    }
 }
 
 /// A curve in compute: (FLOPs, loss) for positive token counts.
@@ -45,22 +77,38 @@ impl<'a> IsoFlop<'a> {
 
     /// The held-out curves of supervised runs; an error when there are none.
     pub fn build(data: &'a ReportData) -> Result<Self, String> {
-        let mut curves: Vec<&Curve> = data
+        let mut models: Vec<Model<'a>> = Vec::new();
+        for c in data
             .curves
             .iter()
             .filter(|c| matches!(c.kind, RunKind::Teacher | RunKind::Baseline))
             .filter(|c| c.points.iter().filter(|p| p.0 > 0.0).count() >= 2)
-            .collect();
-        if curves.is_empty() {
+        {
+            match models
+                .iter_mut()
+                .find(|m| m.kind == c.kind && m.n == c.n && m.curves[0].tokens == c.tokens)
+            {
+                Some(m) => m.curves.push(c),
+                None => models.push(Model {
+                    kind: c.kind,
+                    n: c.n,
+                    curves: vec![c],
+                }),
+            }
+        }
+        if models.is_empty() {
             return Err("no teacher or baseline has two held-out evaluations yet".into());
         }
-        curves.sort_by(|a, b| a.n.total_cmp(&b.n).then(a.name.cmp(&b.name)));
-        Ok(IsoFlop { curves })
+        models.sort_by(|a, b| {
+            a.n.total_cmp(&b.n)
+                .then((a.kind == RunKind::Baseline).cmp(&(b.kind == RunKind::Baseline)))
+        });
+        Ok(IsoFlop { models })
     }
 
-    /// Up to four compute budgets, log-spaced, each reached by at least two curves.
+    /// Up to four compute budgets, log-spaced, each reached by at least two models.
     fn budgets(&self) -> Vec<f64> {
-        let curves: Vec<Vec<(f64, f64)>> = self.curves.iter().map(|c| in_flops(c)).collect();
+        let curves: Vec<Vec<(f64, f64)>> = self.models.iter().map(Model::mean).collect();
         let lo = curves
             .iter()
             .filter_map(|c| c.first())
@@ -104,84 +152,81 @@ impl Figure for IsoFlop<'_> {
     }
 
     fn caption(&self) -> String {
-        "Left: held-out loss of every run trained without a teacher against training compute \
-         C = 6·N·D at each evaluation, one curve per run (colour by non-embedding size N). \
-         Right: loss against N at fixed compute budgets, interpolated along those curves (in \
-         log C). Intermediate evaluations of a run whose learning rate has not decayed yet \
-         overstate what a shorter run would reach, so the right panel is a view, not a fit."
+        "Left: held-out loss of every model trained without a teacher against training compute          C = 6·N·D at each evaluation, one line per model (colour by non-embedding size N,          darker = smaller; with several seeds the line is their mean and each seed is drawn          faint). Right: loss against N at fixed compute budgets (named in the legend),          interpolated along those lines (in log C). Intermediate evaluations of a run whose          learning rate has not decayed yet overstate what a shorter run would reach, so the          right panel is a view, not a fit."
             .into()
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (9.0, 3.6)
+        (style::WIDTH_IN, style::ONE_ROW_IN)
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
-        let curves: Vec<Vec<(f64, f64)>> = self.curves.iter().map(|c| in_flops(c)).collect();
-        let entries: Vec<LegendEntry> = self
-            .curves
+        let n = self.models.len();
+        let means: Vec<Vec<(f64, f64)>> = self.models.iter().map(Model::mean).collect();
+        let budgets = self.budgets();
+        let mut entries: Vec<LegendEntry> = self
+            .models
             .iter()
             .enumerate()
-            .map(|(i, c)| {
-                let kind = if c.kind == RunKind::Teacher {
-                    "teacher"
-                } else {
-                    "baseline"
-                };
-                LegendEntry::series(
-                    format!("N = {} ({kind})", si(c.n)),
-                    color(i),
-                    Some(Marker::nth(i)),
-                )
-            })
+            .map(|(i, m)| LegendEntry::series(m.label(), ordered_color(i, n), Some(Marker::nth(i))))
             .collect();
-        let plot_area = with_legend(area, &entries, 1.9)?;
+        for (k, b) in budgets.iter().enumerate() {
+            entries.push(LegendEntry::series(
+                format!("C = {} FLOPs", style::power_of_ten(*b)),
+                style::budget_color(k, budgets.len()),
+                Some(Marker::Circle),
+            ));
+        }
+        let plot_area = with_legend(area, &entries, 2.0)?;
         let panels = style::grid(&plot_area, 2, 2);
+        let all = || {
+            self.models
+                .iter()
+                .flat_map(|m| m.curves.iter())
+                .flat_map(|c| in_flops(c))
+        };
         let y = Axis::linear(
             "Held-out loss (nats/token)",
-            curves.iter().flatten().map(|p| p.1).collect::<Vec<_>>(),
+            all().map(|p| p.1).collect::<Vec<_>>(),
             TickFormat::Plain,
         );
         let x = Axis::log(
             "Training compute C = 6ND (FLOPs)",
-            curves.iter().flatten().map(|p| p.0).collect::<Vec<_>>(),
+            all().map(|p| p.0).collect::<Vec<_>>(),
             TickFormat::Power,
         );
-        let mut plot = panel(&panels[0], "Loss vs compute, per model size", x, y.clone())?;
-        for (i, c) in curves.iter().enumerate() {
-            plot.line(c, color(i), LineKind::Solid, size::LINE)?;
-            plot.markers(c, color(i), Marker::nth(i), true)?;
+        let mut plot = panel(&panels[0], "Loss vs compute, per model", x, y.clone())?;
+        for (i, (m, mean)) in self.models.iter().zip(&means).enumerate() {
+            let c = ordered_color(i, n);
+            if m.curves.len() > 1 {
+                for curve in &m.curves {
+                    plot.line(&in_flops(curve), faint(c), LineKind::Solid, 0.8)?;
+                }
+            }
+            plot.line(mean, c, LineKind::Solid, size::LINE)?;
+            plot.markers(mean, c, Marker::nth(i), true)?;
         }
-        let budgets = self.budgets();
         let x = Axis::log(
             "Non-embedding parameters N",
-            self.curves.iter().map(|c| c.n).collect::<Vec<_>>(),
+            self.models.iter().map(|m| m.n).collect::<Vec<_>>(),
             TickFormat::Si,
         );
         let title = if budgets.is_empty() {
-            "Loss vs N per budget (no budget reached by two runs)"
+            "Loss vs N per budget (no budget reached by two models)"
         } else {
             "Loss vs N at fixed compute"
         };
         let mut plot = panel(&panels[1], title, x, y)?;
         for (k, b) in budgets.iter().enumerate() {
             let pts: Vec<(f64, f64)> = self
-                .curves
+                .models
                 .iter()
-                .zip(&curves)
-                .filter_map(|(c, k)| Some((c.n, loss_at(k, *b)?)))
+                .zip(&means)
+                .filter_map(|(m, curve)| Some((m.n, loss_at(curve, *b)?)))
                 .collect();
             let shade = style::budget_color(k, budgets.len());
             plot.line(&pts, shade, LineKind::Solid, 1.2)?;
             plot.markers(&pts, shade, Marker::Circle, true)?;
-            if let Some(last) = pts.last() {
-                plot.text(
-                    *last,
-                    -8.0,
-                    &format!("C = {}", style::power_of_ten(*b)),
-                    shade,
-                )?;
-            }
         }
         Ok(())
     }

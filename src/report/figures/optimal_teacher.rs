@@ -7,12 +7,14 @@ use crate::report::data::{OptimalTeacherView, ReportData, TrendView};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, with_legend,
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, with_legend,
 };
 
 /// T*(S).
 pub struct OptimalTeacher<'a> {
     view: &'a OptimalTeacherView,
+    /// Whether `pdsweep fit` has run (so "no fit" means "no supported optimum").
+    fits_ran: bool,
 }
 
 impl<'a> OptimalTeacher<'a> {
@@ -27,7 +29,10 @@ impl<'a> OptimalTeacher<'a> {
                 "no student size has finished students from two or more teachers yet".into(),
             );
         }
-        Ok(OptimalTeacher { view })
+        Ok(OptimalTeacher {
+            view,
+            fits_ran: data.fits.source.is_some(),
+        })
     }
 
     fn fitted(&self) -> bool {
@@ -65,17 +70,19 @@ impl Figure for OptimalTeacher<'_> {
                    bootstrap interval.";
         }
         if self.view.points.iter().any(|p| !p.fitted) {
-            c += " Hollow markers: the best teacher on the grid (no fit yet: run `pdsweep \
-                   fit`); a best teacher at the edge of the grid only bounds T*.";
+            c += " Hollow markers: the best teacher on the grid where no supported optimum \
+                   was fitted; one at the edge of the grid only bounds T* (the arrow points \
+                   where the grid should be extended).";
         }
         if self.view.linear.is_some() || self.view.power.is_some() {
-            c += " Lines and bands: T* = a·S + b and T* = c·S^k with their intervals.";
+            c += " Lines and bands: T* = a·S + b and T* = c·S^k with their intervals, solid \
+                   over the student sizes they were fitted to and dashed beyond.";
         }
         c
     }
 
     fn size_in(&self) -> (f64, f64) {
-        (7.6, 4.0)
+        (style::WIDTH_IN, style::ONE_ROW_IN)
     }
 
     fn draw(&self, area: &Area<'_>) -> Result<(), ReportError> {
@@ -133,9 +140,11 @@ impl Figure for OptimalTeacher<'_> {
                 None,
             ));
         }
-        let plot_area = with_legend(area, &entries, 3.1)?;
+        let plot_area = with_legend(area, &entries, 2.6)?;
         let title = if self.fitted() {
             "T* against student size"
+        } else if self.fits_ran {
+            "Best teacher on the grid (no supported optimum)"
         } else {
             "Best teacher on the grid (no fit yet)"
         };
@@ -144,15 +153,22 @@ impl Figure for OptimalTeacher<'_> {
             let (lo, hi) = (x.lo.min(y.lo), x.hi.max(y.hi));
             plot.line(&[(lo, lo), (hi, hi)], MUTED, LineKind::Dashed, 1.0)?;
         }
+        let fitted_xs = v.fitted_points.iter().map(|p| p.0);
+        let (lo, hi) = fitted_xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| {
+            (a.min(s), b.max(s))
+        });
+        let (lo, hi) = if lo <= hi { (lo, hi) } else { (x.lo, x.hi) };
         for (_, f, c) in &fits {
             plot.band(&f.band, color(*c))?;
-            let curve: Vec<(f64, f64)> = (0..=60)
+            let mut curve: Vec<(f64, f64)> = (0..=60)
                 .map(|i| {
                     let s = (x.lo.ln() + (x.hi.ln() - x.lo.ln()) * i as f64 / 60.0).exp();
                     (s, f.predict(s))
                 })
                 .collect();
-            plot.line(&curve, color(*c), LineKind::Solid, 1.5)?;
+            curve.extend([(lo, f.predict(lo)), (hi, f.predict(hi))]);
+            curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+            plot.fit_line(&curve, (lo, hi), color(*c), 1.5)?;
         }
         let bars: Vec<(f64, f64, f64)> = v
             .points
@@ -170,7 +186,12 @@ impl Figure for OptimalTeacher<'_> {
             plot.markers(&pts, color(0), Marker::Circle, fitted)?;
         }
         for p in v.points.iter().filter(|p| !p.fitted && p.at_edge) {
-            plot.text((p.student_n, p.t_star), 0.0, "edge of grid", MUTED)?;
+            let text = match p.edge.as_deref() {
+                Some("smallest") => "↓ edge of grid",
+                Some(_) => "↑ edge of grid",
+                None => "edge of grid",
+            };
+            plot.text((p.student_n, p.t_star), 0.0, text, MUTED)?;
         }
         Ok(())
     }

@@ -7,7 +7,8 @@ use crate::report::data::{LawView, ReportData, SupervisedPoint, sig};
 use crate::report::error::ReportError;
 use crate::report::render::Area;
 use crate::report::style::{
-    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, si, with_legend,
+    self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, ordered_color, panel, replicates,
+    si, with_legend,
 };
 
 /// The supervised law and its data.
@@ -109,14 +110,17 @@ impl Figure for SupervisedFits<'_> {
             }
             None => c += " No law fitted yet: run `pdsweep fit`.",
         }
+        c += " A law's line is solid where that budget (or size) has runs and dashed beyond \
+               them, where it extrapolates. Repeated runs of one size and budget (seeds) are \
+               drawn as their mean with their range, each seed faint.";
         c
     }
 
     fn size_in(&self) -> (f64, f64) {
+        let rows = if self.law.is_some() { 2 } else { 1 };
         (
-            8.0,
-            style::rows_height(if self.law.is_some() { 2 } else { 1 }, 3.5)
-                + if self.law.is_some() { 0.25 } else { 0.0 },
+            style::WIDTH_IN,
+            style::height_in(rows) + if self.law.is_some() { 0.25 } else { 0.0 },
         )
     }
 
@@ -187,7 +191,7 @@ impl Figure for SupervisedFits<'_> {
                     };
                     LegendEntry {
                         label,
-                        color: color(k),
+                        color: ordered_color(k, groups.len()),
                         line: if self.law.is_some() {
                             LineKind::Solid
                         } else {
@@ -205,27 +209,50 @@ impl Figure for SupervisedFits<'_> {
             if let Some(e) = entries.iter_mut().rev().nth(1) {
                 e.line = LineKind::None;
             }
+            if self.law.is_some() {
+                entries.push(LegendEntry::line("extrapolated", MUTED, LineKind::Dashed));
+            }
             let plot_area = with_legend(&areas[i], &entries, 1.3)?;
             let mut plot = panel(&plot_area, title, (*x_axis).clone(), y_axis.clone())?;
+            let n_groups = groups.len();
             for (k, g) in groups.iter().enumerate() {
+                let col = ordered_color(k, n_groups);
+                let in_group = |p: &&SupervisedPoint| (if vs_n { p.d } else { p.n }) == *g;
                 if let Some(law) = self.law {
-                    let curve: Vec<(f64, f64)> = samples
+                    let mut curve: Vec<(f64, f64)> = samples
                         .iter()
                         .filter_map(|&s| {
                             let (n, d) = if vs_n { (s, *g) } else { (*g, s) };
                             Some((s, law.predict(n, d)?))
                         })
                         .collect();
-                    plot.line(&curve, color(k), LineKind::Solid, 1.2)?;
+                    // The group's own extent, where the solid line starts and stops.
+                    let xs: Vec<f64> = self
+                        .points
+                        .iter()
+                        .filter(in_group)
+                        .map(|p| if vs_n { p.n } else { p.d })
+                        .collect();
+                    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    for x in [lo, hi] {
+                        let (n, d) = if vs_n { (x, *g) } else { (*g, x) };
+                        if let Some(l) = law.predict(n, d) {
+                            curve.push((x, l));
+                        }
+                    }
+                    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    plot.fit_line(&curve, (lo, hi), col, 1.2)?;
                 }
                 for kind in [RunKind::Teacher, RunKind::Baseline] {
                     let pts: Vec<(f64, f64)> = self
                         .points
                         .iter()
-                        .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
+                        .filter(|p| p.kind == kind)
+                        .filter(in_group)
                         .map(|p| (if vs_n { p.n } else { p.d }, p.loss))
                         .collect();
-                    plot.markers(&pts, color(k), marker_of(kind), true)?;
+                    plot.replicates(&replicates(&pts), col, marker_of(kind), true)?;
                 }
             }
         }
@@ -253,7 +280,7 @@ impl Figure for SupervisedFits<'_> {
                 .enumerate()
                 .map(|(k, g)| LegendEntry {
                     label: format!("{} = {}", if vs_n { "D" } else { "N" }, si(*g)),
-                    color: color(k),
+                    color: ordered_color(k, groups.len()),
                     line: LineKind::None,
                     marker: Some((Marker::Circle, true)),
                 })
@@ -266,6 +293,7 @@ impl Figure for SupervisedFits<'_> {
             };
             let mut plot = panel(&plot_area, title, (*x_axis).clone(), r_axis.clone())?;
             plot.hline(0.0, MUTED, LineKind::Dashed)?;
+            let n_groups = groups.len();
             for (k, g) in groups.iter().enumerate() {
                 for kind in [RunKind::Teacher, RunKind::Baseline] {
                     let pts: Vec<(f64, f64)> = self
@@ -274,7 +302,12 @@ impl Figure for SupervisedFits<'_> {
                         .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
                         .filter_map(|p| Some((if vs_n { p.n } else { p.d }, residual(p)?)))
                         .collect();
-                    plot.markers(&pts, color(k), marker_of(kind), true)?;
+                    plot.replicates(
+                        &replicates(&pts),
+                        ordered_color(k, n_groups),
+                        marker_of(kind),
+                        true,
+                    )?;
                 }
             }
         }
@@ -284,9 +317,10 @@ impl Figure for SupervisedFits<'_> {
             .map(|(k, v)| format!("{k} = {}", sig(*v)))
             .collect();
         if let Some(note_area) = note_area {
+            let caveat = if law.thin { " (UNDER-DETERMINED)" } else { "" };
             style::note(
                 &note_area,
-                &format!("{}; {}", self.law_name(), params.join(", ")),
+                &format!("{}; {}{caveat}", self.law_name(), params.join(", ")),
             )?;
         }
         Ok(())
