@@ -114,8 +114,8 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
     pub devices: Vec<usize>,
     /// Train runnable runs of one shape (model, context, batch rows) as one batched model of up
-    /// to N members: `auto` (as many as measured faster on this backend; alone on the CPU,
-    /// where stacks measured slower), `off`, or N.
+    /// to N members: `auto` (as many as measured faster on this backend; on the CPU only
+    /// stacks of 16 or more, since smaller ones measured slower), `off`, or N.
     #[arg(long, default_value = "auto", value_name = "auto|N|off")]
     pub stack: pdsweep::run::StackPolicy,
 }

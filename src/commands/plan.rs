@@ -114,8 +114,8 @@ fn stacks_note(plan: &Plan, backend: pdsweep::spec::Backend) -> String {
         return String::new();
     }
     let auto = if backend == pdsweep::spec::Backend::Cpu {
-        "on the CPU `--stack auto` trains them alone (stacks measured no faster there); \
-         `--stack N` stacks them anyway"
+        "on the CPU `--stack auto` stacks only groups of 16 or more runs, and only if they \
+         measure faster on this machine; `--stack N` stacks them anyway"
     } else {
         "`--stack auto` stacks as many as measure faster on this backend"
     };

@@ -17,7 +17,7 @@ use super::events::RunEvent;
 use super::execute::{ExecEnv, Outcome, execute_unit};
 use super::graph::{EXECUTED, priority, unblock_counts};
 use super::record::DbRecorder;
-use super::stacks::{StackAdvisor, StackPolicy, partners};
+use super::stacks::{CPU_MIN_STACK, StackAdvisor, StackPolicy, partners};
 use super::unit::WorkUnit;
 use crate::spec::Backend;
 use crate::store::{StoredRun, SweepDb};
@@ -323,12 +323,17 @@ fn stack_size(
     match opts.stack {
         StackPolicy::Off => 1,
         StackPolicy::Max(n) => n,
-        // stacks measured slower than runs alone on the CPU (see `run::stacks`)
-        StackPolicy::Auto if opts.backend == Backend::Cpu => 1,
         StackPolicy::Auto => {
+            // small stacks measured slower than runs alone on the CPU (see `run::stacks`)
+            let min = match opts.backend {
+                Backend::Cpu => CPU_MIN_STACK,
+                _ => 2,
+            };
             let available = 1 + partners(lead, free, usize::MAX).len();
             match serde_json::from_str(&lead.config_json) {
-                Ok(config) if available > 1 => shared.advisor.members(&config, available, device),
+                Ok(config) if available >= min => {
+                    shared.advisor.members(&config, available, min, device)
+                }
                 _ => 1,
             }
         }

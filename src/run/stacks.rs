@@ -5,6 +5,12 @@
 //! run alone and stacks of 2, 4, 8, 16 and 32 on the shape at hand (a few steps each, once per
 //! machine and shape, kept in a cache file), climbing while the throughput still grows, and
 //! takes the best stack if it beats one run alone by [`AUTO_MARGIN`].
+//!
+//! On the CPU (flex) stacks of 4 measured 0.70–0.78× and stacks of 8 1.02–1.05× the throughput
+//! of the same runs one at a time at the quick start's student shapes (d32 and d48 × 2 layers,
+//! `benches/stack_throughput.rs`), and only stacks of 16 measured faster (1.2×): there `auto`
+//! considers only stacks of at least [`CPU_MIN_STACK`] runs, times one run alone and such
+//! stacks, and trains alone otherwise, so small sweeps never pay for the measurement.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -59,6 +65,9 @@ impl std::fmt::Display for StackPolicy {
 
 /// The most members a stack may have (`auto` measures up to this).
 pub const MAX_MEMBERS: usize = 32;
+
+/// The fewest runs `auto` stacks on the CPU (smaller stacks measured slower there).
+pub const CPU_MIN_STACK: usize = 16;
 
 /// How much faster than one run alone a stack must measure for `auto` to use it.
 pub const AUTO_MARGIN: f64 = 1.1;
@@ -186,11 +195,18 @@ impl StackAdvisor {
     /// The most members a stack of runs like `config` should have on `device` when `available`
     /// such runs are runnable: 1 (alone) unless a stack measured at least [`AUTO_MARGIN`]
     /// times the throughput of one run alone. Measures what it does not know yet.
-    pub fn members(&self, config: &RunConfig, available: usize, device: &Device) -> usize {
+    /// Only stacks of at least `min` members are measured and taken.
+    pub fn members(
+        &self,
+        config: &RunConfig,
+        available: usize,
+        min: usize,
+        device: &Device,
+    ) -> usize {
         let Some(key) = stack_key(config) else {
             return 1;
         };
-        if available < 2 {
+        if available < min.max(2) {
             return 1;
         }
         let key = format!("{} | {key}", self.machine);
@@ -199,7 +215,13 @@ impl StackAdvisor {
             .lock()
             .map(|m| m.get(&key).cloned().unwrap_or_default())
             .unwrap_or_default();
-        let fresh = climb(&mut measured, config, available.min(MAX_MEMBERS), device);
+        let fresh = climb(
+            &mut measured,
+            config,
+            available.min(MAX_MEMBERS),
+            min,
+            device,
+        );
         if fresh {
             self.remember(key, measured.clone());
         }
@@ -223,9 +245,12 @@ const LADDER: [usize; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Measures the sizes of the ladder up to `limit` not measured yet, climbing while the
 /// throughput grows by at least 5 % a step; returns whether anything was measured.
-fn climb(m: &mut Measured, config: &RunConfig, limit: usize, device: &Device) -> bool {
+fn climb(m: &mut Measured, config: &RunConfig, limit: usize, min: usize, device: &Device) -> bool {
     let mut fresh = false;
-    for &k in LADDER.iter().filter(|&&k| k <= limit.max(2)) {
+    let ladder = LADDER
+        .iter()
+        .filter(|&&k| k == 1 || (k >= min && k <= limit.max(2)));
+    for &k in ladder {
         if m.points.iter().any(|&(n, _)| n == k) {
             continue;
         }
