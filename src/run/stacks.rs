@@ -8,7 +8,7 @@
 //!
 //! On the CPU (flex) stacks of 4 measured 0.70–0.78× and stacks of 8 1.02–1.05× the throughput
 //! of the same runs one at a time at the quick start's student shapes (d32 and d48 × 2 layers,
-//! `benches/stack_throughput.rs`), and only stacks of 16 measured faster (1.2×): there `auto`
+//! `benches/stack_throughput.rs`), and stacks of 16 1.22× (d32) but 0.73× (d48): there `auto`
 //! considers only stacks of at least [`CPU_MIN_STACK`] runs, times one run alone and such
 //! stacks, and trains alone otherwise, so small sweeps never pay for the measurement.
 
