@@ -121,6 +121,11 @@ pub struct RunArgs {
     /// out among the jobs). Results do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: Option<u16>,
+    /// Train runnable runs of one shape (model, context, batch rows) as one batched model of up
+    /// to N members: `auto` (as many as measured faster on this backend; on the CPU only
+    /// stacks of 16 or more, since smaller ones measured slower), `off`, or N.
+    #[arg(long, default_value = "auto", value_name = "auto|N|off")]
+    pub stack: pdsweep::run::StackPolicy,
 }
 
 impl RunArgs {
@@ -133,6 +138,7 @@ impl RunArgs {
             jobs: usize::from(self.jobs).max(self.devices.len()),
             devices: self.devices,
             threads: self.threads.map_or(0, usize::from),
+            stack: self.stack,
         }
     }
 }

@@ -60,6 +60,28 @@ pub fn distill_loss(
     .mean()
 }
 
+/// The distillation loss `kind` at temperature `tau` at every position (what
+/// [`distill_loss`] averages; a stack of runs weighs each member's positions itself).
+///
+/// # Shapes
+/// - `student_logits`: `[positions, vocab]`
+/// - returns: `[positions]`
+pub fn distill_loss_rows(
+    kind: LossKind,
+    student_logits: Tensor<2>,
+    targets: &SparseTargets,
+    tau: f64,
+) -> Tensor<1> {
+    kernels::sparse_distill(
+        student_logits,
+        targets.ids.clone(),
+        targets.log_probs.clone(),
+        targets.mask.clone(),
+        kind,
+        tau,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

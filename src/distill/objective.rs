@@ -11,7 +11,9 @@ use super::truncate::{Kept, refine, truncate};
 use crate::data::{Batch, Stream, eval_batches};
 use crate::model::Transformer;
 use crate::plan::DistillConfig;
-use crate::train::{Objective, batch_tensors, cross_entropy, eval_rows, schedule};
+use crate::train::{
+    DistillTerm, LossTerms, Objective, batch_tensors, cross_entropy, eval_rows, schedule,
+};
 
 /// Where a student's teacher targets come from.
 pub enum TeacherSource<'a> {
@@ -90,6 +92,30 @@ impl Objective for DistillObjective<'_> {
             self.config.temperature.0,
         );
         lm.mul_scalar(1.0 - alpha) + kd.mul_scalar(alpha)
+    }
+
+    fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String> {
+        let alpha = schedule::value_at(&self.config.alpha.0, step, steps);
+        let kept = self.targets(step, batch);
+        if let Some(e) = &self.error {
+            return Err(e.to_string());
+        }
+        if kept.len() != batch.batch * batch.context {
+            return Err(format!(
+                "the teacher gave {} positions for a batch of {}",
+                kept.len(),
+                batch.batch * batch.context
+            ));
+        }
+        Ok(LossTerms {
+            lm_weight: 1.0 - alpha,
+            distill: Some(DistillTerm {
+                weight: alpha,
+                kind: self.config.loss,
+                tau: self.config.temperature.0,
+                kept,
+            }),
+        })
     }
 }
 

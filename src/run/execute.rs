@@ -54,6 +54,9 @@ pub fn execute_unit(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Vec<Outcome>, RunError> {
+    if unit.stack && unit.runs.len() > 1 {
+        return super::stacked::execute_stack(unit, env, device, recorder, on_event);
+    }
     let mut outcomes = Vec::with_capacity(unit.runs.len());
     for run in &unit.runs {
         if env.stop.load(Ordering::Relaxed) {
@@ -68,7 +71,7 @@ pub fn execute_unit(
 
 /// Runs `run`, turning a panic inside it (burn reports some failures, e.g. out of memory, by
 /// panicking) into a recorded failure, and handing the run back if recording fails.
-fn execute_guarded(
+pub(super) fn execute_guarded(
     run: &UnitRun,
     env: &ExecEnv,
     device: &Device,
@@ -94,12 +97,12 @@ fn execute_guarded(
 }
 
 /// Everything one run needs besides the recorder.
-struct Ctx<'a> {
-    run: &'a UnitRun,
-    config: RunConfig,
-    device: Device,
-    prepared: Prepared,
-    env: &'a ExecEnv<'a>,
+pub(super) struct Ctx<'a> {
+    pub(super) run: &'a UnitRun,
+    pub(super) config: RunConfig,
+    pub(super) device: Device,
+    pub(super) prepared: Prepared,
+    pub(super) env: &'a ExecEnv<'a>,
 }
 
 fn execute_one(
@@ -109,28 +112,9 @@ fn execute_one(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Outcome, RunError> {
-    let config = run.config()?;
-    recorder.begin(&run.id)?;
-    on_event(RunEvent::Preparing {
-        id: run.id.clone(),
-        name: run.name.clone(),
-    });
-    let cache = env.results_dir.join("cache");
-    let prepared = match data::prepare(&config.data, &env.sweep_dir, &cache, config.tokens) {
-        Ok(p) => p,
-        Err(e) => return fail(recorder, run, &e.to_string(), on_event),
-    };
-    on_event(RunEvent::DataReady {
-        id: run.id.clone(),
-        name: run.name.clone(),
-        info: prepared.info.clone(),
-    });
-    let ctx = Ctx {
-        run,
-        config,
-        device: device.clone(),
-        prepared,
-        env,
+    let ctx = match begin(run, env, device, recorder, on_event)? {
+        Ok(ctx) => ctx,
+        Err(reason) => return fail(recorder, run, &reason, on_event),
     };
     let outcome = match ctx.config.kind {
         RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
@@ -140,7 +124,52 @@ fn execute_one(
         RunKind::Student => student_run(&ctx, recorder, on_event),
         RunKind::Logits => logits_pass(&ctx, recorder, on_event),
     };
-    match outcome? {
+    end(&ctx, outcome?, recorder, on_event)
+}
+
+/// Begins `run`: its configuration read, recorded as begun, its data prepared; `Err` with the
+/// reason it fails otherwise.
+pub(super) fn begin<'a>(
+    run: &'a UnitRun,
+    env: &'a ExecEnv,
+    device: &Device,
+    recorder: &mut dyn Recorder,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Result<Ctx<'a>, String>, RunError> {
+    let config = run.config()?;
+    recorder.begin(&run.id)?;
+    on_event(RunEvent::Preparing {
+        id: run.id.clone(),
+        name: run.name.clone(),
+    });
+    let cache = env.results_dir.join("cache");
+    let prepared = match data::prepare(&config.data, &env.sweep_dir, &cache, config.tokens) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    on_event(RunEvent::DataReady {
+        id: run.id.clone(),
+        name: run.name.clone(),
+        info: prepared.info.clone(),
+    });
+    Ok(Ok(Ctx {
+        run,
+        config,
+        device: device.clone(),
+        prepared,
+        env,
+    }))
+}
+
+/// Records how `ctx`'s run ended.
+pub(super) fn end(
+    ctx: &Ctx,
+    step: Step,
+    recorder: &mut dyn Recorder,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Outcome, RunError> {
+    let run = ctx.run;
+    match step {
         Step::Done(result) => {
             recorder.finish(&run.id, &result)?;
             on_event(RunEvent::Finished {
@@ -161,7 +190,7 @@ fn execute_one(
 }
 
 /// How a run's work ended (recording errors aside).
-enum Step {
+pub(super) enum Step {
     Done(RunResult),
     Failed(String),
     Interrupted,
@@ -188,7 +217,13 @@ fn pretrained_run(ctx: &Ctx) -> Step {
 }
 
 /// The result row of a finished run.
-fn result_row(ctx: &Ctx, val_loss: f64, val_bpb: f64, wall_s: f64, tokens_per_s: f64) -> RunResult {
+pub(super) fn result_row(
+    ctx: &Ctx,
+    val_loss: f64,
+    val_bpb: f64,
+    wall_s: f64,
+    tokens_per_s: f64,
+) -> RunResult {
     RunResult {
         val_loss,
         val_bpb,
@@ -241,10 +276,20 @@ fn train_run(
     if let Some(e) = record_error {
         return Err(e.into());
     }
+    Ok(trained(ctx, result, teacher))
+}
+
+/// How a trained run ended: its result row (a student's with its agreement with `teacher`),
+/// its failure, or its interruption.
+pub(super) fn trained(
+    ctx: &Ctx,
+    result: Result<train::TrainOutcome, TrainError>,
+    teacher: Option<&Transformer>,
+) -> Step {
     let outcome = match result {
         Ok(o) => o,
-        Err(TrainError::Interrupted { .. }) => return Ok(Step::Interrupted),
-        Err(e) => return Ok(Step::Failed(e.to_string())),
+        Err(TrainError::Interrupted { .. }) => return Step::Interrupted,
+        Err(e) => return Step::Failed(e.to_string()),
     };
     let mut row = result_row(
         ctx,
@@ -266,12 +311,12 @@ fn train_run(
         row.agreement = Some(agree);
         row.kl_teacher_student = Some(kl);
     }
-    Ok(Step::Done(row))
+    Step::Done(row)
 }
 
 /// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
 /// checkpoint's content hash; `Err` with the reason the run fails otherwise.
-fn load_teacher(
+pub(super) fn load_teacher(
     ctx: &Ctx,
     teacher_id: &str,
 ) -> Result<Result<(Transformer, String), String>, RunError> {
@@ -309,37 +354,60 @@ fn student_run(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Step, RunError> {
-    let Some(distill) = ctx.config.distill.as_ref() else {
-        return Ok(Step::Failed(
-            "student run has no distillation settings".into(),
-        ));
-    };
-    let (teacher, teacher_sha) = match load_teacher(ctx, &distill.teacher.0)? {
+    let teacher = match student_teacher(ctx)? {
         Ok(t) => t,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
+    let mut objective = match student_objective(ctx, &teacher)? {
+        Ok(o) => o,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let step = train_run(ctx, &mut objective, Some(&teacher.0), recorder, on_event)?;
+    match objective.error {
+        Some(e) => Ok(Step::Failed(e.to_string())),
+        None => Ok(step),
+    }
+}
+
+/// A student's teacher (loaded from its checkpoint or folder) and its content hash; `Err`
+/// with the reason the run fails otherwise.
+pub(super) fn student_teacher(
+    ctx: &Ctx,
+) -> Result<Result<(Transformer, String), String>, RunError> {
+    match ctx.config.distill.as_ref() {
+        Some(distill) => load_teacher(ctx, &distill.teacher.0),
+        None => Ok(Err("student run has no distillation settings".into())),
+    }
+}
+
+/// A student's objective: online from `teacher`, or offline from the logit store it depends
+/// on; `Err` with the reason the run fails otherwise.
+pub(super) fn student_objective<'a>(
+    ctx: &'a Ctx,
+    teacher: &'a (Transformer, String),
+) -> Result<Result<DistillObjective<'a>, String>, RunError> {
+    let Some(distill) = ctx.config.distill.as_ref() else {
+        return Ok(Err("student run has no distillation settings".into()));
+    };
+    let (teacher, teacher_sha) = (&teacher.0, &teacher.1);
     let source = match distill.mode {
         DistillMode::Online => TeacherSource::Online {
-            teacher: &teacher,
+            teacher,
             device: &ctx.device,
         },
         DistillMode::Offline => {
             let Some(store_id) = ctx.run.depends_on.first() else {
-                return Ok(Step::Failed(
-                    "offline student has no logit store dependency".into(),
-                ));
+                return Ok(Err("offline student has no logit store dependency".into()));
             };
             let Some(store) = ctx.run.related_config(store_id)? else {
-                return Ok(Step::Failed(format!(
+                return Ok(Err(format!(
                     "logit store run `{store_id}` is not in the sweep database"
                 )));
             };
             let Some(header) =
-                logits_run::expected_header(store_id, &store, &teacher_sha, &ctx.prepared.info.key)
+                logits_run::expected_header(store_id, &store, teacher_sha, &ctx.prepared.info.key)
             else {
-                return Ok(Step::Failed(format!(
-                    "run `{store_id}` is not a logit store"
-                )));
+                return Ok(Err(format!("run `{store_id}` is not a logit store")));
             };
             let dir = store_dir(&ctx.env.results_dir, store_id);
             TeacherSource::Offline(Box::new(StoreReader::new(
@@ -349,16 +417,11 @@ fn student_run(
             )))
         }
     };
-    let mut objective = DistillObjective {
+    Ok(Ok(DistillObjective {
         config: distill,
         source,
         error: None,
-    };
-    let step = train_run(ctx, &mut objective, Some(&teacher), recorder, on_event)?;
-    match objective.error {
-        Some(e) => Ok(Step::Failed(e.to_string())),
-        None => Ok(step),
-    }
+    }))
 }
 
 /// A `logits` run: the teacher's pass over the student token stream into the logit store.
@@ -468,7 +531,7 @@ impl Ctx<'_> {
     }
 }
 
-fn fail(
+pub(super) fn fail(
     recorder: &mut dyn Recorder,
     run: &UnitRun,
     error: &str,

@@ -15,6 +15,8 @@ mod pools;
 mod pretrained;
 pub mod record;
 pub mod slurm;
+mod stacked;
+pub mod stacks;
 mod unit;
 
 pub use error::{RecordError, RunError};
@@ -23,4 +25,5 @@ pub use execute::{ExecEnv, Outcome, checkpoint_path, execute_unit, store_dir};
 pub use graph::{EXECUTED, priority, unblock_counts};
 pub use local::{RunOptions, Summary, execute};
 pub use pools::threads_per_worker;
+pub use stacks::{StackAdvisor, StackPolicy};
 pub use unit::{UnitRun, WorkUnit};

@@ -16,7 +16,7 @@ use super::objective::{Objective, cross_entropy};
 use super::schedule;
 use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
 use crate::model::Transformer;
-use crate::plan::RunConfig;
+use crate::plan::{RunConfig, TrainConfig};
 
 /// Rows per held-out evaluation batch (fewer at large vocabularies, see [`eval_rows`]).
 const EVAL_BATCH: usize = 16;
@@ -160,6 +160,19 @@ impl ModuleVisitor for Materialize {
     }
 }
 
+/// AdamW's ε: the same for every run.
+pub(crate) const ADAM_EPSILON: f32 = 1e-8;
+
+/// A fresh AdamW (decoupled weight decay) with the run's β and weight decay.
+pub fn optimizer(train: &TrainConfig) -> ModuleOptimizer {
+    AdamWConfig::new()
+        .with_beta_1(train.betas[0] as f32)
+        .with_beta_2(train.betas[1] as f32)
+        .with_epsilon(ADAM_EPSILON)
+        .with_weight_decay(train.weight_decay as f32)
+        .init()
+}
+
 /// Trains `job` with `objective`, reporting through `on_event`.
 pub fn train(
     job: &TrainJob,
@@ -173,12 +186,7 @@ pub fn train(
         .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
     let ad = job.device.clone().autodiff();
     let mut model = init_model(cfg, &ad);
-    let mut optim = AdamWConfig::new()
-        .with_beta_1(train.betas[0] as f32)
-        .with_beta_2(train.betas[1] as f32)
-        .with_epsilon(1e-8)
-        .with_weight_decay(train.weight_decay as f32)
-        .init();
+    let mut optim = optimizer(train);
     let mut state = CheckpointState {
         run_id: job.run_id.into(),
         step: 0,
@@ -321,7 +329,7 @@ pub fn train(
 
 /// One optimiser step; returns the loss before the update.
 #[allow(clippy::too_many_arguments)]
-fn train_step(
+pub(crate) fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
     objective: &mut dyn Objective,
