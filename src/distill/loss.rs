@@ -49,15 +49,7 @@ pub fn distill_loss(
     targets: &SparseTargets,
     tau: f64,
 ) -> Tensor<1> {
-    kernels::sparse_distill(
-        student_logits,
-        targets.ids.clone(),
-        targets.log_probs.clone(),
-        targets.mask.clone(),
-        kind,
-        tau,
-    )
-    .mean()
+    distill_loss_rows(kind, student_logits, targets, tau).mean()
 }
 
 /// The distillation loss `kind` at temperature `tau` at every position (what

@@ -6,8 +6,6 @@
 
 use burn::module::{Param, ParamId};
 use burn::tensor::activation::silu;
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Int, Tensor};
 
 use super::transformer::Transformer;
@@ -229,7 +227,9 @@ impl StackedTransformer {
                 let width = t.dims()[2];
                 t.reshape([k * batch, seq, width])
             };
-            let attended = causal_attention(
+            // The solo model's attention (fused on the CPU), the members' sequences side by side
+            // in the batch.
+            let attended = crate::kernels::causal_attention(
                 fold(q),
                 fold(kk),
                 fold(v),
@@ -268,59 +268,6 @@ impl StackedTransformer {
         let rms = (x.clone().square().mean_dim(2) + self.norm_eps).sqrt();
         (x / rms) * gain.clone()
     }
-}
-
-/// Causal self-attention with rotary embeddings ("rotate half") and grouped-query heads,
-/// scaled by 1/√head_dim, from the projections' layout: the solo model's attention, with the
-/// members' sequences side by side in the batch.
-///
-/// # Shapes
-/// - `q`: `[batch, seq, heads·hd]`; `k`, `v`: `[batch, seq, kv_heads·hd]`; `cos`, `sin`:
-///   `[seq, hd]`; returns `[batch, seq, heads·hd]`
-fn causal_attention(
-    q: Tensor<3>,
-    k: Tensor<3>,
-    v: Tensor<3>,
-    cos: Tensor<2>,
-    sin: Tensor<2>,
-    heads: usize,
-    kv_heads: usize,
-) -> Tensor<3> {
-    let [batch, seq, width] = q.dims();
-    let head_dim = width / heads;
-    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
-    let (cos, sin) = (cos.unsqueeze::<4>(), sin.unsqueeze::<4>());
-    let q = rotate(split(q, heads), &cos, &sin);
-    let k = repeat_kv(rotate(split(k, kv_heads), &cos, &sin), heads / kv_heads);
-    let v = repeat_kv(split(v, kv_heads), heads / kv_heads);
-    let options = AttentionModuleOptions {
-        scale: None,
-        softcap: None,
-        is_causal: true,
-    };
-    attention(q, k, v, None, None, options)
-        .swap_dims(1, 2)
-        .reshape([batch, seq, width])
-}
-
-/// Repeats each key/value head for the `groups` query heads that share it.
-fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
-    if groups <= 1 {
-        return t;
-    }
-    let [batch, kv, seq, hd] = t.dims();
-    t.unsqueeze_dim::<5>(2)
-        .expand([batch, kv, groups, seq, hd])
-        .reshape([batch, kv * groups, seq, hd])
-}
-
-/// Rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let half = x.dims()[3] / 2;
-    let x1 = x.clone().narrow(3, 0, half);
-    let x2 = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-    x * cos.clone() + rotated * sin.clone()
 }
 
 #[cfg(test)]
