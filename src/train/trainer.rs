@@ -173,12 +173,19 @@ pub fn optimizer(train: &TrainConfig) -> ModuleOptimizer {
         .init()
 }
 
-/// Trains `job` with `objective`, reporting through `on_event`.
-pub fn train(
-    job: &TrainJob,
-    objective: &mut dyn Objective,
-    on_event: &mut dyn FnMut(TrainEvent),
-) -> Result<TrainOutcome, TrainError> {
+/// The run's training settings, with its model, optimiser and progress: fresh from its seed, or
+/// from its checkpoint when one exists.
+pub(crate) fn start_or_resume<'a>(
+    job: &TrainJob<'a>,
+) -> Result<
+    (
+        &'a TrainConfig,
+        Transformer,
+        ModuleOptimizer,
+        CheckpointState,
+    ),
+    TrainError,
+> {
     let cfg = job.config;
     let train = cfg
         .train
@@ -200,6 +207,18 @@ pub fn train(
         optim = saved.optimizer(optim)?;
         state = saved.state;
     }
+    Ok((train, model, optim, state))
+}
+
+/// Trains `job` with `objective`, reporting through `on_event`.
+pub fn train(
+    job: &TrainJob,
+    objective: &mut dyn Objective,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<TrainOutcome, TrainError> {
+    let cfg = job.config;
+    let (train, mut model, mut optim, mut state) = start_or_resume(job)?;
+    let ad = job.device.clone().autodiff();
     let (context, rows) = (cfg.data.context as usize, cfg.data.batch_seqs as usize);
     let batcher = Batcher::new(
         &job.data.train,

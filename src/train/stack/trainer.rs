@@ -17,10 +17,8 @@ use crate::data::{Batch, Batcher};
 use crate::model::{StackedTransformer, Transformer, solo_shapes, solo_weights};
 use crate::plan::TrainConfig;
 use crate::train::checkpoint::{self, CheckpointError, CheckpointState};
-use crate::train::trainer::optimizer;
 use crate::train::{
-    LossTerms, Objective, TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, init_model,
-    schedule,
+    LossTerms, Objective, TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, schedule,
 };
 
 /// One run of a stack: its job (as a solo run would get it) and its objective.
@@ -124,26 +122,7 @@ fn start<'a>(
 ) -> Result<(Member<'a>, Option<MemberState>), TrainError> {
     let StackMember { job, objective } = member;
     let cfg = job.config;
-    let train = cfg
-        .train
-        .as_ref()
-        .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
-    let ad = job.device.clone().autodiff();
-    let mut model = init_model(cfg, &ad);
-    let mut optim = optimizer(train);
-    let mut state = CheckpointState {
-        run_id: job.run_id.into(),
-        step: 0,
-        tokens: 0,
-        wall_s: 0.0,
-        log_loss_sum: 0.0,
-        log_steps: 0,
-    };
-    if let Some(saved) = checkpoint::load(job.checkpoint, job.run_id)? {
-        model = saved.model(model)?;
-        optim = saved.optimizer(optim)?;
-        state = saved.state;
-    }
+    let (train, model, optim, state) = crate::train::trainer::start_or_resume(&job)?;
     let template = model.valid();
     let ids: Vec<ParamId> = solo_weights(&template)
         .into_iter()
