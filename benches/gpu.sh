@@ -3,15 +3,16 @@
 # there: it runs a pdsweep binary built beforehand (with the default `wgpu` feature) and prints
 # one table: training tokens/s and MFU of a GPT-2-small-like model (124M, context 1024) in
 # f32, f16 and bf16; the logit pass in positions/s; the quick-start sweep end to end on the GPU;
-# `--devices` with several workers against one; and a stack of 32 tiny students against one
-# alone once `pdsweep run --stack` exists. Every section has its own time limit and the table
-# shows what it measured or why it could not; the whole script stays under 8 minutes.
+# `--devices` with several workers against one; and a stack of 32 small students against the
+# same runs one at a time. Every section has its own time limit and the table shows what it
+# measured or why it could not; the whole script stays under 8 minutes.
 #
 #   benches/gpu.sh --prepare DIR    (on a build machine) copy the release binary, stripped, and
 #                                   the Vulkan loader into DIR for the GPU machine
 #   benches/gpu.sh [--bundle DIR]   (on the GPU machine) run everything
-#   benches/gpu.sh --tiny           tiny sizes and short limits: a dry run on any Vulkan device,
-#                                   e.g. Mesa's lavapipe on a CPU, in a few minutes
+#   benches/gpu.sh --tiny           tiny sizes: a dry run on any Vulkan device, e.g. Mesa's
+#                                   lavapipe on a CPU (there nearly all the time is compiling
+#                                   kernels, about a CPU-minute per process: up to 25 minutes)
 #
 # Environment: PDSWEEP_BIN (the binary), PDSWEEP_PEAK_FLOPS (the GPU's dense bf16 peak when
 # `pdsweep` does not know it; H200/H100: 989.4e12), OUT (a folder for the table and logs).
@@ -45,7 +46,7 @@ if [ -n "$PREPARE" ]; then
 fi
 
 START=$SECONDS
-BUDGET=$([ $TINY = 1 ] && echo 420 || echo 460)   # seconds for all sections together
+BUDGET=$([ $TINY = 1 ] && echo 1500 || echo 460)   # seconds for all sections together
 OUT="${OUT:-$(mktemp -d)}"
 LOGS="$OUT/gpu-logs"
 mkdir -p "$LOGS"
@@ -110,9 +111,9 @@ NGPU="$(grep -cE '^ *[0-9]+  ' "$LOGS/devices.log")"
 [ "$NGPU" -ge 1 ] || { echo "no Vulkan device: nothing to measure (see $LOGS/devices.log)" >&2; NGPU=0; }
 
 if [ $TINY = 1 ]; then
-    MODEL=(--d-model 128 --n-layers 2 --n-heads 4 --d-ff 352 --vocab 256 --context 64 --batch-seqs 4 --steps 3 --warmup 1)
-    MODEL_NAME="tiny (d 128, 2 layers, context 64)"
-    LIMIT_BENCH=90
+    MODEL=(--d-model 24 --n-layers 2 --n-heads 3 --d-ff 48 --vocab 256 --context 16 --batch-seqs 16 --steps 3 --warmup 1)
+    MODEL_NAME="tiny (d 24, 2 layers, context 16)"
+    LIMIT_BENCH=240
 else
     MODEL=(--d-model 768 --n-layers 12 --n-heads 12 --d-ff 2048 --vocab 50257 --context 1024 --batch-seqs 16 --steps 10 --warmup 3)
     MODEL_NAME="124M GPT-2-small-like, context 1024, 16K tokens/step"
@@ -165,69 +166,133 @@ sweep_row() { # label file limit extra-args...
 }
 
 if [ $TINY = 1 ]; then
+    # the wgpu tests' sweep: one model shape for every run (one set of kernels to compile)
     cat > "$WORK/qs.toml" <<'EOF'
 name = "qs"
 backend = "wgpu"
 [corpus]
-val_tokens = "4K"
+val_tokens = "256"
 [model]
-context = 32
+context = 16
 [teachers]
-sizes = ["30K"]
-tokens = ["64K"]
+sizes = ["12K"]
+tokens = ["4K"]
 [students]
-sizes = ["8K"]
-tokens = ["32K"]
+sizes = ["12K"]
+tokens = ["2K"]
 [distill]
 mode = ["offline", "online"]
 top_k = 8
 [train]
-batch_tokens = "1K"
+batch_tokens = "256"
 evals = 2
 EOF
-    QS_LIMIT=150
+    QS_LIMIT=400
+    QS_ARGS=(--stack off)   # the stack row measures stacks; auto would probe them here first
 else
     sed 's/^backend = "cpu"/backend = "wgpu"/; s/^name = "quickstart"/name = "qs"/' \
         "$HERE/sweeps/quickstart.toml" > "$WORK/qs.toml"
     QS_LIMIT=150
+    QS_ARGS=()
 fi
-sweep_row "quick-start sweep on wgpu" "$WORK/qs.toml" $QS_LIMIT --devices 0
+sweep_row "quick-start sweep on wgpu" "$WORK/qs.toml" $QS_LIMIT --devices 0 "${QS_ARGS[@]}"
 
-# Several workers: the same four independent runs one at a time, then four at once spread over
-# the GPUs (several per GPU on a one-GPU machine).
+# Several workers: four runs of one shape (four seeds of a teacher, each with an online student
+# of its own size) one at a time, then four at once spread over the GPUs (several per GPU on a
+# one-GPU machine).
+if [ $TINY = 1 ]; then
+    W_SIZE=12K; W_CONTEXT=16; W_TEACHER=4K; W_STUDENT=2K; W_BATCH=256; W_LIMIT=300
+else
+    W_SIZE=50K; W_CONTEXT=128; W_TEACHER=400K; W_STUDENT=100K; W_BATCH=8K; W_LIMIT=80
+fi
 cat > "$WORK/workers.toml" <<EOF
 name = "workers"
 backend = "wgpu"
 [corpus]
-val_tokens = "4K"
+val_tokens = "$([ $TINY = 1 ] && echo 256 || echo 4K)"
 [model]
-context = $([ $TINY = 1 ] && echo 32 || echo 128)
+context = $W_CONTEXT
 [teachers]
-sizes = ["20K", "30K", "40K", "50K"]
-tokens = ["$([ $TINY = 1 ] && echo 32K || echo 400K)"]
+sizes = ["$W_SIZE"]
+tokens = ["$W_TEACHER"]
+seed = [1, 2, 3, 4]
 [students]
-sizes = ["8K"]
-tokens = ["16K"]
+sizes = ["$W_SIZE"]
+tokens = ["$W_STUDENT"]
 baseline = false
 [distill]
 mode = "online"
 [train]
-batch_tokens = "$([ $TINY = 1 ] && echo 1K || echo 8K)"
+batch_tokens = "$W_BATCH"
 evals = 1
 EOF
-# (A sweep needs students: here one tiny online student per teacher, no baseline.)
 devs="$(seq -s, 0 $(( (NGPU > 0 ? NGPU : 1) - 1 )))"
-sweep_row "4 small runs, 1 worker" "$WORK/workers.toml" 80 --jobs 1 --devices 0
+sweep_row "4 teachers + 4 students, 1 worker" "$WORK/workers.toml" $W_LIMIT --jobs 1 --devices 0 --stack off
 sed -i 's/^name = "workers"/name = "workers4"/' "$WORK/workers.toml"
-sweep_row "4 small runs, 4 workers" "$WORK/workers.toml" 80 --jobs 4 --devices "$devs"
+sweep_row "4 teachers + 4 students, 4 workers" "$WORK/workers.toml" $W_LIMIT --jobs 4 --devices "$devs" --stack off
 
-# Stacks (issue 12): measured once `pdsweep run --stack` exists.
-if "$BIN" run --help 2>/dev/null | grep -q -- '--stack'; then
-    sed 's/^name = "workers4"/name = "stack"/; s/^sizes = \["20K", "30K", "40K", "50K"\]/sizes = ["20K"]/' \
-        "$WORK/workers.toml" > "$WORK/stack.toml"
-    sweep_row "stack of 32 tiny students" "$WORK/stack.toml" 60 --stack
+# Stacks (issue 12): benches/stack_gpu.toml's 32 students (16 seeds of an offline student and
+# their 16 baselines, all one shape) trained one at a time (`--stack off`) and as one stack
+# (`--stack 32`); the stack's tokens/s is the sum over its members, one run alone's the median
+# of the solo runs. --tiny: the same layout at the wgpu tests' tiny shape.
+if [ $TINY = 1 ]; then
+    cat > "$WORK/stack.toml" <<'EOF'
+name = "stack"
+backend = "wgpu"
+[corpus]
+val_tokens = "256"
+[model]
+context = 16
+[teachers]
+sizes = ["12K"]
+tokens = ["2K"]
+[students]
+sizes = ["12K"]
+tokens = ["2K"]
+seed = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+[distill]
+mode = ["offline"]
+top_k = 8
+[train]
+batch_tokens = "256"
+evals = 1
+EOF
+    LIMIT_STACK=400
 else
-    row "stack of 32 tiny students vs 1" "-" "not measured" "-" "this pdsweep has no \`run --stack\` yet (issue 12)"
+    sed 's/^backend = .*/backend = "wgpu"/' "$HERE/benches/stack_gpu.toml" > "$WORK/stack.toml"
+    LIMIT_STACK=120
+fi
+stack_sweep() { # --stack value; the status as JSON in $WORK/stack-VALUE.json
+    local name="stack-$1"
+    echo "== $name" >&2
+    (cd "$WORK" && limited $LIMIT_STACK "$name" "$BIN" run "$WORK/stack.toml" \
+        --results "$WORK/results-$name" --stack "$1" --devices 0) || return 1
+    "$BIN" status "$WORK/stack.toml" --results "$WORK/results-$name" --format json \
+        > "$WORK/$name.json"
+}
+STACK_LABEL="stack of 32 students vs one alone"
+if [ "$NGPU" -eq 0 ]; then
+    row "$STACK_LABEL" "--stack 32" "not measured" "-" "no Vulkan device"
+elif ! command -v python3 >/dev/null; then
+    row "$STACK_LABEL" "--stack 32" "not measured" "-" "no python3 to read the status JSON"
+elif stack_sweep off && stack_sweep 32; then
+    IFS='|' read -r stacked alone members ratio < <(python3 - "$WORK/stack-off.json" \
+        "$WORK/stack-32.json" <<'PY'
+import json, statistics, sys
+def students(path):
+    runs = json.load(open(path))["runs"]
+    return [r for r in runs if r["kind"] in ("student", "baseline") and r["tokens_per_s"]]
+alone = statistics.median(r["tokens_per_s"] for r in students(sys.argv[1]))
+members = [r for r in students(sys.argv[2]) if r.get("stack")]
+stacked = sum(r["tokens_per_s"] for r in members)
+print(f"{stacked:.0f}|{alone:.0f}|{len(members)}|{stacked / alone:.1f}")
+PY
+)
+    row "$STACK_LABEL" "--stack 32 ($members stacked)" "$stacked vs $alone tokens/s" "-" "${ratio}x one alone"
+else
+    last="$(ls -t "$LOGS"/stack-*.log 2>/dev/null | head -1)"
+    row "$STACK_LABEL" "--stack 32" "failed or timed out" "-" \
+        "$([ -n "$last" ] && why "$(basename "$last" .log)")"
 fi
 
 {

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::commands::{BenchCommand, DevicesCommand};
 use crate::commands::{
     ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
-    SizeCommand, SlurmCommand, StatusCommand, WorkerCommand,
+    SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
 };
 use pdsweep::fit::LawKind;
 use pdsweep::plan::PlanFormat;
@@ -55,6 +55,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// List the GPUs (wgpu adapters) `--devices` can select, in index order.
     Devices(DevicesArgs),
+    /// Propose the next runs that most shrink the optimal teacher's interval per hour of
+    /// compute (teachers beyond the grid's edge or around T*, more seeds), from the sweep's
+    /// finished runs; `--write FILE` saves them as a follow-up sweep file for `run`.
+    Suggest(SuggestArgs),
     /// Run the sweep on a Slurm cluster: submit the runs that are not done as job arrays with
     /// dependencies, follow them, record their results, resubmit failed attempts (Ctrl-C
     /// leaves the jobs running; the same command re-attaches).
@@ -119,6 +123,15 @@ pub struct RunArgs {
     /// larger than the number of devices, several runs share a device.
     #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
     pub devices: Vec<usize>,
+    /// CPU threads each job trains with, in its own thread pool (default: the cores shared
+    /// out among the jobs). Results do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// Train runnable runs of one shape (model, context, batch rows) as one batched model of up
+    /// to N members: `auto` (as many as measured faster on this backend; on the CPU only
+    /// stacks of 16 or more, since smaller ones measured slower), `off`, or N.
+    #[arg(long, default_value = "auto", value_name = "auto|N|off")]
+    pub stack: pdsweep::run::StackPolicy,
 }
 
 impl RunArgs {
@@ -130,6 +143,8 @@ impl RunArgs {
             retry_failed: self.retry_failed,
             jobs: usize::from(self.jobs).max(self.devices.len()),
             devices: self.devices,
+            threads: self.threads.map_or(0, usize::from),
+            stack: self.stack,
         }
     }
 }
@@ -566,9 +581,12 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub warmup: u64,
     /// Measure a logit pass keeping the top K (teacher forward and truncation) instead of
-    /// training.
+    /// training; 0 keeps the whole vocabulary (top-k "all").
     #[arg(long, value_name = "K")]
     pub logits: Option<u64>,
+    /// The logit pass's top-p nucleus mass, in (0, 1].
+    #[arg(long, value_name = "P", default_value_t = 1.0, requires = "logits")]
+    pub top_p: f64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -595,7 +613,11 @@ impl BenchArgs {
                 steps: self.steps,
                 warmup: self.warmup,
                 precision: self.precision.into(),
-                logits_top_k: self.logits,
+                logits_top_k: self.logits.map(|k| match k {
+                    0 => pdsweep::spec::TopK::All,
+                    k => pdsweep::spec::TopK::Keep(k),
+                }),
+                logits_top_p: self.top_p,
             },
             json: self.json,
         }
@@ -721,6 +743,46 @@ impl WorkerArgs {
         WorkerCommand {
             manifest: self.manifest,
             index: self.index,
+        }
+    }
+}
+
+/// `pdsweep suggest`.
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// The sweep file (its finished runs are fitted; its text is what the follow-up edits).
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// At most this many new runs (default 20).
+    #[arg(long, value_name = "N", conflicts_with = "hours")]
+    pub runs: Option<usize>,
+    /// At most this many hours of new runs, one at a time, by the calibrated estimate.
+    #[arg(long, value_name = "H")]
+    pub hours: Option<f64>,
+    /// Write the follow-up sweep file here (next to SWEEP; same name, same database).
+    #[arg(long, value_name = "FILE")]
+    pub write: Option<PathBuf>,
+    /// Bootstrap resamples of the fits.
+    #[arg(long, default_value_t = 200, value_name = "B")]
+    pub bootstrap: usize,
+}
+
+impl SuggestArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> SuggestCommand {
+        let budget = match (self.runs, self.hours) {
+            (_, Some(h)) => pdsweep::suggest::Budget::Seconds(h * 3600.0),
+            (Some(n), None) => pdsweep::suggest::Budget::Runs(n),
+            (None, None) => pdsweep::suggest::Budget::Runs(20),
+        };
+        SuggestCommand {
+            sweep: self.sweep,
+            results: self.results,
+            budget,
+            write: self.write,
+            bootstrap: self.bootstrap,
         }
     }
 }

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::Recommend(args) => commands::recommend(args.into_command()),
         Command::Bench(args) => commands::bench(args.into_command()),
         Command::Devices(args) => commands::devices(args.into_command()),
+        Command::Suggest(args) => commands::suggest(args.into_command()),
         Command::Slurm(args) => commands::slurm(args.into_command()),
         Command::Worker(args) => commands::worker(args.into_command()),
     };
@@ -75,6 +76,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         130
     } else if err.downcast_ref::<pdsweep::spec::SpecError>().is_some()
         || err.downcast_ref::<commands::UsageError>().is_some()
+        || err
+            .downcast_ref::<pdsweep::suggest::SuggestError>()
+            .is_some()
         || matches!(
             err.downcast_ref::<pdsweep::report::ReportError>(),
             Some(pdsweep::report::ReportError::NoPlan { .. })

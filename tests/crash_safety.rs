@@ -1,12 +1,14 @@
 //! Crash safety of `pdsweep run`, through the real binary: a sweep killed with SIGKILL at
 //! random moments and restarted each time ends with the same database as an uninterrupted run
 //! (no metric row lost or duplicated, equal final losses, an intact file); in-process parallel
-//! runs (`--jobs`) give the same numbers as one at a time; and a run forced to diverge fails
-//! with its reason while the rest of the sweep finishes.
+//! runs (`--jobs`) give the same numbers as one at a time; stacks (`--stack 4`) killed
+//! mid-step resume, stacked or alone, to the numbers of runs never stacked nor interrupted;
+//! and a run forced to diverge fails with its reason while the rest of the sweep finishes.
 
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -123,16 +125,23 @@ fn a_sweep_killed_twenty_times_ends_as_if_never_interrupted() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(kills >= 20, "only {kills} kills before the sweep finished");
 
-    assert_eq!(integrity(&db), "ok");
-    let reference_db = reference.path().join("results/crash/sweep.db");
-    let (want, got) = (outcomes(&reference_db), outcomes(&db));
+    let resumed = assert_same_sweep(&reference.path().join("results/crash/sweep.db"), &db);
+    assert!(resumed >= 2, "the kills interrupted only {resumed} runs");
+}
+
+/// Asserts that the sweep in `got` ended as the one in `want`: the same runs all done with
+/// final losses within 1e-5, the same metric rows with losses within 1e-4; returns how many
+/// runs took more than one attempt.
+fn assert_same_sweep(want: &Path, got: &Path) -> usize {
+    assert_eq!(integrity(got), "ok");
+    let (want_runs, got_runs) = (outcomes(want), outcomes(got));
     assert_eq!(
-        want.keys().collect::<Vec<_>>(),
-        got.keys().collect::<Vec<_>>()
+        want_runs.keys().collect::<Vec<_>>(),
+        got_runs.keys().collect::<Vec<_>>()
     );
     let mut resumed = 0;
-    for (name, (state, loss, _)) in &want {
-        let (got_state, got_loss, attempts) = &got[name];
+    for (name, (state, loss, _)) in &want_runs {
+        let (got_state, got_loss, attempts) = &got_runs[name];
         assert_eq!(
             (state.as_str(), got_state.as_str()),
             ("done", "done"),
@@ -145,8 +154,7 @@ fn a_sweep_killed_twenty_times_ends_as_if_never_interrupted() {
         );
         resumed += usize::from(*attempts > 1);
     }
-    assert!(resumed >= 2, "the kills interrupted only {resumed} runs");
-    let (want, got) = (metrics(&reference_db), metrics(&db));
+    let (want, got) = (metrics(want), metrics(got));
     let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).collect();
     let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).collect();
     assert!(missing.is_empty(), "metric rows lost: {missing:?}");
@@ -158,6 +166,97 @@ fn a_sweep_killed_twenty_times_ends_as_if_never_interrupted() {
             "{key:?}: {a} vs {b}"
         );
     }
+    resumed
+}
+
+/// Starts `pdsweep run crash.toml` with `args` in `dir`; returns the child once its progress
+/// says a stack started training (`None`: it finished or stopped without one).
+fn run_until_stacked(dir: &Path, args: &[&str]) -> Option<std::process::Child> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pdsweep"))
+        .args(["run", "crash.toml"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read the progress on a thread that drains it to the end (a closed pipe would make the
+    // child's next progress line fail)
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (seen, stacked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines() {
+            let Ok(line) = line else { break };
+            if line.contains("train as one model") {
+                let _ = seen.send(());
+            }
+        }
+    });
+    match stacked.recv() {
+        Ok(()) => Some(child),
+        Err(_) => {
+            child.wait().unwrap();
+            None
+        }
+    }
+}
+
+#[test]
+fn stacks_killed_mid_step_resume_to_the_numbers_of_runs_never_stacked() {
+    // one size of student in four settings and its baseline: stacks of up to four
+    let sweep = SWEEP.replace(
+        "mode = [\"offline\", \"online\"]",
+        "mode = [\"offline\", \"online\"]\nalpha = [0.5, 0.9]",
+    );
+    let reference = tempfile::tempdir().unwrap();
+    std::fs::write(reference.path().join("crash.toml"), &sweep).unwrap();
+    let started = Instant::now();
+    let out = pdsweep(reference.path(), &["run", "crash.toml", "--stack", "off"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let span_ms = (started.elapsed().as_millis() as u64 / 10).clamp(200, 2000);
+
+    let killed = tempfile::tempdir().unwrap();
+    std::fs::write(killed.path().join("crash.toml"), &sweep).unwrap();
+    let mut delays = Delays(11);
+    let mut stack_kills = 0;
+    // Each restart trains stacks of up to four (one or two jobs) and is killed a random moment
+    // after its first stack started, so kills land inside stacked steps, checkpoints and
+    // result writes; every third restart runs alone (`--stack off`) and is killed at random,
+    // so stacked members also resume alone.
+    for restart in 0..12 {
+        if restart % 3 == 2 {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_pdsweep"))
+                .args(["run", "crash.toml", "--stack", "off"])
+                .current_dir(killed.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(delays.next_ms(100, span_ms)));
+            child.kill().unwrap();
+            child.wait().unwrap();
+            continue;
+        }
+        let jobs = if restart % 2 == 0 { "1" } else { "2" };
+        let Some(mut child) = run_until_stacked(killed.path(), &["--stack", "4", "--jobs", jobs])
+        else {
+            break; // no stack left to train
+        };
+        std::thread::sleep(Duration::from_millis(delays.next_ms(20, span_ms)));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap(); // SIGKILL
+            stack_kills += 1;
+        }
+        child.wait().unwrap();
+    }
+    assert!(stack_kills >= 3, "only {stack_kills} kills inside a stack");
+    let out = pdsweep(killed.path(), &["run", "crash.toml", "--stack", "4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let resumed = assert_same_sweep(
+        &reference.path().join("results/crash/sweep.db"),
+        &killed.path().join("results/crash/sweep.db"),
+    );
+    assert!(resumed >= 3, "the kills interrupted only {resumed} runs");
 }
 
 #[test]

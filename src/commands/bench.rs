@@ -48,6 +48,9 @@ pub fn bench(cmd: BenchCommand) -> anyhow::Result<()> {
         result.model_flops_per_s, result.model_flops_per_token
     );
     println!("MFU           {}", pct(result.mfu));
+    if let Some(truncation) = &result.truncation {
+        println!("truncation    {truncation}");
+    }
     Ok(())
 }
 

@@ -33,7 +33,7 @@ pub fn calibration(db: Option<&SweepDb>, backend: Backend, probe_allowed: bool) 
 }
 
 /// What identifies this machine and binary for a cached probe.
-fn machine(backend: Backend) -> String {
+pub(crate) fn machine(backend: Backend) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -52,11 +52,16 @@ fn machine(backend: Backend) -> String {
 
 /// `$PDSWEEP_CACHE_DIR`, else `$XDG_CACHE_HOME/pdsweep`, else `~/.cache/pdsweep`.
 fn cache_file(backend: Backend) -> Option<PathBuf> {
+    cache_file_named(&format!("calibration-{backend}.json"))
+}
+
+/// The file `name` in pdsweep's cache folder (see [`cache_file`]).
+pub(crate) fn cache_file_named(name: &str) -> Option<PathBuf> {
     let dir = std::env::var_os("PDSWEEP_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("pdsweep")))
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/pdsweep")))?;
-    Some(dir.join(format!("calibration-{backend}.json")))
+    Some(dir.join(name))
 }
 
 /// The cached probe of this machine, or a fresh one (kept for next time).

@@ -18,6 +18,7 @@ mod run;
 mod size;
 mod slurm;
 mod status;
+mod suggest;
 mod worker;
 
 pub use bench::{BenchCommand, bench};
@@ -31,6 +32,7 @@ pub use run::{Interrupted, RunCommand, RunsFailed, run};
 pub use size::{SizeCommand, size};
 pub use slurm::{SlurmCommand, slurm};
 pub use status::{StatusCommand, status};
+pub use suggest::{SuggestCommand, suggest};
 pub use worker::{WorkerCommand, WorkerStopped, worker};
 
 /// A command-line argument the user must change.

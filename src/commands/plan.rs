@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanFormat, PlanOptions, render};
+use pdsweep::run::stacks;
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
 
@@ -70,6 +71,9 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
         .into());
     }
     let mut out = render(&plan, cmd.format);
+    if cmd.format == PlanFormat::Table {
+        out += &stacks_note(&plan, sweep.file.backend);
+    }
     if cmd.format != PlanFormat::Table {
         for w in &plan.warnings {
             eprintln!("warning: {w}");
@@ -100,4 +104,40 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
         .write_all(out.as_bytes())
         .context("cannot write the plan to standard output")?;
     Ok(())
+}
+
+/// What `run --stack` can do with this plan: the groups of same-shape runs, and what `auto`
+/// does on the sweep's backend.
+fn stacks_note(plan: &Plan, backend: pdsweep::spec::Backend) -> String {
+    let groups = stacks::groups(plan.runs.iter().map(|r| (r.name.as_str(), &r.config)));
+    if groups.is_empty() {
+        return String::new();
+    }
+    let auto = if backend == pdsweep::spec::Backend::Cpu {
+        "on the CPU `--stack auto` stacks only groups of 16 or more runs, and only if they \
+         measure faster on this machine; `--stack N` stacks them anyway"
+    } else {
+        "`--stack auto` stacks as many as measure faster on this backend"
+    };
+    let mut out = format!(
+        "  stacks       {} group(s) of same-shape runs can train as one model when runnable together ({auto}):\n",
+        groups.len()
+    );
+    for (label, names) in groups {
+        let more = match names.len() {
+            n if n > 6 => format!(" and {} more", n - 4),
+            _ => String::new(),
+        };
+        let shown = if more.is_empty() {
+            &names[..]
+        } else {
+            &names[..4]
+        };
+        out += &format!(
+            "    {} × {label}: {}{more}\n",
+            names.len(),
+            shown.join(", ")
+        );
+    }
+    out
 }

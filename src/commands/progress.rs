@@ -103,6 +103,13 @@ impl ProgressView {
                     self.corpus = Some(info.description);
                 }
             }
+            RunEvent::Stacked { names, .. } => {
+                self.line(format!(
+                    "stack   {} runs train as one model: {}",
+                    names.len(),
+                    names.join(", ")
+                ));
+            }
             RunEvent::Started { .. } => {}
             RunEvent::Train { id, event } => self.train(&id, event),
             RunEvent::Finished {

@@ -8,7 +8,7 @@ use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanOptions};
 use pdsweep::run::lease::{Holder, Lease};
-use pdsweep::run::{RunOptions, execute};
+use pdsweep::run::{RunOptions, StackAdvisor, StackPolicy, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
 
@@ -27,6 +27,10 @@ pub struct RunCommand {
     pub jobs: usize,
     /// GPU indices (empty: the backend's default device).
     pub devices: Vec<usize>,
+    /// CPU threads per job (0: the cores shared out among the jobs).
+    pub threads: usize,
+    /// How runs of one shape are grouped into stacks.
+    pub stack: StackPolicy,
 }
 
 /// A sweep finished with failed runs (exit code 3).
@@ -102,6 +106,10 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         .parent()
         .map(PathBuf::from)
         .context("the database path has no folder")?;
+    let advisor = StackAdvisor::new(
+        super::estimate::cache_file_named(&format!("stacks-{}.json", sweep.file.backend)),
+        super::estimate::machine(sweep.file.backend),
+    );
     let options = RunOptions {
         sweep_dir,
         results_dir,
@@ -109,8 +117,11 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         backend: sweep.file.backend,
         jobs: cmd.jobs,
         devices: cmd.devices,
+        threads: cmd.threads,
         stop: &STOP,
         calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),
+        stack: cmd.stack,
+        stack_advisor: Some(&advisor),
     };
     eprintln!(
         "sweep `{}`: {} runs planned, recorded in {}",

@@ -62,6 +62,7 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
             "runs": runs.iter().map(|r| json!({
                 "id": r.id, "kind": r.kind, "name": r.name, "state": r.state,
                 "progress": r.progress, "error": r.error, "tokens_per_s": r.tokens_per_s,
+                "stack": r.stack,
                 "slurm": jobs.get(&r.id).map(|j| json!({
                     "job": j.job, "state": j.state, "attempt": j.attempt, "open": j.open,
                 })),
@@ -150,6 +151,18 @@ fn slurm_lines(runs: &[RunStatus], jobs: &HashMap<String, JobLine>) -> String {
     out
 }
 
+/// `, in a stack of N led by NAME` for a run whose stack label is `LEAD_ID/N`.
+fn stack_note(label: &str, runs: &[RunStatus]) -> String {
+    let Some((lead, members)) = label.rsplit_once('/') else {
+        return String::new();
+    };
+    let lead = runs
+        .iter()
+        .find(|r| r.id == lead)
+        .map_or(lead, |r| r.name.as_str());
+    format!(", in a stack of {members} led by {lead}")
+}
+
 fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {
     let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
     for r in runs {
@@ -182,7 +195,15 @@ fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {
         let speed = r
             .tokens_per_s
             .map_or(String::new(), |s| format!(", {:.1}k tokens/s", s / 1e3));
-        out += &format!("running {} {:.0}%{speed}\n", r.name, 100.0 * r.progress);
+        let stack = r
+            .stack
+            .as_deref()
+            .map_or(String::new(), |s| stack_note(s, runs));
+        out += &format!(
+            "running {} {:.0}%{speed}{stack}\n",
+            r.name,
+            100.0 * r.progress
+        );
     }
     for r in runs.iter().filter(|r| r.state == "failed") {
         let first = r

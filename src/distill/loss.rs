@@ -13,11 +13,13 @@
 //!   (no τ² factor).
 //!
 //! The τ² factor (Hinton et al.) keeps gradient magnitudes comparable across temperatures. Each
-//! loss is averaged over positions.
+//! loss is averaged over positions. On the CPU the loss and its gradient come from one fused
+//! kernel (`crate::kernels::sparse_distill`); the tests below check both it and the burn-op
+//! version other backends run against a dense reference and finite differences.
 
-use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Int, Tensor};
 
+use crate::kernels;
 use crate::spec::LossKind;
 
 /// Teacher targets of a batch, padded to a common width.
@@ -36,9 +38,6 @@ pub struct SparseTargets {
     pub mask: Tensor<2>,
 }
 
-/// A large negative log-probability given to padding so it gets no teacher mass.
-const PAD_LOG_PROB: f64 = -1e4;
-
 /// The distillation loss `kind` at temperature `tau` (mean over positions).
 ///
 /// # Shapes
@@ -50,25 +49,29 @@ pub fn distill_loss(
     targets: &SparseTargets,
     tau: f64,
 ) -> Tensor<1> {
-    let [positions, _] = student_logits.dims();
-    let mask = targets.mask.clone();
-    let pad = mask.clone().neg().add_scalar(1.0).mul_scalar(PAD_LOG_PROB);
-    let scaled = targets.log_probs.clone().div_scalar(tau) * mask.clone() + pad;
-    let log_q = log_softmax(scaled.clone(), 1);
-    let q = softmax(scaled, 1) * mask.clone();
-    let s = log_softmax(student_logits.div_scalar(tau), 1).gather(1, targets.ids.clone());
-    let per_position = match kind {
-        LossKind::Kl => (q * (log_q * mask.clone() - s.clone() * mask))
-            .sum_dim(1)
-            .mul_scalar(tau * tau),
-        LossKind::CeSoft => (q * s).sum_dim(1).neg().mul_scalar(tau * tau),
-        LossKind::ReverseKl => {
-            let p = s.clone().exp() * mask.clone();
-            (p * (s - log_q) * mask).sum_dim(1).mul_scalar(tau * tau)
-        }
-        LossKind::Mse => ((s.exp() - q) * mask).square().sum_dim(1),
-    };
-    per_position.reshape([positions]).mean()
+    distill_loss_rows(kind, student_logits, targets, tau).mean()
+}
+
+/// The distillation loss `kind` at temperature `tau` at every position (what
+/// [`distill_loss`] averages; a stack of runs weighs each member's positions itself).
+///
+/// # Shapes
+/// - `student_logits`: `[positions, vocab]`
+/// - returns: `[positions]`
+pub fn distill_loss_rows(
+    kind: LossKind,
+    student_logits: Tensor<2>,
+    targets: &SparseTargets,
+    tau: f64,
+) -> Tensor<1> {
+    kernels::sparse_distill(
+        student_logits,
+        targets.ids.clone(),
+        targets.log_probs.clone(),
+        targets.mask.clone(),
+        kind,
+        tau,
+    )
 }
 
 #[cfg(test)]
@@ -180,16 +183,18 @@ mod tests {
             teacher(&[1.0, -0.5, 2.5, 0.0, -2.0], &[0, 1, 2, 3, 4]),
             teacher(&[2.0, 0.5, -1.0, 1.2, 0.3], &[0, 1, 2, 3, 4]),
         ];
-        for kept in [&truncated, &full] {
+        for (kept, composite) in [(&truncated, false), (&full, false), (&truncated, true)] {
             for kind in KINDS {
                 for tau in [1.0, 2.0, 0.5] {
-                    let (got, want) = (
-                        value(kind, &zs, kept, tau, &device),
-                        reference(kind, &zs, kept, tau),
-                    );
+                    let got = if composite {
+                        kernels::composite_only(|| value(kind, &zs, kept, tau, &device))
+                    } else {
+                        value(kind, &zs, kept, tau, &device)
+                    };
+                    let want = reference(kind, &zs, kept, tau);
                     assert!(
                         (got - want).abs() < 1e-5 * want.abs().max(1.0),
-                        "{kind:?} τ={tau}: {got} vs {want}"
+                        "{kind:?} τ={tau} (composite: {composite}): {got} vs {want}"
                     );
                 }
             }
@@ -234,11 +239,16 @@ mod tests {
     fn gradients_match_finite_differences() {
         let device = Device::flex().autodiff();
         let (zs, kept) = cases();
-        for kind in KINDS {
+        for (kind, composite) in KINDS.into_iter().flat_map(|k| [(k, false), (k, true)]) {
             let flat: Vec<f32> = zs.iter().flatten().map(|&v| v as f32).collect();
             let logits =
                 Tensor::<2>::from_data(TensorData::new(flat, [2, V]), &device).require_grad();
-            let loss = distill_loss(kind, logits.clone(), &targets(&kept, &device), 2.0);
+            let loss = || distill_loss(kind, logits.clone(), &targets(&kept, &device), 2.0);
+            let loss = if composite {
+                kernels::composite_only(loss)
+            } else {
+                loss()
+            };
             let grads = loss.backward();
             let grad: Vec<f32> = logits
                 .grad(&grads)
@@ -258,7 +268,7 @@ mod tests {
                     let analytic = grad[row * V + col] as f64;
                     assert!(
                         (numeric - analytic).abs() < 1e-4,
-                        "{kind:?} [{row},{col}]: {analytic} vs {numeric}"
+                        "{kind:?} (composite: {composite}) [{row},{col}]: {analytic} vs {numeric}"
                     );
                 }
             }

@@ -9,7 +9,7 @@ pub mod reader;
 pub mod store;
 mod truncate;
 
-pub use loss::{SparseTargets, distill_loss};
+pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
 pub use objective::{
     DistillObjective, TeacherSource, TruncateOn, agreement, sparse_targets, teacher_support,
 };

@@ -4,7 +4,7 @@
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 
-use super::device_truncate::{download, truncate_on_device};
+use super::device_truncate::{Truncated, download, truncate_on_device};
 use super::loss::{SparseTargets, distill_loss};
 use super::reader::StoreReader;
 use super::store::ShardError;
@@ -12,7 +12,9 @@ use super::truncate::{Kept, refine, truncate};
 use crate::data::{Batch, Stream, eval_batches};
 use crate::model::Transformer;
 use crate::plan::DistillConfig;
-use crate::train::{Objective, batch_tensors, cross_entropy, eval_rows, schedule};
+use crate::train::{
+    DistillTerm, LossTerms, Objective, batch_tensors, cross_entropy, eval_rows, schedule,
+};
 
 /// Where the teacher's top-p/top-k truncation runs (chosen once, at the edge, from the backend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,52 +67,87 @@ pub struct DistillObjective<'a> {
 impl DistillObjective<'_> {
     /// The teacher targets of every position of `batch` (step `step`), truncated to this
     /// student's top-p and top-k, on `device`; `None` when the store failed (the error is
-    /// kept in `self.error`).
+    /// kept in `self.error`). An online teacher truncating on the device hands its targets
+    /// over without a trip through the host.
     fn targets(&mut self, step: u64, batch: &Batch, device: &Device) -> Option<SparseTargets> {
-        let t = self.config.truncation;
-        let raw = match &mut self.source {
-            TeacherSource::Online {
-                teacher,
-                device: plain,
-                compute,
-                truncate_on: TruncateOn::Device,
-            } => {
-                let (inputs, _) = batch_tensors(batch, plain);
-                let logits = teacher.forward_in(inputs, *compute);
-                let [b, s, vocab] = logits.dims();
-                let sparse = truncate_on_device(logits.reshape([b * s, vocab]), t.top_p.0, t.top_k);
+        if let TeacherSource::Online {
+            teacher,
+            device: plain,
+            compute,
+            truncate_on: TruncateOn::Device,
+        } = &self.source
+        {
+            let t = self.config.truncation;
+            let truncated = online_on_device(teacher, batch, plain, *compute, t.top_p.0, t.top_k);
+            if truncated.on_device() {
                 // Constants of the student's graph: moved onto its (autodiff) device.
+                let sparse = truncated.targets;
                 return Some(SparseTargets {
                     ids: sparse.ids.to_device(device),
                     log_probs: sparse.log_probs.to_device(device),
                     mask: sparse.mask.to_device(device),
                 });
             }
+            // a support wider than the device keeps: padded on the host like a store's
+            let kept = download(truncated);
+            return (kept.len() == batch.batch * batch.context)
+                .then(|| sparse_targets(&kept, device));
+        }
+        let kept = self.kept(step, batch);
+        (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
+    }
+
+    /// The kept teacher support of every position of `batch` (step `step`) on the host, already
+    /// refined to this student's top-p and top-k; empty when the store failed.
+    fn kept(&mut self, step: u64, batch: &Batch) -> Vec<Kept> {
+        let t = self.config.truncation;
+        let raw = match &mut self.source {
             TeacherSource::Online {
                 teacher,
                 device: plain,
                 compute,
-                truncate_on: TruncateOn::Host,
-            } => teacher_support_in(teacher, batch, plain, *compute, t.top_p.0, t.top_k),
+                truncate_on,
+            } => match truncate_on {
+                TruncateOn::Host => {
+                    teacher_support_in(teacher, batch, plain, *compute, t.top_p.0, t.top_k)
+                }
+                TruncateOn::Device => download(online_on_device(
+                    teacher, batch, plain, *compute, t.top_p.0, t.top_k,
+                )),
+            },
             TeacherSource::Offline(reader) => match reader.block(step) {
                 Ok(kept) => kept,
                 Err(e) => {
                     self.error.get_or_insert(e);
-                    return None;
+                    return Vec::new();
                 }
             },
         };
-        let kept: Vec<Kept> = raw
-            .into_iter()
+        raw.into_iter()
             .map(|mut k| {
                 let n = refine(&k, t.top_p.0, t.top_k);
                 k.ids.truncate(n);
                 k.log_probs.truncate(n);
                 k
             })
-            .collect();
-        (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
+            .collect()
     }
+}
+
+/// The online teacher's targets for `batch`, truncated on `device` (the teacher's products in
+/// `compute`).
+fn online_on_device(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    compute: FloatDType,
+    top_p: f64,
+    top_k: crate::spec::TopK,
+) -> Truncated {
+    let (inputs, _) = batch_tensors(batch, device);
+    let logits = teacher.forward_in(inputs, compute);
+    let [b, s, vocab] = logits.dims();
+    truncate_on_device(logits.reshape([b * s, vocab]), top_p, top_k)
 }
 
 impl Objective for DistillObjective<'_> {
@@ -136,6 +173,30 @@ impl Objective for DistillObjective<'_> {
             self.config.temperature.0,
         );
         lm.mul_scalar(1.0 - alpha) + kd.mul_scalar(alpha)
+    }
+
+    fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String> {
+        let alpha = schedule::value_at(&self.config.alpha.0, step, steps);
+        let kept = self.kept(step, batch);
+        if let Some(e) = &self.error {
+            return Err(e.to_string());
+        }
+        if kept.len() != batch.batch * batch.context {
+            return Err(format!(
+                "the teacher gave {} positions for a batch of {}",
+                kept.len(),
+                batch.batch * batch.context
+            ));
+        }
+        Ok(LossTerms {
+            lm_weight: 1.0 - alpha,
+            distill: Some(DistillTerm {
+                weight: alpha,
+                kind: self.config.loss,
+                tau: self.config.temperature.0,
+                kept,
+            }),
+        })
     }
 }
 

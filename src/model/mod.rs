@@ -2,8 +2,10 @@
 //! unchanged on every backend (the backend is chosen by the `Device` passed to `init`), and its
 //! weights by their Hugging Face names.
 
+mod stacked;
 mod transformer;
 mod weights;
 
+pub use stacked::{StackError, StackedTransformer, solo_shapes, solo_weights, with_solo_weights};
 pub use transformer::{DEFAULT_NORM_EPS, DEFAULT_ROPE_THETA, Transformer, TransformerConfig};
 pub use weights::{NamedTensor, WeightSource, weight_names};

@@ -12,11 +12,9 @@ use burn::module::Module;
 use burn::nn::{
     Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig, RmsNorm, RmsNormConfig,
 };
-use burn::tensor::activation::silu;
-use burn::tensor::module::{attention, linear as matmul_weight};
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Device, FloatDType, Int, Tensor};
 
+use crate::kernels;
 use crate::plan::ModelShape;
 
 /// Standard deviation of the normal initialisation of every weight (GPT-2 / LLaMA practice);
@@ -192,30 +190,24 @@ impl Transformer {
     }
 
     /// Next-token logits (f32) with the matrix products in `compute` (see the module doc).
-    /// With `FloatDType::F32` no cast is made at all: this is [`Transformer::forward`].
+    /// With `FloatDType::F32` no cast is made at all: this is [`Transformer::forward`] (and on
+    /// the CPU every op runs its fused kernel, which only f32 has).
     ///
     /// # Shapes
     /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
     /// - returns: `[batch, seq, vocab]`, f32
     pub fn forward_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
-        let [batch, seq] = tokens.dims();
+        let [_, seq] = tokens.dims();
         let mut x = self.embed.forward(tokens);
-        let rope = |t: &Tensor<2>| to(t.clone().narrow(0, 0, seq), compute).unsqueeze::<4>();
-        let (cos, sin) = (rope(&self.rope_cos), rope(&self.rope_sin));
+        let cos = to(self.rope_cos.clone().narrow(0, 0, seq), compute);
+        let sin = to(self.rope_sin.clone().narrow(0, 0, seq), compute);
         for block in &self.blocks {
             x = block.forward(x, &cos, &sin, compute);
         }
-        let x = to(self.norm.forward(x), compute);
+        let x = to(norm(&self.norm, x), compute);
         let logits = match &self.head {
             Some(head) => project(head, x, compute),
-            None => {
-                let [_, _, d] = x.dims();
-                let weight = to(self.embed.weight.val(), compute);
-                let vocab = weight.dims()[0];
-                x.reshape([batch * seq, d])
-                    .matmul(weight.transpose())
-                    .reshape([batch, seq, vocab])
-            }
+            None => kernels::linear(x, to(self.embed.weight.val(), compute).transpose()),
         };
         to(logits, FloatDType::F32)
     }
@@ -240,77 +232,52 @@ fn to<const D: usize>(t: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
     }
 }
 
-/// `x · W` with the f32 weight of `layer` cast to the dtype of `x` (no bias in this model).
-fn project(layer: &Linear, x: Tensor<3>, compute: FloatDType) -> Tensor<3> {
-    matmul_weight(x, to(layer.weight.val(), compute), None)
+/// `l` (no bias) on every position, as one matrix product over the whole batch, with its f32
+/// weight cast to `compute` (the dtype of `x`).
+fn project(l: &Linear, x: Tensor<3>, compute: FloatDType) -> Tensor<3> {
+    kernels::linear(x, to(l.weight.val(), compute))
+}
+
+/// RMSNorm through the fused kernel (same parameters and maths as burn's `RmsNorm::forward`),
+/// on the f32 residual stream.
+fn norm(n: &RmsNorm, x: Tensor<3>) -> Tensor<3> {
+    kernels::rms_norm(x, n.gamma.val(), n.epsilon)
 }
 
 impl Block {
     /// # Shapes
-    /// - `x`: `[batch, seq, d_model]`, f32 (the residual stream); returns the same
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>, dt: FloatDType) -> Tensor<3> {
-        let h = to(self.attn_norm.forward(x.clone()), dt);
+    /// - `x`: `[batch, seq, d_model]`, f32 (the residual stream); `cos`, `sin`: `[seq,
+    ///   head_dim]` in `dt`; returns `x`'s shape, f32
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>, dt: FloatDType) -> Tensor<3> {
+        let h = to(norm(&self.attn_norm, x.clone()), dt);
         let x = x + to(self.attn.forward(h, cos, sin, dt), FloatDType::F32);
-        let h = to(self.mlp_norm.forward(x.clone()), dt);
+        let h = to(norm(&self.mlp_norm, x.clone()), dt);
         x + to(self.mlp.forward(h, dt), FloatDType::F32)
     }
 }
 
 impl Attention {
     /// # Shapes
-    /// - `x`: `[batch, seq, d_model]` in `dt`; `cos`, `sin`: `[1, 1, seq, head_dim]` in `dt`
-    fn forward(&self, x: Tensor<3>, cos: &Tensor<4>, sin: &Tensor<4>, dt: FloatDType) -> Tensor<3> {
-        let [batch, seq, d] = x.dims();
-        let heads =
-            |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, self.head_dim]).swap_dims(1, 2);
-        let q = rotate(
-            heads(project(&self.wq, x.clone(), dt), self.n_heads),
-            cos,
-            sin,
+    /// - `x`: `[batch, seq, d_model]` in `dt`; `cos`, `sin`: `[seq, head_dim]` in `dt`
+    fn forward(&self, x: Tensor<3>, cos: &Tensor<2>, sin: &Tensor<2>, dt: FloatDType) -> Tensor<3> {
+        let out = kernels::causal_attention(
+            project(&self.wq, x.clone(), dt),
+            project(&self.wk, x.clone(), dt),
+            project(&self.wv, x, dt),
+            cos.clone(),
+            sin.clone(),
+            self.n_heads,
+            self.n_kv_heads,
         );
-        let k = rotate(
-            heads(project(&self.wk, x.clone(), dt), self.n_kv_heads),
-            cos,
-            sin,
-        );
-        let v = heads(project(&self.wv, x, dt), self.n_kv_heads);
-        let (k, v) = (self.repeat_kv(k), self.repeat_kv(v));
-        let options = AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: true,
-        };
-        let out = attention(q, k, v, None, None, options);
-        project(&self.wo, out.swap_dims(1, 2).reshape([batch, seq, d]), dt)
+        project(&self.wo, out, dt)
     }
-
-    /// Repeats each key/value head for the query heads of its group.
-    fn repeat_kv(&self, t: Tensor<4>) -> Tensor<4> {
-        let groups = self.n_heads / self.n_kv_heads;
-        if groups == 1 {
-            return t;
-        }
-        let [batch, kv, seq, hd] = t.dims();
-        t.unsqueeze_dim::<5>(2)
-            .expand([batch, kv, groups, seq, hd])
-            .reshape([batch, kv * groups, seq, hd])
-    }
-}
-
-/// Applies rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let half = x.dims()[3] / 2;
-    let x1 = x.clone().narrow(3, 0, half);
-    let x2 = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-    x * cos.clone() + rotated * sin.clone()
 }
 
 impl Mlp {
     /// # Shapes
     /// - `x`: `[batch, seq, d_model]` in `dt`; returns the same
     fn forward(&self, x: Tensor<3>, dt: FloatDType) -> Tensor<3> {
-        let gated = silu(project(&self.gate, x.clone(), dt)) * project(&self.up, x, dt);
-        project(&self.down, gated, dt)
+        let hidden = kernels::swiglu(project(&self.gate, x.clone(), dt), project(&self.up, x, dt));
+        project(&self.down, hidden, dt)
     }
 }

@@ -34,6 +34,13 @@ pub enum RunEvent {
         /// Facts about the corpus (entropy rate for the synthetic corpus).
         info: CorpusInfo,
     },
+    /// These runs (same shape) are about to train as one stack.
+    Stacked {
+        /// The members' ids.
+        ids: Vec<String>,
+        /// The members' names.
+        names: Vec<String>,
+    },
     /// A run started (or resumed).
     Started {
         /// Run id.

@@ -54,6 +54,9 @@ pub fn execute_unit(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Vec<Outcome>, RunError> {
+    if unit.stack && unit.runs.len() > 1 {
+        return super::stacked::execute_stack(unit, env, device, recorder, on_event);
+    }
     let mut outcomes = Vec::with_capacity(unit.runs.len());
     for run in &unit.runs {
         if env.stop.load(Ordering::Relaxed) {
@@ -68,7 +71,7 @@ pub fn execute_unit(
 
 /// Runs `run`, turning a panic inside it (burn reports some failures, e.g. out of memory, by
 /// panicking) into a recorded failure, and handing the run back if recording fails.
-fn execute_guarded(
+pub(super) fn execute_guarded(
     run: &UnitRun,
     env: &ExecEnv,
     device: &Device,
@@ -94,14 +97,14 @@ fn execute_guarded(
 }
 
 /// Everything one run needs besides the recorder.
-struct Ctx<'a> {
-    run: &'a UnitRun,
-    config: RunConfig,
-    device: Device,
+pub(super) struct Ctx<'a> {
+    pub(super) run: &'a UnitRun,
+    pub(super) config: RunConfig,
+    pub(super) device: Device,
     /// The device's name, for the results' throughput and MFU.
-    device_name: String,
-    prepared: Prepared,
-    env: &'a ExecEnv<'a>,
+    pub(super) device_name: String,
+    pub(super) prepared: Prepared,
+    pub(super) env: &'a ExecEnv<'a>,
 }
 
 fn execute_one(
@@ -111,29 +114,9 @@ fn execute_one(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Outcome, RunError> {
-    let config = run.config()?;
-    recorder.begin(&run.id)?;
-    on_event(RunEvent::Preparing {
-        id: run.id.clone(),
-        name: run.name.clone(),
-    });
-    let cache = env.results_dir.join("cache");
-    let prepared = match data::prepare(&config.data, &env.sweep_dir, &cache, config.tokens) {
-        Ok(p) => p,
-        Err(e) => return fail(recorder, run, &e.to_string(), on_event),
-    };
-    on_event(RunEvent::DataReady {
-        id: run.id.clone(),
-        name: run.name.clone(),
-        info: prepared.info.clone(),
-    });
-    let ctx = Ctx {
-        run,
-        config,
-        device: device.clone(),
-        device_name: train::device_label(device),
-        prepared,
-        env,
+    let ctx = match begin(run, env, device, recorder, on_event)? {
+        Ok(ctx) => ctx,
+        Err(reason) => return fail(recorder, run, &reason, on_event),
     };
     let outcome = match ctx.config.kind {
         RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
@@ -143,7 +126,53 @@ fn execute_one(
         RunKind::Student => student_run(&ctx, recorder, on_event),
         RunKind::Logits => logits_pass(&ctx, recorder, on_event),
     };
-    match outcome? {
+    end(&ctx, outcome?, recorder, on_event)
+}
+
+/// Begins `run`: its configuration read, recorded as begun, its data prepared; `Err` with the
+/// reason it fails otherwise.
+pub(super) fn begin<'a>(
+    run: &'a UnitRun,
+    env: &'a ExecEnv,
+    device: &Device,
+    recorder: &mut dyn Recorder,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Result<Ctx<'a>, String>, RunError> {
+    let config = run.config()?;
+    recorder.begin(&run.id)?;
+    on_event(RunEvent::Preparing {
+        id: run.id.clone(),
+        name: run.name.clone(),
+    });
+    let cache = env.results_dir.join("cache");
+    let prepared = match data::prepare(&config.data, &env.sweep_dir, &cache, config.tokens) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    on_event(RunEvent::DataReady {
+        id: run.id.clone(),
+        name: run.name.clone(),
+        info: prepared.info.clone(),
+    });
+    Ok(Ok(Ctx {
+        run,
+        config,
+        device: device.clone(),
+        device_name: train::device_label(device),
+        prepared,
+        env,
+    }))
+}
+
+/// Records how `ctx`'s run ended.
+pub(super) fn end(
+    ctx: &Ctx,
+    step: Step,
+    recorder: &mut dyn Recorder,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Outcome, RunError> {
+    let run = ctx.run;
+    match step {
         Step::Done(result) => {
             recorder.finish(&run.id, &result)?;
             on_event(RunEvent::Finished {
@@ -164,7 +193,7 @@ fn execute_one(
 }
 
 /// How a run's work ended (recording errors aside).
-enum Step {
+pub(super) enum Step {
     Done(RunResult),
     Failed(String),
     Interrupted,
@@ -193,7 +222,13 @@ fn pretrained_run(ctx: &Ctx) -> Step {
 /// The result row of a finished run. Its `extra_json` holds the precision, the device and the
 /// throughput as model FLOP/s and MFU ([`train::utilization`]; a logit pass counts forward
 /// FLOPs).
-fn result_row(ctx: &Ctx, val_loss: f64, val_bpb: f64, wall_s: f64, tokens_per_s: f64) -> RunResult {
+pub(super) fn result_row(
+    ctx: &Ctx,
+    val_loss: f64,
+    val_bpb: f64,
+    wall_s: f64,
+    tokens_per_s: f64,
+) -> RunResult {
     let (shape, context) = (&ctx.config.model.shape, ctx.config.data.context);
     let flops_per_token = match ctx.config.kind {
         RunKind::Logits => train::utilization::forward_flops_per_token(shape, context),
@@ -274,10 +309,20 @@ fn train_run(
     if let Some(e) = record_error {
         return Err(e.into());
     }
+    Ok(trained(ctx, result, teacher))
+}
+
+/// How a trained run ended: its result row (a student's with its agreement with `teacher`),
+/// its failure, or its interruption.
+pub(super) fn trained(
+    ctx: &Ctx,
+    result: Result<train::TrainOutcome, TrainError>,
+    teacher: Option<&Transformer>,
+) -> Step {
     let outcome = match result {
         Ok(o) => o,
-        Err(TrainError::Interrupted { .. }) => return Ok(Step::Interrupted),
-        Err(e) => return Ok(Step::Failed(e.to_string())),
+        Err(TrainError::Interrupted { .. }) => return Step::Interrupted,
+        Err(e) => return Step::Failed(e.to_string()),
     };
     let mut row = result_row(
         ctx,
@@ -299,12 +344,12 @@ fn train_run(
         row.agreement = Some(agree);
         row.kl_teacher_student = Some(kl);
     }
-    Ok(Step::Done(row))
+    Step::Done(row)
 }
 
 /// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
 /// checkpoint's content hash; `Err` with the reason the run fails otherwise.
-fn load_teacher(
+pub(super) fn load_teacher(
     ctx: &Ctx,
     teacher_id: &str,
 ) -> Result<Result<(Transformer, String), String>, RunError> {
@@ -342,39 +387,62 @@ fn student_run(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Step, RunError> {
-    let Some(distill) = ctx.config.distill.as_ref() else {
-        return Ok(Step::Failed(
-            "student run has no distillation settings".into(),
-        ));
-    };
-    let (teacher, teacher_sha) = match load_teacher(ctx, &distill.teacher.0)? {
+    let teacher = match student_teacher(ctx)? {
         Ok(t) => t,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
+    let mut objective = match student_objective(ctx, &teacher)? {
+        Ok(o) => o,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let step = train_run(ctx, &mut objective, Some(&teacher.0), recorder, on_event)?;
+    match objective.error {
+        Some(e) => Ok(Step::Failed(e.to_string())),
+        None => Ok(step),
+    }
+}
+
+/// A student's teacher (loaded from its checkpoint or folder) and its content hash; `Err`
+/// with the reason the run fails otherwise.
+pub(super) fn student_teacher(
+    ctx: &Ctx,
+) -> Result<Result<(Transformer, String), String>, RunError> {
+    match ctx.config.distill.as_ref() {
+        Some(distill) => load_teacher(ctx, &distill.teacher.0),
+        None => Ok(Err("student run has no distillation settings".into())),
+    }
+}
+
+/// A student's objective: online from `teacher`, or offline from the logit store it depends
+/// on; `Err` with the reason the run fails otherwise.
+pub(super) fn student_objective<'a>(
+    ctx: &'a Ctx,
+    teacher: &'a (Transformer, String),
+) -> Result<Result<DistillObjective<'a>, String>, RunError> {
+    let Some(distill) = ctx.config.distill.as_ref() else {
+        return Ok(Err("student run has no distillation settings".into()));
+    };
+    let (teacher, teacher_sha) = (&teacher.0, &teacher.1);
     let source = match distill.mode {
         DistillMode::Online => TeacherSource::Online {
-            teacher: &teacher,
+            teacher,
             device: &ctx.device,
             compute: train::precision::compute_dtype(ctx.precision()),
             truncate_on: TruncateOn::for_backend(ctx.env.backend),
         },
         DistillMode::Offline => {
             let Some(store_id) = ctx.run.depends_on.first() else {
-                return Ok(Step::Failed(
-                    "offline student has no logit store dependency".into(),
-                ));
+                return Ok(Err("offline student has no logit store dependency".into()));
             };
             let Some(store) = ctx.run.related_config(store_id)? else {
-                return Ok(Step::Failed(format!(
+                return Ok(Err(format!(
                     "logit store run `{store_id}` is not in the sweep database"
                 )));
             };
             let Some(header) =
-                logits_run::expected_header(store_id, &store, &teacher_sha, &ctx.prepared.info.key)
+                logits_run::expected_header(store_id, &store, teacher_sha, &ctx.prepared.info.key)
             else {
-                return Ok(Step::Failed(format!(
-                    "run `{store_id}` is not a logit store"
-                )));
+                return Ok(Err(format!("run `{store_id}` is not a logit store")));
             };
             let dir = store_dir(&ctx.env.results_dir, store_id);
             TeacherSource::Offline(Box::new(StoreReader::new(
@@ -384,16 +452,11 @@ fn student_run(
             )))
         }
     };
-    let mut objective = DistillObjective {
+    Ok(Ok(DistillObjective {
         config: distill,
         source,
         error: None,
-    };
-    let step = train_run(ctx, &mut objective, Some(&teacher), recorder, on_event)?;
-    match objective.error {
-        Some(e) => Ok(Step::Failed(e.to_string())),
-        None => Ok(step),
-    }
+    }))
 }
 
 /// A `logits` run: the teacher's pass over the student token stream into the logit store.
@@ -519,7 +582,7 @@ impl Ctx<'_> {
     }
 }
 
-fn fail(
+pub(super) fn fail(
     recorder: &mut dyn Recorder,
     run: &UnitRun,
     error: &str,

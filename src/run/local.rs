@@ -1,6 +1,7 @@
 //! The local scheduler: `jobs` worker threads of this process each claim the runnable run that
-//! unblocks the most others, execute it (see [`super::execute`]) and record it straight into
-//! the sweep database; a failing run is recorded and the others go on.
+//! unblocks the most others — with the runnable runs of its shape that can train beside it as
+//! one stack (`--stack`, see [`super::stacks`]) — execute it (see [`super::execute`]) and
+//! record it straight into the sweep database; a failing run is recorded and the others go on.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use super::events::RunEvent;
 use super::execute::{ExecEnv, Outcome, execute_unit};
 use super::graph::{EXECUTED, priority, unblock_counts};
 use super::record::DbRecorder;
+use super::stacks::{CPU_MIN_STACK, StackAdvisor, StackPolicy, partners};
 use super::unit::WorkUnit;
 use crate::spec::Backend;
 use crate::store::{StoredRun, SweepDb};
@@ -35,10 +37,16 @@ pub struct RunOptions<'a> {
     pub jobs: usize,
     /// Device indices the workers are spread over, round-robin (empty: device 0).
     pub devices: Vec<usize>,
+    /// Threads of each worker's own pool (0: the cores shared out among the workers).
+    pub threads: usize,
     /// Set to stop gracefully (runs checkpoint and return to `planned`).
     pub stop: &'a AtomicBool,
     /// Prices of work for time estimates until the sweep's own runs refine them.
     pub calibration: crate::plan::Calibration,
+    /// How runs of one shape are grouped into stacks.
+    pub stack: StackPolicy,
+    /// Where `--stack auto` keeps what it measured (`None`: measure in memory only).
+    pub stack_advisor: Option<&'a StackAdvisor>,
 }
 
 /// What an execution did.
@@ -87,8 +95,10 @@ pub fn execute(
         .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done")
         .count();
     on_event(RunEvent::Pending { runs: pending });
+    let in_memory = StackAdvisor::new(None, opts.backend.to_string());
     let shared = Shared {
         plan_id,
+        advisor: opts.stack_advisor.unwrap_or(&in_memory),
         unblocks: unblock_counts(&runs),
         active: AtomicUsize::new(0),
         abort: AtomicBool::new(false),
@@ -106,6 +116,7 @@ pub fn execute(
         stop: opts.stop,
     };
     let (tx, rx) = mpsc::channel::<RunEvent>();
+    let threads = super::pools::threads_per_worker(opts.jobs, opts.threads);
     let results: Vec<Result<Summary, RunError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..opts.jobs.max(1))
             .map(|w| {
@@ -113,8 +124,10 @@ pub fn execute(
                 let (shared, env, device) = (&shared, &env, devices[w % devices.len()]);
                 let path = db.path().to_path_buf();
                 scope.spawn(move || {
-                    let result = worker(&path, device, shared, env, opts, &mut |e| {
-                        let _ = tx.send(e);
+                    let result = super::pools::on_own_pool(threads, w, || {
+                        worker(&path, device, shared, env, opts, &mut |e| {
+                            let _ = tx.send(e);
+                        })
                     });
                     if result.is_err() {
                         shared.abort.store(true, Ordering::SeqCst);
@@ -159,8 +172,10 @@ pub fn execute(
 }
 
 /// What the workers of one execution share.
-struct Shared {
+struct Shared<'a> {
     plan_id: i64,
+    /// Decides `--stack auto` sizes.
+    advisor: &'a StackAdvisor,
     /// For each run, how many runs (transitively) wait for it.
     unblocks: HashMap<String, usize>,
     /// Runs being executed by this process now.
@@ -193,31 +208,31 @@ fn worker(
         if shared.abort.load(Ordering::Relaxed) {
             break;
         }
-        let run = match claim_next(&db, shared, opts.retry_failed)? {
-            Some(run) => run,
+        let runs = match claim_next(&db, shared, opts, &device)? {
+            Some(runs) => runs,
             None if shared.active.load(Ordering::SeqCst) > 0 => {
                 std::thread::sleep(IDLE_POLL);
                 continue;
             }
             // Nobody here can unblock anything; look once more (a run that just finished was
             // recorded before it left `active`), then stop.
-            None => match claim_next(&db, shared, opts.retry_failed)? {
-                Some(run) => run,
+            None => match claim_next(&db, shared, opts, &device)? {
+                Some(runs) => runs,
                 None => break,
             },
         };
-        if run_claimed(&mut db, &run, &device, shared, env, on_event, &mut summary)? {
+        if run_claimed(&mut db, &runs, &device, shared, env, on_event, &mut summary)? {
             break;
         }
     }
     Ok(summary)
 }
 
-/// Executes a claimed run, counting it in `summary`; returns whether the worker should stop
-/// (the run was interrupted).
+/// Executes claimed runs (one, or a stack), counting them in `summary`; returns whether the
+/// worker should stop (a run was interrupted).
 fn run_claimed(
     db: &mut SweepDb,
-    run: &StoredRun,
+    runs: &[StoredRun],
     device: &Device,
     shared: &Shared,
     env: &ExecEnv,
@@ -225,16 +240,18 @@ fn run_claimed(
     summary: &mut Summary,
 ) -> Result<bool, RunError> {
     shared.active.fetch_add(1, Ordering::SeqCst);
-    let outcomes = match WorkUnit::single(db, run) {
+    let outcomes = match WorkUnit::stack(db, runs) {
         Ok(unit) => execute_unit(&unit, env, device, &mut DbRecorder::new(db), on_event),
         Err(e) => {
-            let _ = db.release(&run.id);
+            for run in runs {
+                let _ = db.release(&run.id);
+            }
             Err(e)
         }
     };
     shared.active.fetch_sub(1, Ordering::SeqCst);
     let mut stop = false;
-    for outcome in outcomes? {
+    for (run, outcome) in runs.iter().zip(outcomes?) {
         match outcome {
             Outcome::Done => summary.finished += 1,
             Outcome::Failed => {
@@ -256,12 +273,15 @@ fn run_claimed(
 
 /// Claims the most useful runnable run that no other worker or process holds: the one that
 /// unblocks the most others, teachers before baselines before logit passes before students on
-/// ties.
+/// ties; with the runnable runs of its shape that may train beside it as one stack (all
+/// claimed in one transaction; one done or held elsewhere meanwhile is left out).
 fn claim_next(
     db: &SweepDb,
     shared: &Shared,
-    retry_failed: bool,
-) -> Result<Option<StoredRun>, RunError> {
+    opts: &RunOptions,
+    device: &Device,
+) -> Result<Option<Vec<StoredRun>>, RunError> {
+    let retry_failed = opts.retry_failed;
     let mut runnable = db.runnable(shared.plan_id, &EXECUTED, retry_failed)?;
     {
         let failed_here = shared.failed_here.lock().unwrap_or_else(|e| e.into_inner());
@@ -271,10 +291,56 @@ fn claim_next(
         let unblocks = shared.unblocks.get(&r.id).copied().unwrap_or(0);
         (std::cmp::Reverse(unblocks), priority(&r.kind))
     });
-    for run in &runnable {
-        if db.claim(&run.id, retry_failed)? {
-            return Ok(Some(run.clone()));
+    // runs another worker or process holds are not candidates (a stale one is, as a lead)
+    let free: Vec<StoredRun> = runnable
+        .iter()
+        .filter(|r| r.state != "running")
+        .cloned()
+        .collect();
+    for lead in &runnable {
+        let max = stack_size(lead, &free, shared, opts, device);
+        let mut members = vec![lead];
+        members.extend(partners(lead, &free, max));
+        let ids: Vec<&str> = members.iter().map(|r| r.id.as_str()).collect();
+        let claimed = db.claim_many(&ids, retry_failed, max > 1)?;
+        if !claimed.is_empty() {
+            return Ok(Some(
+                members
+                    .into_iter()
+                    .filter(|r| claimed.contains(&r.id))
+                    .cloned()
+                    .collect(),
+            ));
         }
     }
     Ok(None)
+}
+
+/// The most members a stack led by `lead` may have under the stack policy, with `free` the
+/// runs it could take.
+fn stack_size(
+    lead: &StoredRun,
+    free: &[StoredRun],
+    shared: &Shared,
+    opts: &RunOptions,
+    device: &Device,
+) -> usize {
+    match opts.stack {
+        StackPolicy::Off => 1,
+        StackPolicy::Max(n) => n,
+        StackPolicy::Auto => {
+            // small stacks measured slower than runs alone on the CPU (see `run::stacks`)
+            let min = match opts.backend {
+                Backend::Cpu => CPU_MIN_STACK,
+                _ => 2,
+            };
+            let available = 1 + partners(lead, free, usize::MAX).len();
+            match serde_json::from_str(&lead.config_json) {
+                Ok(config) if available >= min => {
+                    shared.advisor.members(&config, available, min, device)
+                }
+                _ => 1,
+            }
+        }
+    }
 }

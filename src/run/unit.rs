@@ -1,6 +1,6 @@
-//! A unit of work: the runs one executor call trains (today one run; a stack of same-shape runs
-//! trained as one batched model later), each carrying every configuration it reads, so a unit
-//! can be executed without the sweep database — a Slurm job reads its unit from a file.
+//! A unit of work: the runs one executor call trains (one run, or a stack of same-shape runs
+//! trained as one batched model), each carrying every configuration it reads, so a unit can be
+//! executed without the sweep database — a Slurm job reads its unit from a file.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +13,12 @@ use crate::store::{StoredRun, SweepDb};
 /// The runs executed together by one executor call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkUnit {
-    /// The runs, executed in this order (one run today).
+    /// The runs, executed in this order (or together, for a stack).
     pub runs: Vec<UnitRun>,
+    /// Whether the runs train as one stack (same shape, context and batch rows; see
+    /// [`super::stacks`]) rather than one after the other.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stack: bool,
 }
 
 /// One run of a unit, with the configurations of the runs it reads.
@@ -41,6 +45,19 @@ impl WorkUnit {
     pub fn single(db: &SweepDb, run: &StoredRun) -> Result<WorkUnit, RunError> {
         Ok(WorkUnit {
             runs: vec![UnitRun::load(db, run)?],
+            stack: false,
+        })
+    }
+
+    /// A stack of the same-shape runs `runs` (one run is a plain unit), with the
+    /// configurations they read from `db`.
+    pub fn stack(db: &SweepDb, runs: &[StoredRun]) -> Result<WorkUnit, RunError> {
+        Ok(WorkUnit {
+            runs: runs
+                .iter()
+                .map(|r| UnitRun::load(db, r))
+                .collect::<Result<_, _>>()?,
+            stack: runs.len() > 1,
         })
     }
 }

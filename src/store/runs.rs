@@ -144,6 +144,49 @@ impl SweepDb {
         Ok(changed == 1)
     }
 
+    /// Claims the runs `ids` for this process in one transaction, each as [`SweepDb::claim`]
+    /// would, and records the stack they train in when `stacked` and more than one was claimed
+    /// (`FIRST_ID/MEMBERS`; cleared otherwise); returns the ids claimed, in order (a run done
+    /// or held elsewhere is left out).
+    pub fn claim_many(
+        &self,
+        ids: &[&str],
+        retry_failed: bool,
+        stacked: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let fail = |e| StoreError::sql(self.path(), "claim runs", e);
+        self.conn().execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
+        let claimed = (|| {
+            let mut claimed = Vec::with_capacity(ids.len());
+            for &id in ids {
+                if self.claim(id, retry_failed)? {
+                    claimed.push(id.to_string());
+                }
+            }
+            let label =
+                (stacked && claimed.len() > 1).then(|| format!("{}/{}", claimed[0], claimed.len()));
+            for id in &claimed {
+                self.conn()
+                    .execute(
+                        "UPDATE runs SET stack = ?2 WHERE id = ?1",
+                        params![id, label],
+                    )
+                    .map_err(|e| StoreError::sql(self.path(), "record a stack", e))?;
+            }
+            Ok::<_, StoreError>(claimed)
+        })();
+        match claimed {
+            Ok(claimed) => {
+                self.conn().execute_batch("COMMIT").map_err(fail)?;
+                Ok(claimed)
+            }
+            Err(e) => {
+                let _ = self.conn().execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
     /// Returns to `planned` every `running` run whose owner is a process of this host that no
     /// longer exists (killed, crashed, rebooted); returns how many. Their checkpoints let them
     /// resume where they stopped.

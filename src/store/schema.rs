@@ -179,6 +179,10 @@ CREATE TABLE run_sessions (
 ) WITHOUT ROWID;
 "#;
 
+/// Version 8: the stack a running run trains in (`run --stack`: same-shape runs trained as one
+/// batched model), as `LEAD_ID/MEMBERS`; NULL for a run trained alone.
+const V8: &str = "ALTER TABLE runs ADD COLUMN stack TEXT;";
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -189,6 +193,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V5),
         M::up(V6),
         M::up(V7).foreign_key_check(),
+        M::up(V8),
     ])
 }
 

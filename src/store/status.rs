@@ -32,6 +32,9 @@ pub struct RunStatus {
     pub params_non_embedding: u64,
     /// Latest measured throughput of this run, if any.
     pub tokens_per_s: Option<f64>,
+    /// The stack it trains (or last trained) in, as `LEAD_ID/MEMBERS` (`run --stack`); `None`
+    /// for a run trained alone.
+    pub stack: Option<String>,
 }
 
 impl SweepDb {
@@ -45,7 +48,8 @@ impl SweepDb {
                     (SELECT max(m.tokens) FROM metrics m WHERE m.run_id = r.id),
                     coalesce((SELECT s.tokens_per_s FROM results s WHERE s.run_id = r.id),
                         (SELECT m.tokens_per_s FROM metrics m WHERE m.run_id = r.id AND m.kind = 'train'
-                         ORDER BY m.step DESC LIMIT 1))
+                         ORDER BY m.step DESC LIMIT 1)),
+                    r.stack
                  FROM runs r JOIN plan_runs p ON p.run_id = r.id WHERE p.plan_id = ?1
                  ORDER BY CASE r.kind WHEN 'teacher' THEN 0 WHEN 'logits' THEN 1 WHEN 'student' THEN 2 ELSE 3 END, r.name",
             )
@@ -70,6 +74,7 @@ impl SweepDb {
                     tokens,
                     params_non_embedding: r.get::<_, i64>(6)?.max(0) as u64,
                     tokens_per_s: r.get(8)?,
+                    stack: r.get(9)?,
                 })
             })
             .map_err(fail)?

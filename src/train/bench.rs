@@ -34,8 +34,11 @@ pub struct BenchSpec {
     pub warmup: u64,
     /// Training precision.
     pub precision: Precision,
-    /// `Some(k)`: a logit pass keeping the top k, instead of training.
-    pub logits_top_k: Option<u64>,
+    /// `Some(k)`: a logit pass keeping the top k (and the top-p nucleus of
+    /// [`BenchSpec::logits_top_p`]), instead of training.
+    pub logits_top_k: Option<TopK>,
+    /// The logit pass's nucleus mass (1: the top k alone).
+    pub logits_top_p: f64,
 }
 
 /// A measurement.
@@ -71,6 +74,9 @@ pub struct BenchResult {
     pub mfu: Option<f64>,
     /// Wall time of the warm-up steps (compilation, autotuning).
     pub warmup_s: f64,
+    /// A logit pass's truncation (`top-k 32, top-p 1`); absent for training.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncation: Option<String>,
 }
 
 /// Why a benchmark could not run.
@@ -85,6 +91,9 @@ pub enum BenchError {
     /// The shape is invalid.
     #[error("{0}")]
     Shape(String),
+    /// A setting is out of range.
+    #[error("{0}")]
+    Setting(String),
 }
 
 /// Measures `spec` on `device` (named `device_name`, of `backend`); scratch files (the
@@ -97,6 +106,12 @@ pub fn run_bench(
     scratch: &Path,
 ) -> Result<BenchResult, BenchError> {
     spec.shape.validate().map_err(BenchError::Shape)?;
+    if !(spec.logits_top_p > 0.0 && spec.logits_top_p <= 1.0) {
+        return Err(BenchError::Setting(format!(
+            "`--top-p {}` is outside (0, 1]\n\nhint: 0.95 keeps the 95 % nucleus; 1 keeps the top k alone",
+            spec.logits_top_p
+        )));
+    }
     let total_steps = spec.warmup + spec.steps.max(1);
     let tokens_per_step = spec.context * spec.batch_seqs;
     let config = RunConfig {
@@ -182,8 +197,8 @@ pub fn run_bench(
                         &teacher,
                         &batcher.batch(step),
                         device,
-                        1.0,
-                        TopK::Keep(k),
+                        spec.logits_top_p,
+                        k,
                         on,
                     );
                     std::hint::black_box(kept);
@@ -228,5 +243,8 @@ pub fn run_bench(
         peak_flops_per_s: used.peak_flops_per_s,
         mfu: used.mfu,
         warmup_s: step_s[..warmup].iter().sum(),
+        truncation: spec
+            .logits_top_k
+            .map(|k| format!("top-k {k}, top-p {}", spec.logits_top_p)),
     })
 }

@@ -8,12 +8,13 @@ mod objective;
 pub mod precision;
 pub mod probe;
 pub mod schedule;
+pub mod stack;
 mod trainer;
 pub mod utilization;
 
 pub use device::{Adapter, BackendError, MissingBackend, device_for, device_label, wgpu_adapters};
-pub use objective::{NextToken, Objective, cross_entropy};
+pub use objective::{DistillTerm, LossTerms, NextToken, Objective, cross_entropy};
 pub use trainer::{
     TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, eval_rows, evaluate, init_model,
-    train,
+    optimizer, train,
 };

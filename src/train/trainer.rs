@@ -17,7 +17,7 @@ use super::precision::{self, LossScale, UnsupportedPrecision};
 use super::schedule;
 use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
 use crate::model::Transformer;
-use crate::plan::RunConfig;
+use crate::plan::{RunConfig, TrainConfig};
 use crate::spec::Backend;
 
 /// Rows per held-out evaluation batch (fewer at large vocabularies, see [`eval_rows`]).
@@ -182,27 +182,41 @@ impl ModuleVisitor for Materialize {
     }
 }
 
-/// Trains `job` with `objective`, reporting through `on_event`.
-pub fn train(
-    job: &TrainJob,
-    objective: &mut dyn Objective,
-    on_event: &mut dyn FnMut(TrainEvent),
-) -> Result<TrainOutcome, TrainError> {
+/// AdamW's ε: the same for every run.
+pub(crate) const ADAM_EPSILON: f32 = 1e-8;
+
+/// A fresh AdamW (decoupled weight decay) with the run's β and weight decay.
+pub fn optimizer(train: &TrainConfig) -> ModuleOptimizer {
+    AdamWConfig::new()
+        .with_beta_1(train.betas[0] as f32)
+        .with_beta_2(train.betas[1] as f32)
+        .with_epsilon(ADAM_EPSILON)
+        .with_weight_decay(train.weight_decay as f32)
+        .init()
+}
+
+/// The run's training settings, with its model, optimiser and progress: fresh from its seed, or
+/// from its checkpoint when one exists.
+pub(crate) fn start_or_resume<'a>(
+    job: &TrainJob<'a>,
+) -> Result<
+    (
+        &'a TrainConfig,
+        Transformer,
+        ModuleOptimizer,
+        CheckpointState,
+    ),
+    TrainError,
+> {
     let cfg = job.config;
     let train = cfg
         .train
         .as_ref()
         .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
     precision::check_supported(job.device, job.backend, train.precision)?;
-    let compute = precision::compute_dtype(train.precision);
     let ad = job.device.clone().autodiff();
     let mut model = init_model(cfg, &ad);
-    let mut optim = AdamWConfig::new()
-        .with_beta_1(train.betas[0] as f32)
-        .with_beta_2(train.betas[1] as f32)
-        .with_epsilon(1e-8)
-        .with_weight_decay(train.weight_decay as f32)
-        .init();
+    let mut optim = optimizer(train);
     let mut state = CheckpointState {
         run_id: job.run_id.into(),
         step: 0,
@@ -218,6 +232,19 @@ pub fn train(
         optim = saved.optimizer(optim)?;
         state = saved.state;
     }
+    Ok((train, model, optim, state))
+}
+
+/// Trains `job` with `objective`, reporting through `on_event`.
+pub fn train(
+    job: &TrainJob,
+    objective: &mut dyn Objective,
+    on_event: &mut dyn FnMut(TrainEvent),
+) -> Result<TrainOutcome, TrainError> {
+    let cfg = job.config;
+    let (train, mut model, mut optim, mut state) = start_or_resume(job)?;
+    let ad = job.device.clone().autodiff();
+    let compute = precision::compute_dtype(train.precision);
     let mut scaler = state.loss_scale.map(|scale| LossScale {
         scale,
         good_steps: state.loss_scale_good_steps,
@@ -358,21 +385,21 @@ pub fn train(
 }
 
 /// How one optimiser step updates the model.
-struct Update<'a> {
+pub(crate) struct Update<'a> {
     /// Learning rate.
-    lr: f64,
+    pub(crate) lr: f64,
     /// Global gradient-norm clip (0 = off).
-    grad_clip: f64,
+    pub(crate) grad_clip: f64,
     /// The dtype of the matrix products.
-    compute: FloatDType,
+    pub(crate) compute: FloatDType,
     /// The f16 loss scale, if any.
-    scaler: Option<&'a mut LossScale>,
+    pub(crate) scaler: Option<&'a mut LossScale>,
 }
 
 /// One optimiser step; returns the loss before the update. With a loss scale, the scaled loss
 /// is differentiated, the gradients are unscaled (in the same pass as clipping), and a step
 /// whose gradients overflowed is skipped.
-fn train_step(
+pub(crate) fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
     objective: &mut dyn Objective,

@@ -76,3 +76,21 @@ pub fn load_fixture(tmp: &Path, name: &str) -> PathBuf {
     conn.execute_batch(&sql).expect("load the fixture");
     results
 }
+
+/// The first wgpu device, or `None` (with the reason printed) where there is none and none is
+/// required: `PDSWEEP_REQUIRE_WGPU=1` (set by `.ci/run`) makes a missing Vulkan device, or a
+/// build without the `wgpu` feature, a failure instead of a skip.
+pub fn wgpu_or_skip(test: &str) -> Option<burn::tensor::Device> {
+    let required = std::env::var("PDSWEEP_REQUIRE_WGPU").is_ok_and(|v| v == "1");
+    let why = if !cfg!(feature = "wgpu") {
+        "this build has no `wgpu` feature".to_string()
+    } else {
+        match pdsweep::train::device_for(pdsweep::spec::Backend::Wgpu, 0) {
+            Ok(device) => return Some(device),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert!(!required, "{test}: PDSWEEP_REQUIRE_WGPU=1 but {why}");
+    eprintln!("skipped {test}: {why}");
+    None
+}

@@ -1,0 +1,205 @@
+//! `pdsweep suggest`: fit the sweep's finished runs, ask the suggestion engine
+//! ([`pdsweep::suggest`]) for the next runs that most shrink the T* intervals per hour, print
+//! them, and with `--write` save the follow-up sweep file that `run` executes into the same
+//! database.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use pdsweep::fit::{FitOptions, LawKind, SweepFitOptions, finished_runs, fit_sweep};
+use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::spec::Sweep;
+use pdsweep::spec::units::{format_count, format_duration};
+use pdsweep::store::SweepDb;
+use pdsweep::suggest::{Budget, Suggestion, suggest as propose};
+
+use super::UsageError;
+
+/// Options of `pdsweep suggest`.
+#[derive(Debug, Clone)]
+pub struct SuggestCommand {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Results folder.
+    pub results: PathBuf,
+    /// What may be spent.
+    pub budget: Budget,
+    /// Where to write the follow-up sweep file.
+    pub write: Option<PathBuf>,
+    /// Bootstrap resamples of the fits.
+    pub bootstrap: usize,
+}
+
+/// Runs `pdsweep suggest`.
+pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
+    match cmd.budget {
+        Budget::Seconds(s) if !(s.is_finite() && s > 0.0) => {
+            return Err(UsageError("`--hours` must be a positive number".into()).into());
+        }
+        Budget::Runs(0) => {
+            return Err(UsageError("`--runs` must be at least 1".into()).into());
+        }
+        _ => {}
+    }
+    let sweep = Sweep::load(&cmd.sweep)?;
+    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    if !db_path.exists() {
+        return Err(UsageError(format!(
+            "no results for sweep `{}` (no {}): run it first\n\nhint: `pdsweep run {}`",
+            sweep.file.name.as_str(),
+            db_path.display(),
+            cmd.sweep.display()
+        ))
+        .into());
+    }
+    if let Some(out) = &cmd.write {
+        check_output(&cmd.sweep, out)?;
+    }
+    let db = SweepDb::open(&db_path)?;
+    let calibration = super::estimate::calibration(Some(&db), sweep.file.backend, false);
+    let current = Plan::build(
+        &sweep,
+        &PlanOptions {
+            flops_per_s: None,
+            calibration: Some(calibration.clone()),
+        },
+    )?;
+    let runs = finished_runs(&db)?;
+    let fits = fit_sweep(
+        &runs,
+        &SweepFitOptions {
+            fit: FitOptions {
+                bootstrap: cmd.bootstrap,
+                ..FitOptions::default()
+            },
+            supervised_law: LawKind::Chinchilla,
+        },
+    );
+    let s = propose(
+        &cmd.sweep,
+        &sweep.source,
+        &current,
+        &fits,
+        &calibration,
+        cmd.budget,
+    )?;
+    print!("{}", render(&s, runs.len(), cmd.budget));
+    if let Some(out) = &cmd.write {
+        if s.steps.is_empty() {
+            println!("\nnothing to write: no run fits the budget and narrows an interval");
+            return Ok(());
+        }
+        let header = format!(
+            "# Follow-up of {} written by `pdsweep suggest`: {}.\n# Same name, same database: `pdsweep run` trains only the new runs.\n",
+            cmd.sweep.display(),
+            s.steps
+                .iter()
+                .map(|st| st.edit.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        std::fs::write(out, header + &s.sweep_text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+        println!(
+            "\nwrote {}\nnext: pdsweep run {}   then: pdsweep fit {}; pdsweep suggest {}",
+            out.display(),
+            out.display(),
+            out.display(),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// The follow-up must sit next to the sweep file (its paths are relative to it) and must not
+/// replace an existing file.
+fn check_output(sweep: &std::path::Path, out: &std::path::Path) -> Result<(), UsageError> {
+    let dir = |p: &std::path::Path| {
+        let parent = p.parent().unwrap_or(std::path::Path::new(""));
+        let parent = if parent.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            parent
+        };
+        parent.canonicalize().ok()
+    };
+    if dir(sweep) != dir(out) {
+        return Err(UsageError(format!(
+            "`--write {}`: write the follow-up next to {} (the sweep's paths are relative to its folder)",
+            out.display(),
+            sweep.display()
+        )));
+    }
+    if out.exists() {
+        return Err(UsageError(format!(
+            "`--write {}`: the file exists; choose a new name (nothing was overwritten)",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+fn width(w: Option<f64>) -> String {
+    w.map_or("–".into(), |w| format!("{w:.2}x"))
+}
+
+/// The suggestion as text.
+fn render(s: &Suggestion, finished: usize, budget: Budget) -> String {
+    let mut out = format!(
+        "T* intervals now ({finished} finished runs; widths are 97.5th / 2.5th percentile):\n"
+    );
+    for g in &s.groups {
+        let _ = writeln!(
+            out,
+            "  student {} on {} tokens ({}): {}\n    expected width with this design {}, after the runs below {}",
+            format_count(g.student_params),
+            format_count(g.student_tokens),
+            g.config,
+            g.now,
+            width(g.expected_before),
+            width(g.expected_after),
+        );
+    }
+    let limit = match budget {
+        Budget::Runs(n) => format!("{n} runs"),
+        Budget::Seconds(s) => format_duration(s),
+    };
+    if s.steps.is_empty() {
+        let _ = writeln!(out, "\nnothing to propose within {limit}");
+    } else {
+        let total: f64 = s.steps.iter().map(|st| st.seconds).sum();
+        let runs: usize = s.steps.iter().map(|st| st.new_runs.len()).sum();
+        let _ = writeln!(
+            out,
+            "\nproposed ({runs} runs, about {} one at a time; budget {limit}):",
+            format_duration(total)
+        );
+        for (i, st) in s.steps.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {}. {}: {}\n     {} new runs, about {}{}: {}",
+                i + 1,
+                st.edit,
+                st.why,
+                st.new_runs.len(),
+                format_duration(st.seconds),
+                if st.value > 0.0 {
+                    format!(
+                        ", expected intervals narrower by a factor {:.2}",
+                        st.value.exp()
+                    )
+                } else {
+                    String::new()
+                },
+                st.new_runs.join(", ")
+            );
+        }
+    }
+    if !s.passed_over.is_empty() {
+        let _ = writeln!(out, "\npassed over:");
+        for (what, why) in &s.passed_over {
+            let _ = writeln!(out, "  {what}: {why}");
+        }
+    }
+    out
+}

@@ -1,0 +1,131 @@
+//! The fused operations composed from burn's own tensor ops: what every backend other than
+//! flex runs (wgpu, cuda), and the reference the fused CPU kernels are tested against. Autodiff
+//! differentiates these through burn.
+
+use burn::tensor::activation::{log_softmax, silu, softmax};
+use burn::tensor::module::attention;
+use burn::tensor::ops::AttentionModuleOptions;
+use burn::tensor::{Int, Tensor};
+
+use crate::spec::LossKind;
+
+/// A large negative log-probability given to padding so it gets no teacher mass.
+const PAD_LOG_PROB: f64 = -1e4;
+
+/// Per-row −ln softmax(logits)[target].
+///
+/// # Shapes
+/// - `logits`: `[rows, vocab]`, `targets`: `[rows]`; returns `[rows]`
+pub fn cross_entropy(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
+    let [rows, _] = logits.dims();
+    log_softmax(logits, 1)
+        .gather(1, targets.reshape([rows, 1]))
+        .reshape([rows])
+        .neg()
+}
+
+/// Per-row sparse distillation loss (see `crate::distill::loss` for the semantics).
+///
+/// # Shapes
+/// - `logits`: `[rows, vocab]`; `ids`, `log_probs`, `mask`: `[rows, width]`; returns `[rows]`
+pub fn sparse_distill(
+    logits: Tensor<2>,
+    ids: Tensor<2, Int>,
+    log_probs: Tensor<2>,
+    mask: Tensor<2>,
+    kind: LossKind,
+    tau: f64,
+) -> Tensor<1> {
+    let [rows, _] = logits.dims();
+    let pad = mask.clone().neg().add_scalar(1.0).mul_scalar(PAD_LOG_PROB);
+    let scaled = log_probs.div_scalar(tau) * mask.clone() + pad;
+    let log_q = log_softmax(scaled.clone(), 1);
+    let q = softmax(scaled, 1) * mask.clone();
+    let s = log_softmax(logits.div_scalar(tau), 1).gather(1, ids);
+    let per_row = match kind {
+        LossKind::Kl => (q * (log_q * mask.clone() - s.clone() * mask))
+            .sum_dim(1)
+            .mul_scalar(tau * tau),
+        LossKind::CeSoft => (q * s).sum_dim(1).neg().mul_scalar(tau * tau),
+        LossKind::ReverseKl => {
+            let p = s.clone().exp() * mask.clone();
+            (p * (s - log_q) * mask).sum_dim(1).mul_scalar(tau * tau)
+        }
+        LossKind::Mse => ((s.exp() - q) * mask).square().sum_dim(1),
+    };
+    per_row.reshape([rows])
+}
+
+/// x · W over every row of `x` as one 2-D matmul (burn's `Linear::forward` on a 3-D input may
+/// run one small matmul per sequence and sum the weight's gradient over them afterwards).
+pub fn linear<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    let dims = x.dims();
+    let [d_in, d_out] = w.dims();
+    let rows = dims[..D - 1].iter().product();
+    let mut out = dims;
+    out[D - 1] = d_out;
+    x.reshape([rows, d_in]).matmul(w).reshape(out)
+}
+
+/// silu(gate) · up.
+pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
+    silu(gate) * up
+}
+
+/// x · γ / √(mean(x²) + ε) over the last dimension (burn's `RmsNorm`).
+pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, eps: f64) -> Tensor<D> {
+    let rms = (x.clone().square().mean_dim(D - 1) + eps).sqrt();
+    (x / rms) * gamma.unsqueeze()
+}
+
+/// Causal attention with rotary embeddings and grouped-query heads, through burn's
+/// `attention`.
+///
+/// # Shapes
+/// - `q`: `[batch, seq, heads·hd]`; `k`, `v`: `[batch, seq, kv_heads·hd]`; `cos`, `sin`:
+///   `[seq, hd]`; returns `[batch, seq, heads·hd]`
+pub fn causal_attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+) -> Tensor<3> {
+    let [batch, seq, width] = q.dims();
+    let head_dim = width / heads;
+    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
+    let (cos, sin) = (cos.unsqueeze::<4>(), sin.unsqueeze::<4>());
+    let q = rotate(split(q, heads), &cos, &sin);
+    let k = repeat_kv(rotate(split(k, kv_heads), &cos, &sin), heads / kv_heads);
+    let v = repeat_kv(split(v, kv_heads), heads / kv_heads);
+    let options = AttentionModuleOptions {
+        scale: None,
+        softcap: None,
+        is_causal: true,
+    };
+    attention(q, k, v, None, None, options)
+        .swap_dims(1, 2)
+        .reshape([batch, seq, width])
+}
+
+/// Repeats each key/value head for the `groups` query heads that share it.
+fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
+    if groups == 1 {
+        return t;
+    }
+    let [batch, kv, seq, hd] = t.dims();
+    t.unsqueeze_dim::<5>(2)
+        .expand([batch, kv, groups, seq, hd])
+        .reshape([batch, kv * groups, seq, hd])
+}
+
+/// Rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
+fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+    let half = x.dims()[3] / 2;
+    let x1 = x.clone().narrow(3, 0, half);
+    let x2 = x.clone().narrow(3, half, half);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos.clone() + rotated * sin.clone()
+}

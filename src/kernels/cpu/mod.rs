@@ -1,0 +1,11 @@
+//! The CPU kernels on plain row-major slices: no burn types, so each can be tested against a
+//! direct f64 computation and finite differences.
+
+pub mod attention;
+pub mod linear;
+pub mod matmul;
+pub mod rms_norm;
+pub mod rows;
+pub mod simd;
+pub mod softmax;
+pub mod swiglu;

@@ -1,0 +1,22 @@
+//! Fused kernels for training on the CPU: the language-model cross-entropy (log-softmax fused
+//! in), the sparse distillation losses, SwiGLU, RMSNorm, causal attention with rotary
+//! embeddings and the bias-free linear layer, each with its own backward pass, vectorised (AVX-512 or AVX2, chosen at run
+//! time) and spread over the current rayon pool. They plug into burn as a backend extension
+//! for the flex backend; every other backend runs the same maths from burn's own ops.
+//!
+//! - [`ops`]: the tensor functions the model and the objectives call
+//! - `extension`: burn's side (flex primitives, autodiff backward steps)
+//! - [`composite`]: the burn-op versions (GPU backends, and the tests' reference)
+//! - `cpu`: the kernels on plain slices
+
+pub mod composite;
+mod cpu;
+mod extension;
+pub mod ops;
+
+pub use cpu::simd::{Isa, isa};
+pub use cpu::softmax::row_log_sum_exp;
+pub use ops::{
+    causal_attention, composite_only, cross_entropy, kernels_enabled, linear, rms_norm,
+    sparse_distill, swiglu,
+};

@@ -1,0 +1,155 @@
+//! The fused operations as tensor functions, the only way the rest of pdsweep calls them. On
+//! the flex backend with f32 tensors each one runs its CPU kernel (through [`FusedOps`]); on
+//! any other backend or dtype it runs the same maths composed from burn's ops
+//! ([`super::composite`]), so model code is the same everywhere.
+//!
+//! `PDSWEEP_KERNELS=composite` in the environment (read once) turns the kernels off, for
+//! before/after measurements; [`composite_only`] does it for one closure on this thread.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use burn::backend::{DType, Dispatch, DispatchDevice};
+use burn::tensor::{Int, Tensor};
+
+use super::composite;
+use super::extension::{FusedOps, loss_code};
+use crate::spec::LossKind;
+
+thread_local! {
+    static COMPOSITE_HERE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with the fused kernels off on this thread (every op composed from burn's ops).
+pub fn composite_only<R>(f: impl FnOnce() -> R) -> R {
+    let before = COMPOSITE_HERE.with(|c| c.replace(true));
+    let out = f();
+    COMPOSITE_HERE.with(|c| c.set(before));
+    out
+}
+
+/// Whether the fused kernels are on (not turned off by `PDSWEEP_KERNELS=composite` or
+/// [`composite_only`]).
+pub fn kernels_enabled() -> bool {
+    static ENV: OnceLock<bool> = OnceLock::new();
+    let env = *ENV.get_or_init(|| std::env::var("PDSWEEP_KERNELS").as_deref() != Ok("composite"));
+    env && !COMPOSITE_HERE.with(Cell::get)
+}
+
+/// Whether `t` lives on flex (with or without autodiff) as f32, and the kernels are on.
+fn fused<const D: usize>(t: &Tensor<D>) -> bool {
+    kernels_enabled()
+        && t.dtype() == DType::F32
+        && matches!(t.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// Per-row negative log-likelihood of `targets` under softmax(`logits`), in nats.
+///
+/// # Shapes
+/// - `logits`: `[rows, vocab]`, `targets`: `[rows]`; returns `[rows]`
+pub fn cross_entropy(logits: Tensor<2>, targets: Tensor<1, Int>) -> Tensor<1> {
+    if !fused(&logits) {
+        return composite::cross_entropy(logits, targets);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_cross_entropy(
+        logits.into_dispatch(),
+        targets.into_dispatch(),
+    ))
+}
+
+/// Per-row sparse distillation loss `kind` at temperature `tau` of the student `logits`
+/// against the teacher's kept support (semantics in `crate::distill::loss`). Only the logits
+/// get a gradient.
+///
+/// # Shapes
+/// - `logits`: `[rows, vocab]`; `ids`, `log_probs`, `mask`: `[rows, width]` (width ≤ 256 on
+///   the CPU kernel); returns `[rows]`
+pub fn sparse_distill(
+    logits: Tensor<2>,
+    ids: Tensor<2, Int>,
+    log_probs: Tensor<2>,
+    mask: Tensor<2>,
+    kind: LossKind,
+    tau: f64,
+) -> Tensor<1> {
+    if !fused(&logits) || ids.dims()[1] > 256 {
+        return composite::sparse_distill(logits, ids, log_probs, mask, kind, tau);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_sparse_distill(
+        logits.into_dispatch(),
+        ids.into_dispatch(),
+        log_probs.into_dispatch(),
+        mask.into_dispatch(),
+        loss_code(kind),
+        tau as f32,
+    ))
+}
+
+/// x · W (a linear layer without bias) over every row of `x` as one matrix product.
+///
+/// # Shapes
+/// - `x`: `[.., d_in]`, `w`: `[d_in, d_out]`; returns `[.., d_out]`
+pub fn linear<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
+    if !fused(&x) {
+        return composite::linear(x, w);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(
+        x.into_dispatch(),
+        w.into_dispatch(),
+    ))
+}
+
+/// silu(gate) · up, element-wise.
+pub fn swiglu<const D: usize>(gate: Tensor<D>, up: Tensor<D>) -> Tensor<D> {
+    if !fused(&gate) {
+        return composite::swiglu(gate, up);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_swiglu(
+        gate.into_dispatch(),
+        up.into_dispatch(),
+    ))
+}
+
+/// RMSNorm over the last dimension: x · γ / √(mean(x²) + ε).
+///
+/// # Shapes
+/// - `x`: `[.., d]`, `gamma`: `[d]`; returns `x`'s shape
+pub fn rms_norm<const D: usize>(x: Tensor<D>, gamma: Tensor<1>, eps: f64) -> Tensor<D> {
+    if !fused(&x) {
+        return composite::rms_norm(x, gamma, eps);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_rms_norm(
+        x.into_dispatch(),
+        gamma.into_dispatch(),
+        eps as f32,
+    ))
+}
+
+/// Causal self-attention with rotary embeddings ("rotate half") and grouped-query heads,
+/// scaled by 1/√head_dim, straight from the projections' layout.
+///
+/// # Shapes
+/// - `q`: `[batch, seq, heads·hd]`; `k`, `v`: `[batch, seq, kv_heads·hd]`; `cos`, `sin`:
+///   `[seq, hd]`; returns `[batch, seq, heads·hd]`
+pub fn causal_attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+) -> Tensor<3> {
+    if !fused(&q) {
+        return composite::causal_attention(q, k, v, cos, sin, heads, kv_heads);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        cos.into_dispatch(),
+        sin.into_dispatch(),
+        heads,
+        kv_heads,
+    ))
+}

@@ -1,0 +1,12 @@
+//! Stacks: K same-shape runs trained as one batched model (DESIGN.md §9), each member
+//! computing what its solo run computes and keeping its own seed, data, objective, schedule,
+//! optimiser state, clipping, evaluations, events and checkpoint.
+
+mod loss;
+mod optim;
+pub mod probe;
+mod trainer;
+
+pub use loss::stack_loss;
+pub use optim::{Hyper, MemberState, StackedAdamW, clip_per_member};
+pub use trainer::{StackMember, StepInputs, stacked_step, train_stack};

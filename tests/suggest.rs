@@ -1,0 +1,224 @@
+//! `pdsweep suggest`: on simulated capacity-gap data with a known optimum, it proposes teachers
+//! inside the T* interval and expects the interval to narrow; on a sweep whose best teacher is
+//! the grid's largest (the gap16 fixture, real runs on Shakespeare) it extends the grid first,
+//! and `--write` saves a follow-up that plans into the same sweep.
+
+mod common;
+
+use std::path::Path;
+
+use common::{load_fixture, pdsweep, stderr, stdout};
+use pdsweep::fit::{
+    FinishedRun, FitOptions, LawKind, Optimum, SweepFitOptions, config_key, fit_sweep,
+};
+use pdsweep::plan::{Calibration, Plan, PlanOptions, RunKind};
+use pdsweep::spec::{Backend, Sweep};
+use pdsweep::suggest::{Budget, Edit, suggest};
+use rand::SeedableRng;
+use rand_distr::{Distribution, Normal};
+
+const SWEEP: &str = r#"name = "sim"
+seed = [1, 2, 3]
+[corpus]
+kind = "synthetic"
+vocab_size = 256
+[model]
+context = 64
+[teachers]
+sizes = ["8K", "16K", "32K", "64K", "128K", "256K", "512K"]
+tokens = ["2M"]
+[students]
+sizes = ["8K"]
+tokens = ["1M"]
+baseline = true
+[distill]
+mode = "offline"
+top_k = 16
+"#;
+
+/// Finished runs of `plan` whose student losses follow a U in ln(teacher size) with its
+/// minimum at `tstar`, 0.03 nats of noise per run and 0.1 per seed (shared with the seed's
+/// baseline).
+fn simulate(plan: &Plan, tstar: f64) -> Vec<FinishedRun> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    let run_noise = Normal::new(0.0, 0.03).unwrap();
+    let seed_shift: Vec<f64> = (0..4)
+        .map(|_| Normal::new(0.0, 0.1).unwrap().sample(&mut rng))
+        .collect();
+    let mut out = Vec::new();
+    for r in &plan.runs {
+        let seed = r.config.data.seed;
+        let shift = seed_shift[seed as usize % 4];
+        let json: serde_json::Value = serde_json::from_str(&r.config_json).unwrap();
+        let (loss, teacher, config) = match r.kind() {
+            RunKind::Logits => continue,
+            RunKind::Teacher => (2.5, None, None),
+            RunKind::Baseline => (3.2 + shift + run_noise.sample(&mut rng), None, None),
+            RunKind::Student => {
+                let t = r.config.distill.as_ref().unwrap().teacher.clone();
+                let tp = plan.run(&t).unwrap().params.non_embedding as f64;
+                let loss =
+                    3.0 + 0.025 * (tp / tstar).ln().powi(2) + shift + run_noise.sample(&mut rng);
+                (
+                    loss,
+                    Some(t.to_string()),
+                    Some(config_key(&json["distill"])),
+                )
+            }
+        };
+        out.push(FinishedRun {
+            id: r.id.to_string(),
+            kind: r.kind().as_str().to_string(),
+            params: r.params.non_embedding as f64,
+            tokens: r.tokens() as f64,
+            loss,
+            teacher,
+            config,
+            baseline_loss: None,
+            seed,
+        });
+    }
+    out
+}
+
+#[test]
+fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("sim.toml");
+    std::fs::write(&path, SWEEP).unwrap();
+    let sweep = Sweep::parse(&path, SWEEP.to_string()).unwrap();
+    let calibration = Calibration::stated(Backend::Cpu);
+    let plan = Plan::build(
+        &sweep,
+        &PlanOptions {
+            flops_per_s: None,
+            calibration: Some(calibration.clone()),
+        },
+    )
+    .unwrap();
+    let fits = fit_sweep(
+        &simulate(&plan, 6.0e4),
+        &SweepFitOptions {
+            fit: FitOptions {
+                bootstrap: 200,
+                ..FitOptions::default()
+            },
+            supervised_law: LawKind::Chinchilla,
+        },
+    );
+    let gap = &fits.capacity_gaps[0];
+    let Optimum::Interior {
+        ci: Some([lo, hi]), ..
+    } = gap.by_teacher_params.optimum
+    else {
+        panic!("{:?}", gap.by_teacher_params.optimum)
+    };
+    assert!(
+        gap.paired,
+        "students are paired with their same-seed baselines"
+    );
+
+    let s = suggest(&path, SWEEP, &plan, &fits, &calibration, Budget::Runs(12)).unwrap();
+    let teachers: Vec<u64> = s
+        .steps
+        .iter()
+        .filter_map(|st| match st.edit {
+            Edit::AddTeacher { target } => Some(target),
+            _ => None,
+        })
+        .collect();
+    assert!(!teachers.is_empty(), "{:#?}", s.steps);
+    for t in &teachers {
+        let t = *t as f64;
+        assert!(
+            lo * 0.75 <= t && t <= hi * 1.25,
+            "proposed teacher {t} outside the T* interval [{lo:.0}, {hi:.0}]"
+        );
+    }
+    let runs: usize = s.steps.iter().map(|st| st.new_runs.len()).sum();
+    assert!(runs <= 12, "{runs} runs over the budget of 12");
+    let g = &s.groups[0];
+    let (before, after) = (g.expected_before.unwrap(), g.expected_after.unwrap());
+    assert!(after < before, "expected width {before:.2}x -> {after:.2}x");
+    // The follow-up plans: every old run is still in it, with new ones added.
+    let next = Sweep::parse(&path, s.sweep_text.clone()).unwrap();
+    let next_plan = Plan::build(&next, &PlanOptions::default()).unwrap();
+    for r in &plan.runs {
+        assert!(next_plan.run(&r.id).is_some(), "{} kept", r.name);
+    }
+    assert_eq!(next_plan.runs.len(), plan.runs.len() + runs);
+}
+
+fn gap16(dir: &Path) -> std::path::PathBuf {
+    let results = load_fixture(dir, "gap16");
+    let toml = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gap16.toml"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("gap16.toml"), toml).unwrap();
+    results
+}
+
+#[test]
+fn at_the_edge_of_the_grid_suggest_extends_it_and_writes_a_follow_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let results = gap16(dir);
+    let r = results.display().to_string();
+    let out = pdsweep(
+        dir,
+        &[
+            "suggest",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--runs",
+            "10",
+            "--write",
+            "gap16-next.toml",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("edge of grid"), "{text}");
+    assert!(
+        text.contains("the best teacher is the largest; extend the grid"),
+        "{text}"
+    );
+    let next = std::fs::read_to_string(dir.join("gap16-next.toml")).unwrap();
+    assert!(next.starts_with("# Follow-up of gap16.toml"), "{next}");
+    let sweep = Sweep::parse(&dir.join("gap16-next.toml"), next.clone()).unwrap();
+    assert_eq!(
+        sweep.file.name.as_str(),
+        "gap16",
+        "same name, same database"
+    );
+    let largest = sweep
+        .file
+        .teachers
+        .get_ref()
+        .sizes
+        .iter()
+        .map(|s| s.get_ref().0)
+        .max()
+        .unwrap();
+    assert!(largest > 300_000, "a teacher beyond 222K: {next}");
+
+    // Never overwrites, and says what is missing.
+    let again = pdsweep(
+        dir,
+        &[
+            "suggest",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--write",
+            "gap16-next.toml",
+        ],
+    );
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("exists"), "{}", stderr(&again));
+    let none = pdsweep(dir, &["suggest", "gap16.toml", "--results", "elsewhere"]);
+    assert_eq!(none.status.code(), Some(2), "{}", stderr(&none));
+    assert!(stderr(&none).contains("run it first"), "{}", stderr(&none));
+}
