@@ -19,8 +19,8 @@ pub use cost::{
 pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
 pub use render::{PlanFormat, render};
 pub use run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
-    RunKind, TokenizerRef, TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
+    RunId, RunKind, TokenizerRef, TrainConfig, Truncation, tuned_on,
 };
 pub use shape::{ModelShape, ParamCount, ShapeRule};
 

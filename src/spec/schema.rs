@@ -316,6 +316,12 @@ pub struct TrainSection {
     /// Log the training loss every this many steps.
     #[serde(default = "default_log_every")]
     pub log_every: Count,
+    /// Peak learning rates tried for every baseline (the schedule's shape is `lr`'s): each
+    /// student size and budget keeps the rate whose baselines reach the lowest mean held-out
+    /// loss over the seeds, its students train at that rate, and gains are measured against
+    /// the baseline at that rate (see `run::tuning`).
+    #[serde(default)]
+    pub tune_lr: Option<Spanned<Vec<f64>>>,
 }
 
 impl Default for TrainSection {
@@ -329,6 +335,7 @@ impl Default for TrainSection {
             evals: default_evals(),
             checkpoint_every: default_checkpoint_every(),
             log_every: default_log_every(),
+            tune_lr: None,
         }
     }
 }
