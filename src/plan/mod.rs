@@ -10,7 +10,8 @@ mod run;
 mod shape;
 
 pub use checks::{
-    DesignWarning, LossPrior, Priors, TStarPrior, corpus_checks, design_checks, passes,
+    DesignWarning, LossPrior, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks, design_checks,
+    passes,
 };
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,

@@ -384,6 +384,18 @@ fn caveats(h: &mut String, data: &ReportData) {
     for (what, why) in &f.skipped {
         items.push(format!("not fitted: {}: {}", esc(what), rich(why)));
     }
+    let plateau = super::data::near_unigram(data);
+    if let Some((_, line)) = plateau.first() {
+        let names: Vec<String> = plateau
+            .iter()
+            .map(|(r, _)| format!("<code>{}</code>", esc(&r.name)))
+            .collect();
+        items.push(format!(
+            "{} run(s) ended near the unigram entropy (held-out loss above {line:.3} nats, less than a quarter of the way from the unigram entropy to the floor): {}; their losses measure when they left the plateau, not what they can learn — give them more steps",
+            plateau.len(),
+            names.join(", ")
+        ));
+    }
     if items.is_empty() {
         return;
     }
