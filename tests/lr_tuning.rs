@@ -129,6 +129,17 @@ fn the_learning_rate_selection_picks_the_known_best_on_a_tiny_sweep() {
         assert_eq!(&gain_vs, baseline_id);
         assert!((gain - (baseline.3.unwrap() - loss.unwrap())).abs() < 1e-9);
     }
+
+    // `fit` reports the tuned rate with every candidate's score, and no edge warning (the
+    // winner is inside the candidates)
+    let out = pdsweep(dir.path(), &["fit", "s.toml"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("learning rate of 9.81K on 49.6K tokens: 3e-3"),
+        "{text}"
+    );
+    assert!(!text.contains("the tuned rate is the"), "{text}");
+    assert!(text.contains("1e30: failed (diverged)"), "{text}");
 }
 
 #[test]

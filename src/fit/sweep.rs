@@ -88,10 +88,38 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
     Ok(out)
 }
 
-/// `runs` without the baselines of learning rates that lost (`[train] tune_lr`): per student
-/// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
-/// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
-pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
+/// The learning rate a student size and budget was tuned to (`[train] tune_lr`), from its
+/// baselines at every candidate peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunedRate {
+    /// Non-embedding parameters.
+    pub params: f64,
+    /// Tokens.
+    pub tokens: f64,
+    /// The chosen peak.
+    pub peak: f64,
+    /// Every candidate peak's mean held-out loss and finished runs.
+    pub candidates: Vec<crate::run::tuning::PeakScore>,
+}
+
+impl TunedRate {
+    /// `Some(true)` when the chosen peak is the largest candidate, `Some(false)` when the
+    /// smallest: the best rate may lie beyond the candidates.
+    pub fn at_edge(&self) -> Option<bool> {
+        let first = self.candidates.first()?.peak;
+        let last = self.candidates.last()?.peak;
+        if self.peak == last {
+            Some(true)
+        } else if self.peak == first {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+/// The tuned rate of every student size and budget whose baselines tried several peaks.
+pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
     let mut results: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.kind == "baseline") {
         if let Some(peak) = r.lr_peak {
@@ -101,9 +129,58 @@ pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
                 .push((peak, r.loss));
         }
     }
-    let best: BTreeMap<(u64, u64), f64> = results
+    results
         .into_iter()
-        .filter_map(|(key, res)| best_peak(&res).map(|p| (key, p)))
+        .filter_map(|((n, d), res)| {
+            let candidates = crate::run::tuning::scores(&res);
+            (candidates.len() > 1).then_some(())?;
+            Some(TunedRate {
+                params: f64::from_bits(n),
+                tokens: f64::from_bits(d),
+                peak: best_peak(&res)?,
+                candidates,
+            })
+        })
+        .collect()
+}
+
+/// Adds to `rates` the candidate peaks whose baselines all failed (diverged) in `db`'s current
+/// plan, with no finished run, so a winner below them is not taken for the largest candidate.
+pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<(), FitError> {
+    let runs = match db.current_plan()? {
+        Some(plan) => db.plan_runs(plan)?,
+        None => db.runs()?,
+    };
+    for r in runs
+        .iter()
+        .filter(|r| r.kind == "baseline" && r.state == "failed")
+    {
+        let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
+        let Some(peak) = config["train"]["lr"]["peak"].as_f64() else {
+            continue;
+        };
+        let (n, d) = (r.params_non_embedding as f64, r.tokens as f64);
+        if let Some(rate) = rates.iter_mut().find(|t| t.params == n && t.tokens == d)
+            && !rate.candidates.iter().any(|c| c.peak == peak)
+        {
+            rate.candidates.push(crate::run::tuning::PeakScore {
+                peak,
+                mean_loss: f64::NAN,
+                finished: 0,
+            });
+            rate.candidates.sort_by(|a, b| a.peak.total_cmp(&b.peak));
+        }
+    }
+    Ok(())
+}
+
+/// `runs` without the baselines of learning rates that lost (`[train] tune_lr`): per student
+/// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
+/// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
+pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
+    let best: BTreeMap<(u64, u64), f64> = tuned_rates(runs)
+        .into_iter()
+        .map(|t| ((t.params.to_bits(), t.tokens.to_bits()), t.peak))
         .collect();
     runs.iter()
         .filter(|r| {
@@ -176,11 +253,15 @@ pub struct SweepFits {
     pub tstar: Vec<TStarScaling>,
     /// Fits that could not be made.
     pub skipped: Vec<Skipped>,
+    /// The learning rate each student size and budget was tuned to (`[train] tune_lr`).
+    #[serde(default)]
+    pub tuned_rates: Vec<TunedRate>,
 }
 
 /// Fits everything the sweep's finished runs allow; what cannot be fitted is listed in
 /// `skipped` with the reason, never fitted with nonsense.
 pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
+    let tuned_rates = tuned_rates(runs);
     let runs = &tuned_baselines(runs)[..];
     let mut skipped = Vec::new();
     let supervised_points: Vec<DataPoint> = runs
@@ -374,6 +455,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         capacity_gaps,
         tstar,
         skipped,
+        tuned_rates,
     }
 }
 
