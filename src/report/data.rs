@@ -183,6 +183,8 @@ pub struct RunView {
     pub gain: Option<f64>,
     /// The corpus's training tokens, as the run recorded them (finished runs).
     pub corpus_train_tokens: Option<u64>,
+    /// Peak learning rate as planned (a tuned student's is chosen when it starts).
+    pub lr_peak: Option<f64>,
 }
 
 impl RunView {
