@@ -146,6 +146,14 @@ fn the_learning_rate_selection_picks_the_known_best_on_a_tiny_sweep() {
     );
     assert!(!text.contains("the tuned rate is the"), "{text}");
     assert!(text.contains("1e30: failed (diverged)"), "{text}");
+
+    // the report shows the same table, the chosen rate in bold
+    let out = pdsweep(dir.path(), &["report", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(dir.path().join("reports/tuned/index.html")).unwrap();
+    assert!(page.contains("Learning rate per size"));
+    assert!(page.contains("<strong>3e-3: "), "the chosen rate in bold");
+    assert!(page.contains("1e30: diverged"));
 }
 
 #[test]
