@@ -382,6 +382,7 @@ fn recommend_printed_a_negative_teacher_size_and_answers_not_monotone_in_size() 
         power: fitted("power", [3.0e6, -0.3]),
         better: "linear".into(),
         warnings: Vec::new(),
+        largest_held_out: None,
     };
     store_laws(&db, &[8272.0, 27792.0], Some(tstar));
     let (code, out, err) = recommend(

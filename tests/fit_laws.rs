@@ -203,6 +203,7 @@ fn synthetic_sweep() -> Vec<FinishedRun> {
             config: (kind == "student").then(|| "loss=kl".to_string()),
             baseline_loss: baseline,
             seed: 1,
+            lr_peak: None,
         });
         id
     };

@@ -1070,3 +1070,40 @@ fn empty_fits_parquet_had_every_column_typed_int64() {
     export(&full_dir);
     assert_eq!(schema_of(&full_dir), empty);
 }
+
+/// A baseline of five optimiser steps ends at the unigram plateau; its teacher of 200 steps
+/// does not: `report` names the baseline (and only it) on the terminal and in the page.
+#[test]
+fn report_flags_runs_that_ended_near_the_unigram_entropy() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = r#"
+name = "plateau"
+[corpus]
+val_tokens = "8K"
+[model]
+context = 64
+[teachers]
+sizes = ["20K"]
+tokens = ["400K"]
+[students]
+sizes = ["10K"]
+tokens = ["10K"]
+baseline = true
+[train]
+batch_tokens = "2K"
+lr = 3e-3
+evals = 1
+"#;
+    std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
+    let out = pdsweep(dir.path(), &["run", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = pdsweep(dir.path(), &["report", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("ended near the unigram entropy"), "{err}");
+    assert!(err.contains("`baseline-10K`"), "{err}");
+    assert!(!err.contains("`teacher-20K`"), "{err}");
+    let page = std::fs::read_to_string(dir.path().join("reports/plateau/index.html")).unwrap();
+    assert!(page.contains("ended near the unigram entropy"));
+    assert!(page.contains("<code>baseline-10K</code>"));
+}

@@ -578,3 +578,42 @@ fn a_second_coordinator_is_refused_and_a_restarted_one_reattaches() {
     assert_eq!(mode, [["delete"]]);
     assert_all_done_like_local(&sweep);
 }
+
+/// `[train] tune_lr` on Slurm: a student is submitted only once every learning-rate candidate
+/// ended (its unit carries the chosen rate), and a candidate that diverged does not hold it.
+#[test]
+fn a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_diverged_one() {
+    let Some(_slurm) = slurm_or_skip(
+        "a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_diverged_one",
+    ) else {
+        return;
+    };
+    let sweep = Sweep::new("slurm-tuned");
+    let file = SWEEP
+        .replace("NAME", "slurm-tuned")
+        .replace(r#"mode = ["offline", "online"]"#, r#"mode = "offline""#)
+        .replace("log_every = 2", "log_every = 2\ntune_lr = [3e-3, 1e30]");
+    std::fs::write(sweep.path().join("s.toml"), file).unwrap();
+    let out = finish(sweep.spawn_coordinator(), Duration::from_secs(180));
+    let err = stderr(&out);
+    assert!(err.contains("1 run(s) failed"), "{err}");
+    let states: Vec<Vec<String>> = sweep.query("SELECT name, state FROM runs ORDER BY name");
+    let state = |name: &str| {
+        states
+            .iter()
+            .find(|r| r[0] == name)
+            .map(|r| r[1].clone())
+            .unwrap_or_else(|| panic!("{name} in {states:?}"))
+    };
+    assert_eq!(state("baseline-10K-lr1e30"), "failed");
+    assert_eq!(state("baseline-10K-lr3e-3"), "done");
+    assert_eq!(state("student-10K-from-20K"), "done");
+    let peak = sweep
+        .one(
+            "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r
+             ON r.id = s.run_id WHERE r.name = 'student-10K-from-20K'",
+        )
+        .unwrap();
+    assert_eq!(peak.parse::<f64>().unwrap(), 3e-3);
+    assert!(sweep.live_jobs().is_empty());
+}

@@ -76,6 +76,7 @@ fn simulate(plan: &Plan, tstar: f64) -> Vec<FinishedRun> {
             config,
             baseline_loss: None,
             seed,
+            lr_peak: None,
         });
     }
     out

@@ -9,7 +9,8 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 use pdsweep::fit::{
     Busbridge, CapacityGap, Chinchilla, ColumnMap, Fit, FitOptions, FitRecord, FitSummary,
     GapCurve, LawKind, Optimiser, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED, SupervisedSource,
-    SweepFitOptions, SweepFits, finished_runs, fit, fit_sweep, paired_gains, read_csv, save_fits,
+    SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, finished_runs, fit, fit_sweep,
+    paired_gains, read_csv, save_fits,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_count;
@@ -102,13 +103,14 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             let db_path = locate_db(&cmd.target, &cmd.results)?;
             let mut db = SweepDb::open(&db_path)?;
             let runs = finished_runs(&db)?;
-            let fits = fit_sweep(
+            let mut fits = fit_sweep(
                 &runs,
                 &SweepFitOptions {
                     fit: opts,
                     supervised_law: law,
                 },
             );
+            add_failed_candidates(&db, &mut fits.tuned_rates)?;
             let mut records = Vec::new();
             if let Some(f) = &fits.supervised {
                 records.push(FitRecord::Law {
@@ -358,6 +360,43 @@ fn gains_line(g: &CapacityGap) -> String {
     )
 }
 
+/// The tuned learning rate per student size and budget, with a warning where it is the
+/// largest or smallest candidate (the best rate may lie beyond them).
+fn tuned_rates_text(rates: &[TunedRate]) -> String {
+    let mut out = String::new();
+    for t in rates {
+        let scores: Vec<String> = t
+            .candidates
+            .iter()
+            .map(|c| match c.finished {
+                0 => format!("{:e}: failed (diverged)", c.peak),
+                n => format!("{:e}: {:.4} ({n} run(s))", c.peak, c.mean_loss),
+            })
+            .collect();
+        out += &format!(
+            "learning rate of {} on {} tokens: {:e} (mean held-out loss of the baselines per peak: {})\n",
+            format_count(t.params),
+            format_count(t.tokens),
+            t.peak,
+            scores.join(", ")
+        );
+        if let Some(high) = t.at_edge() {
+            let (which, way) = if high {
+                ("largest", "larger")
+            } else {
+                ("smallest", "smaller")
+            };
+            out += &format!(
+                "warning: the tuned rate is the {which} candidate: the best may be {way}; extend `[train] tune_lr` toward {way} rates\n"
+            );
+        }
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
 fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
     let mut out = format!(
         "{n_runs} finished runs; fits stored in `{}`\n\n",
@@ -372,6 +411,7 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
     for (key, d) in &f.distill {
         out += &format!("distillation law ({key}):\n{}\n", fit_table(d));
     }
+    out += &tuned_rates_text(&f.tuned_rates);
     for g in &f.capacity_gaps {
         let baseline = match (g.baseline_loss, g.baseline_seeds) {
             (Some(b), n) if n > 1 => format!(", baseline loss {b:.4} (mean of {n} seeds)"),
@@ -414,6 +454,15 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
             t.power.rmse_log,
             t.better
         );
+        if let Some(p) = &t.largest_held_out {
+            out += &format!(
+                "  the power law fitted without the largest student ({}) predicts its T* {} against {} measured on its own curve: error {:+.0} %\n",
+                format_count(p.student_params),
+                format_count(p.predicted),
+                format_count(p.measured),
+                100.0 * p.relative_error
+            );
+        }
         for w in &t.warnings {
             out += &format!("  warning: {w}\n");
         }

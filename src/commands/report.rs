@@ -43,6 +43,21 @@ pub fn report(cmd: ReportCommand) -> anyhow::Result<()> {
     for s in &drawn.skipped {
         println!("  not drawn: {} ({})", s.name, s.reason);
     }
+    let plateau = report::data::near_unigram(&data);
+    if let Some((_, line)) = plateau.first() {
+        eprintln!(
+            "warning: {} run(s) ended near the unigram entropy (held-out loss above {line:.3} nats): {}",
+            plateau.len(),
+            plateau
+                .iter()
+                .map(|(r, _)| format!("`{}`", r.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        eprintln!(
+            "  hint: their losses measure when they left the plateau, not what they can learn; give them more optimiser steps (`tokens`, or a smaller `[train] batch_tokens`)"
+        );
+    }
     if !drawn.missing.is_empty() {
         println!("missing:");
         for m in &drawn.missing {

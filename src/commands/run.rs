@@ -140,10 +140,40 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         return Err(Interrupted.into());
     }
     if summary.failed > 0 {
-        return Err(RunsFailed {
-            failed: summary.failed,
+        let diverged = diverged_candidates(&db, write.plan_id, &plan)?;
+        if diverged.len() < summary.failed || diverged.is_empty() {
+            return Err(RunsFailed {
+                failed: summary.failed,
+            }
+            .into());
         }
-        .into());
+        eprintln!(
+            "note: every failed run is a learning-rate candidate (`[train] tune_lr`) that diverged: {}; the students train at the best of the others",
+            diverged.join(", ")
+        );
     }
     Ok(())
+}
+
+/// Names of the plan's failed runs when every one of them is a learning-rate candidate of a
+/// tuned run (a rate that diverged is an answer, not a failure of the sweep); empty otherwise.
+fn diverged_candidates(db: &SweepDb, plan_id: i64, plan: &Plan) -> anyhow::Result<Vec<String>> {
+    let candidates: std::collections::HashSet<&str> = plan
+        .runs
+        .iter()
+        .filter_map(|r| r.config.train.as_ref()?.tune.as_ref())
+        .flat_map(|t| t.candidates.iter().map(|c| c.0.as_str()))
+        .collect();
+    let failed: Vec<_> = db
+        .plan_runs(plan_id)?
+        .into_iter()
+        .filter(|r| r.state == "failed")
+        .collect();
+    if failed.iter().any(|r| !candidates.contains(r.id.as_str())) {
+        return Ok(Vec::new());
+    }
+    Ok(failed
+        .into_iter()
+        .map(|r| format!("`{}`", r.name))
+        .collect())
 }

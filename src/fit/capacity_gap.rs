@@ -691,6 +691,47 @@ pub struct TStarScaling {
     /// What the reader should know (a T* that falls with S, few points).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// The power law fitted without the largest student, predicting that student's T*.
+    #[serde(default)]
+    pub largest_held_out: Option<TStarPrediction>,
+}
+
+/// A T*(S) law fitted on the smaller students, predicting the largest one's T*.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TStarPrediction {
+    /// The held-out (largest) student size.
+    pub student_params: f64,
+    /// Its T* from its own capacity-gap curve.
+    pub measured: f64,
+    /// Its T* from the power law fitted on the other sizes.
+    pub predicted: f64,
+    /// predicted / measured − 1.
+    pub relative_error: f64,
+}
+
+/// The power law T* = c·S^k fitted on every point but the largest S, predicting its T*; needs
+/// at least two other sizes.
+pub fn predict_largest(points: &[[f64; 2]]) -> Option<TStarPrediction> {
+    let largest = points
+        .iter()
+        .copied()
+        .max_by(|a, b| a[0].total_cmp(&b[0]))?;
+    let rest: Vec<[f64; 2]> = points
+        .iter()
+        .copied()
+        .filter(|p| p[0] < largest[0])
+        .collect();
+    if rest.len() < 2 {
+        return None;
+    }
+    let f = fit_form("power", &rest)?;
+    let predicted = f.params[0] * largest[0].powf(f.params[1]);
+    Some(TStarPrediction {
+        student_params: largest[0],
+        measured: largest[1],
+        predicted,
+        relative_error: predicted / largest[1] - 1.0,
+    })
 }
 
 /// The fewest student sizes a T*(S) fit needs: both forms have two parameters, so with two
@@ -787,6 +828,7 @@ pub fn tstar_scaling(
     Some(TStarScaling {
         student_tokens,
         config: config.into(),
+        largest_held_out: predict_largest(&points),
         points,
         linear,
         power,
@@ -799,6 +841,18 @@ pub fn tstar_scaling(
 mod tests {
     use super::*;
     use crate::fit::laws::Busbridge;
+
+    #[test]
+    fn the_largest_students_tstar_is_predicted_from_the_others() {
+        // T* = 3·S^0.9 exactly at the two smaller sizes; the largest measured 10 % above it
+        let law = |s: f64| 3.0 * s.powf(0.9);
+        let pts = [[1e4, law(1e4)], [2e4, law(2e4)], [4e4, law(4e4) * 1.1]];
+        let p = predict_largest(&pts).unwrap();
+        assert_eq!(p.student_params, 4e4);
+        assert!((p.predicted - law(4e4)).abs() < 1e-6 * law(4e4));
+        assert!((p.relative_error - (1.0 / 1.1 - 1.0)).abs() < 1e-9);
+        assert!(predict_largest(&pts[1..]).is_none());
+    }
 
     #[test]
     fn quadratic_finds_an_interior_optimum_with_an_interval() {

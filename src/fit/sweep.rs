@@ -15,6 +15,7 @@ use super::data::{DataPoint, SupervisedSource};
 use super::error::FitError;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{Busbridge, Chinchilla, DistillLaw, LawKind};
+use crate::run::tuning::best_peak;
 use crate::store::SweepDb;
 
 /// One finished run as the fits use it.
@@ -39,6 +40,9 @@ pub struct FinishedRun {
     /// Seed of data order and initialisation (replicates differ only in it).
     #[serde(default)]
     pub seed: u64,
+    /// Peak learning rate it trained at as planned (a tuned student's is chosen at run time).
+    #[serde(default)]
+    pub lr_peak: Option<f64>,
 }
 
 /// The finished teacher, student and baseline runs of the sweep's current plan.
@@ -78,9 +82,119 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
             config: key,
             baseline_loss,
             seed: config["data"]["seed"].as_u64().unwrap_or(0),
+            lr_peak: config["train"]["lr"]["peak"].as_f64(),
         });
     }
     Ok(out)
+}
+
+/// The learning rate a student size and budget was tuned to (`[train] tune_lr`), from its
+/// baselines at every candidate peak.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunedRate {
+    /// Non-embedding parameters.
+    pub params: f64,
+    /// Tokens.
+    pub tokens: f64,
+    /// The chosen peak.
+    pub peak: f64,
+    /// Every candidate peak's mean held-out loss and finished runs.
+    pub candidates: Vec<crate::run::tuning::PeakScore>,
+}
+
+impl TunedRate {
+    /// `Some(true)` when the chosen peak is the largest candidate, `Some(false)` when the
+    /// smallest: the best rate may lie beyond the candidates.
+    pub fn at_edge(&self) -> Option<bool> {
+        let first = self.candidates.first()?.peak;
+        let last = self.candidates.last()?.peak;
+        if self.peak == last {
+            Some(true)
+        } else if self.peak == first {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+/// The tuned rate of every student size and budget whose baselines tried several peaks.
+pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
+    let mut results: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| r.kind == "baseline") {
+        if let Some(peak) = r.lr_peak {
+            results
+                .entry((r.params.to_bits(), r.tokens.to_bits()))
+                .or_default()
+                .push((peak, r.loss));
+        }
+    }
+    results
+        .into_iter()
+        .filter_map(|((n, d), res)| {
+            let candidates = crate::run::tuning::scores(&res);
+            (candidates.len() > 1).then_some(())?;
+            Some(TunedRate {
+                params: f64::from_bits(n),
+                tokens: f64::from_bits(d),
+                peak: best_peak(&res)?,
+                candidates,
+            })
+        })
+        .collect()
+}
+
+/// Adds to `rates` the candidate peaks whose baselines all failed (diverged) in `db`'s current
+/// plan, with no finished run, so a winner below them is not taken for the largest candidate.
+pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<(), FitError> {
+    let runs = match db.current_plan()? {
+        Some(plan) => db.plan_runs(plan)?,
+        None => db.runs()?,
+    };
+    for r in runs
+        .iter()
+        .filter(|r| r.kind == "baseline" && r.state == "failed")
+    {
+        let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
+        let Some(peak) = config["train"]["lr"]["peak"].as_f64() else {
+            continue;
+        };
+        let (n, d) = (r.params_non_embedding as f64, r.tokens as f64);
+        if let Some(rate) = rates.iter_mut().find(|t| t.params == n && t.tokens == d)
+            && !rate.candidates.iter().any(|c| c.peak == peak)
+        {
+            rate.candidates.push(crate::run::tuning::PeakScore {
+                peak,
+                mean_loss: f64::NAN,
+                finished: 0,
+            });
+            rate.candidates.sort_by(|a, b| a.peak.total_cmp(&b.peak));
+        }
+    }
+    Ok(())
+}
+
+/// `runs` without the baselines of learning rates that lost (`[train] tune_lr`): per student
+/// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
+/// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
+pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
+    let best: BTreeMap<(u64, u64), f64> = tuned_rates(runs)
+        .into_iter()
+        .map(|t| ((t.params.to_bits(), t.tokens.to_bits()), t.peak))
+        .collect();
+    runs.iter()
+        .filter(|r| {
+            r.kind != "baseline"
+                || match (
+                    r.lr_peak,
+                    best.get(&(r.params.to_bits(), r.tokens.to_bits())),
+                ) {
+                    (Some(peak), Some(best)) => peak == *best,
+                    _ => true,
+                }
+        })
+        .cloned()
+        .collect()
 }
 
 /// A readable key of a student's distillation settings: `loss=kl alpha=0.9 tau=1 top_p=0.95
@@ -139,11 +253,16 @@ pub struct SweepFits {
     pub tstar: Vec<TStarScaling>,
     /// Fits that could not be made.
     pub skipped: Vec<Skipped>,
+    /// The learning rate each student size and budget was tuned to (`[train] tune_lr`).
+    #[serde(default)]
+    pub tuned_rates: Vec<TunedRate>,
 }
 
 /// Fits everything the sweep's finished runs allow; what cannot be fitted is listed in
 /// `skipped` with the reason, never fitted with nonsense.
 pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
+    let tuned_rates = tuned_rates(runs);
+    let runs = &tuned_baselines(runs)[..];
     let mut skipped = Vec::new();
     let supervised_points: Vec<DataPoint> = runs
         .iter()
@@ -336,6 +455,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         capacity_gaps,
         tstar,
         skipped,
+        tuned_rates,
     }
 }
 
@@ -428,5 +548,55 @@ pub fn sample_law(fit: &Fit, i: usize) -> Option<SupervisedSource> {
             gamma: s[5],
         })),
         LawKind::Distill => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(kind: &str, params: f64, seed: u64, peak: f64, loss: f64) -> FinishedRun {
+        FinishedRun {
+            id: format!("{kind}-{params}-{seed}-{peak}"),
+            kind: kind.into(),
+            params,
+            tokens: 1e6,
+            loss,
+            teacher: None,
+            config: None,
+            baseline_loss: None,
+            seed,
+            lr_peak: Some(peak),
+        }
+    }
+
+    #[test]
+    fn only_the_baselines_at_each_sizes_best_rate_are_kept() {
+        let runs = vec![
+            run("baseline", 1e4, 1, 1e-3, 3.1),
+            run("baseline", 1e4, 2, 1e-3, 3.0),
+            run("baseline", 1e4, 1, 3e-3, 2.9),
+            run("baseline", 1e4, 2, 3e-3, 3.0),
+            // another size, where the higher rate wins
+            run("baseline", 2e4, 1, 3e-3, 2.8),
+            run("baseline", 2e4, 1, 1e-2, 2.7),
+            // teachers are kept whatever their rate
+            run("teacher", 1e5, 1, 1e-3, 2.5),
+            run("teacher", 1e5, 1, 3e-3, 2.4),
+        ];
+        let kept: Vec<(String, f64, f64)> = tuned_baselines(&runs)
+            .into_iter()
+            .map(|r| (r.kind, r.params, r.lr_peak.unwrap()))
+            .collect();
+        assert_eq!(
+            kept,
+            vec![
+                ("baseline".into(), 1e4, 3e-3),
+                ("baseline".into(), 1e4, 3e-3),
+                ("baseline".into(), 2e4, 1e-2),
+                ("teacher".into(), 1e5, 1e-3),
+                ("teacher".into(), 1e5, 3e-3),
+            ]
+        );
     }
 }

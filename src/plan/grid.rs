@@ -7,8 +7,8 @@ use std::ops::Range;
 
 use super::cost;
 use super::run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
-    RunKind, TokenizerRef, TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
+    RunId, RunKind, TokenizerRef, TrainConfig, Truncation,
 };
 use super::shape::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
@@ -152,6 +152,7 @@ impl<'a> Context<'a> {
             checkpoint_every: t.checkpoint_every.0,
             log_every: t.log_every.0,
             precision: t.precision,
+            tune: None,
         };
         let d = &f.distill;
         let distill = distill_points(d);
@@ -483,6 +484,8 @@ struct PendingStudent {
     name: String,
     teacher: usize,
     store_key: Option<(usize, u64)>,
+    /// The baselines its learning rate is tuned on (`[train] tune_lr`), else empty.
+    tuned_on: Vec<RunId>,
 }
 
 impl Builder<'_, '_> {
@@ -519,6 +522,67 @@ impl Builder<'_, '_> {
             logits: None,
             backend: self.ctx.sweep.file.backend,
         }
+    }
+
+    /// Adds the baselines of student `m` at one budget, one per seed (and per peak learning
+    /// rate of `[train] tune_lr`); returns the runs a student's rate is tuned on: every one of
+    /// them when the rate is tuned, none otherwise.
+    fn baselines_of(
+        &mut self,
+        m: &GroupModel,
+        steps: u64,
+        tokens: u64,
+        budget_part: &str,
+    ) -> Vec<RunId> {
+        let peaks = self
+            .ctx
+            .sweep
+            .file
+            .train
+            .tune_lr
+            .as_ref()
+            .map(|t| t.get_ref().clone());
+        let mut candidates = Vec::new();
+        for &seed in &m.seeds {
+            let seed_part = self.ctx.seed_suffix(seed);
+            let name = format!("baseline-{}{budget_part}{seed_part}", m.spec.label);
+            let flops = cost::training_flops(m.n, tokens);
+            self.naive_flops += flops;
+            let config = self.trained(RunKind::Baseline, m, steps, tokens, seed);
+            let Some(peaks) = &peaks else {
+                self.baselines
+                    .push(make_run(config, name, Vec::new(), flops));
+                continue;
+            };
+            for &peak in peaks {
+                let mut config = config.clone();
+                if let Some(train) = config.train.as_mut() {
+                    train.lr.0.peak = peak;
+                }
+                let run = make_run(config, format!("{name}-lr{peak:e}"), Vec::new(), flops);
+                candidates.push(run.id.clone());
+                self.baselines.push(run);
+            }
+        }
+        candidates
+    }
+
+    /// A student's trained-run configuration, its learning rate tuned on `tuning` if any.
+    fn student(
+        &self,
+        m: &GroupModel,
+        steps: u64,
+        tokens: u64,
+        seed: u64,
+        tuning: &[RunId],
+    ) -> RunConfig {
+        let mut config = self.trained(RunKind::Student, m, steps, tokens, seed);
+        if let Some(train) = config.train.as_mut().filter(|_| !tuning.is_empty()) {
+            train.tune = Some(LrTuning {
+                candidates: tuning.to_vec(),
+            });
+        }
+        config
     }
 
     fn teachers(&mut self, teachers: &[GroupModel]) -> Result<Vec<TeacherRun>, SpecError> {
@@ -622,16 +686,13 @@ impl Builder<'_, '_> {
                 } else {
                     String::new()
                 };
+                let tuning = if baseline {
+                    self.baselines_of(m, steps, tokens, &budget_part)
+                } else {
+                    Vec::new()
+                };
                 for &seed in &m.seeds {
                     let seed_part = self.ctx.seed_suffix(seed);
-                    if baseline {
-                        let config = self.trained(RunKind::Baseline, m, steps, tokens, seed);
-                        let name = format!("baseline-{}{budget_part}{seed_part}", m.spec.label);
-                        let flops = cost::training_flops(m.n, tokens);
-                        self.naive_flops += flops;
-                        self.baselines
-                            .push(make_run(config, name, Vec::new(), flops));
-                    }
                     for (ti, t) in teachers.iter().enumerate() {
                         if !allowed(t.n, m.n) {
                             continue;
@@ -660,7 +721,7 @@ impl Builder<'_, '_> {
                                         },
                                         teacher: teacher.id.clone(),
                                     }),
-                                    ..self.trained(RunKind::Student, m, steps, tokens, seed)
+                                    ..self.student(m, steps, tokens, seed, &tuning)
                                 };
                                 let name = format!(
                                     "student-{}{budget_part}-from-{}{t_budget}{}{seed_part}",
@@ -679,6 +740,7 @@ impl Builder<'_, '_> {
                                     name,
                                     teacher: tr.index,
                                     store_key,
+                                    tuned_on: tuning.clone(),
                                 });
                             }
                         }
@@ -792,8 +854,10 @@ impl Builder<'_, '_> {
                     teacher.id.clone()
                 }
             };
+            let mut depends_on = vec![dependency];
+            depends_on.extend(p.tuned_on);
             self.students
-                .push(make_run(p.config, p.name, vec![dependency], flops));
+                .push(make_run(p.config, p.name, depends_on, flops));
         }
     }
 

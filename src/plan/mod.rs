@@ -10,7 +10,8 @@ mod run;
 mod shape;
 
 pub use checks::{
-    DesignWarning, LossPrior, Priors, TStarPrior, corpus_checks, design_checks, passes,
+    DesignWarning, LossPrior, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks, design_checks,
+    passes,
 };
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,
@@ -19,8 +20,8 @@ pub use cost::{
 pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
 pub use render::{PlanFormat, render};
 pub use run::{
-    DataConfig, DistillConfig, LogitsConfig, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
-    RunKind, TokenizerRef, TrainConfig, Truncation,
+    DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
+    RunId, RunKind, TokenizerRef, TrainConfig, Truncation, tuned_on,
 };
 pub use shape::{ModelShape, ParamCount, ShapeRule};
 

@@ -213,11 +213,16 @@ fn table(plan: &Plan) -> String {
     }
     table.set_header(header.clone());
     for run in &plan.runs {
-        let after: Vec<&str> = run
+        let tuned_on = run.config.train.as_ref().and_then(|t| t.tune.as_ref());
+        let mut after: Vec<String> = run
             .depends_on
             .iter()
-            .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0))
+            .filter(|d| tuned_on.is_none_or(|t| !t.candidates.contains(d)))
+            .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0).to_string())
             .collect();
+        if let Some(t) = tuned_on {
+            after.push(format!("lr tuned on {} baselines", t.candidates.len()));
+        }
         let mut row = vec![
             run.id.0[..8].to_string(),
             run.kind().to_string(),

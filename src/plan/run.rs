@@ -199,6 +199,17 @@ pub struct TrainConfig {
     /// runs, since their results differ.
     #[serde(default, skip_serializing_if = "Precision::is_f32")]
     pub precision: Precision,
+    /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate
+    /// is chosen from (`lr`'s peak is replaced by theirs when the run starts; `run::tuning`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune: Option<LrTuning>,
+}
+
+/// Where a run's peak learning rate comes from when it is tuned on other runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LrTuning {
+    /// The candidate runs (same model and budget, every seed and peak), in plan order.
+    pub candidates: Vec<RunId>,
 }
 
 /// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
@@ -265,6 +276,24 @@ impl RunConfig {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// The runs a stored configuration's learning rate is tuned on (`train.tune.candidates`),
+/// read from its JSON; empty for a run that is not tuned. Schedulers treat these dependencies
+/// as settled once each is done or failed: a candidate that diverged is an answer ("this rate
+/// is too high"), not a blocker.
+pub fn tuned_on(config_json: &str) -> Vec<String> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(config_json) else {
+        return Vec::new();
+    };
+    value["train"]["tune"]["candidates"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 impl RunId {

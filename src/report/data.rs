@@ -183,6 +183,8 @@ pub struct RunView {
     pub gain: Option<f64>,
     /// The corpus's training tokens, as the run recorded them (finished runs).
     pub corpus_train_tokens: Option<u64>,
+    /// Peak learning rate as planned (a tuned student's is chosen when it starts).
+    pub lr_peak: Option<f64>,
 }
 
 impl RunView {
@@ -570,6 +572,46 @@ pub struct RecommendationView {
     pub extrapolation: bool,
     /// Free text from the fit (which law, caveats).
     pub note: String,
+}
+
+/// Finished trained runs that ended near the unigram entropy of their corpus: covering less
+/// than [`PLATEAU_SHARE`](crate::plan::PLATEAU_SHARE) of the way from it to the floor (the
+/// supervised law's `E` when fitted and below the unigram entropy, else the sweep's lowest
+/// loss). Their losses say when a run left the plateau, not what it can learn; `plan` warns
+/// of them beforehand from a prior law, this names the runs that did end there.
+pub fn near_unigram(data: &ReportData) -> Vec<(&RunView, f64)> {
+    let Some(unigram) = data
+        .corpus
+        .iter()
+        .map(|c| c.unigram_entropy_nats)
+        .find(|u| *u > 0.0)
+    else {
+        return Vec::new();
+    };
+    let trained = |r: &&RunView| r.done() && r.kind != RunKind::Logits && r.tokens > 0.0;
+    let lowest = data
+        .runs
+        .iter()
+        .filter(trained)
+        .filter_map(|r| r.val_loss)
+        .fold(f64::INFINITY, f64::min);
+    let floor = data
+        .fits
+        .supervised
+        .law
+        .as_ref()
+        .and_then(|l| l.params.get("E").copied())
+        .filter(|e| *e > 0.0 && *e < unigram)
+        .unwrap_or(lowest);
+    if floor.partial_cmp(&unigram) != Some(std::cmp::Ordering::Less) {
+        return Vec::new();
+    }
+    let line = unigram - crate::plan::PLATEAU_SHARE * (unigram - floor);
+    data.runs
+        .iter()
+        .filter(trained)
+        .filter_map(|r| r.val_loss.filter(|l| *l > line).map(|_| (r, line)))
+        .collect()
 }
 
 #[cfg(test)]

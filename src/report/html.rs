@@ -160,6 +160,7 @@ pub fn page(
         h += "</ul>\n";
     }
     fits(&mut h, data);
+    learning_rates(&mut h, data);
     corpus(&mut h, data);
     runs(&mut h, data);
     let _ = write!(
@@ -384,6 +385,18 @@ fn caveats(h: &mut String, data: &ReportData) {
     for (what, why) in &f.skipped {
         items.push(format!("not fitted: {}: {}", esc(what), rich(why)));
     }
+    let plateau = super::data::near_unigram(data);
+    if let Some((_, line)) = plateau.first() {
+        let names: Vec<String> = plateau
+            .iter()
+            .map(|(r, _)| format!("<code>{}</code>", esc(&r.name)))
+            .collect();
+        items.push(format!(
+            "{} run(s) ended near the unigram entropy (held-out loss above {line:.3} nats, less than a quarter of the way from the unigram entropy to the floor): {}; their losses measure when they left the plateau, not what they can learn — give them more steps",
+            plateau.len(),
+            names.join(", ")
+        ));
+    }
     if items.is_empty() {
         return;
     }
@@ -598,6 +611,73 @@ fn fits(h: &mut String, data: &ReportData) {
 
 /// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the
 /// held-out split was chosen.
+/// The learning rate each student size and budget was tuned to (`[train] tune_lr`): every
+/// candidate peak's mean held-out loss over its finished baselines, the chosen one in bold,
+/// diverged ones named. Nothing for a sweep that did not tune.
+fn learning_rates(h: &mut String, data: &ReportData) {
+    let mut groups: std::collections::BTreeMap<(u64, u64), Vec<&super::data::RunView>> =
+        std::collections::BTreeMap::new();
+    for b in data.runs.iter().filter(|b| b.kind == RunKind::Baseline) {
+        if b.lr_peak.is_some() {
+            groups
+                .entry((b.n.to_bits(), b.tokens.to_bits()))
+                .or_default()
+                .push(b);
+        }
+    }
+    let mut rows = String::new();
+    for ((n, d), runs) in &groups {
+        let finished: Vec<(f64, f64)> = runs
+            .iter()
+            .filter(|b| b.done())
+            .filter_map(|b| Some((b.lr_peak?, b.val_loss?)))
+            .collect();
+        let mut peaks: Vec<f64> = runs.iter().filter_map(|b| b.lr_peak).collect();
+        peaks.sort_by(f64::total_cmp);
+        peaks.dedup();
+        if peaks.len() < 2 {
+            continue;
+        }
+        let scores = crate::run::tuning::scores(&finished);
+        let best = crate::run::tuning::best_peak(&finished);
+        let cells: Vec<String> = peaks
+            .iter()
+            .map(|p| {
+                let cell = match scores.iter().find(|s| s.peak == *p) {
+                    Some(s) if s.finished > 0 => {
+                        format!("{p:e}: {:.4} ({} run(s))", s.mean_loss, s.finished)
+                    }
+                    _ if runs
+                        .iter()
+                        .any(|b| b.lr_peak == Some(*p) && b.state == RunState::Failed) =>
+                    {
+                        format!("{p:e}: diverged")
+                    }
+                    _ => format!("{p:e}: not finished"),
+                };
+                if Some(*p) == best {
+                    format!("<strong>{cell}</strong>")
+                } else {
+                    cell
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            rows,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            si(f64::from_bits(*n)),
+            si(f64::from_bits(*d)),
+            cells.join("; ")
+        );
+    }
+    if rows.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates the baselines tried (<code>[train] tune_lr</code>), each with the mean held-out loss of its baselines over the seeds; the chosen rate (bold) is the one the students trained at and the baseline their gains are measured against.</p>\n<table><tr><th>student N</th><th>tokens</th><th>candidates</th></tr>\n");
+    h.push_str(&rows);
+    h.push_str("</table>\n");
+}
+
 fn corpus(h: &mut String, data: &ReportData) {
     h.push_str("<h2 id=\"corpus\">Corpus</h2>\n");
     if data.corpus.is_empty() {

@@ -2,7 +2,7 @@
 //! results, held-out curves, the points of the capacity-gap and supervised views, and
 //! provenance (sweep-file hash, versions, git commit, date).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 use serde_json::Value;
@@ -291,6 +291,7 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                 kl_teacher_student: r.kl_teacher_student,
                 gain: r.gain,
                 corpus_train_tokens: None,
+                lr_peak: config["train"]["lr"]["peak"].as_f64(),
             }
         })
         .collect()
@@ -330,9 +331,43 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
         .collect())
 }
 
+/// Ids of the finished baselines at a learning rate that lost (`[train] tune_lr`): per student
+/// size and budget, every baseline not at the peak `run::tuning::best_peak` chooses (the rate
+/// the students trained at). Figures and gaps leave them out, as `fit` does.
+fn untuned_baselines(runs: &[RunView]) -> HashSet<String> {
+    let mut groups: BTreeMap<(u64, u64), Vec<&RunView>> = BTreeMap::new();
+    for b in runs
+        .iter()
+        .filter(|b| b.kind == RunKind::Baseline && b.done())
+    {
+        groups
+            .entry((b.n.to_bits(), b.tokens.to_bits()))
+            .or_default()
+            .push(b);
+    }
+    let mut out = HashSet::new();
+    for group in groups.values() {
+        let results: Vec<(f64, f64)> = group
+            .iter()
+            .filter_map(|b| Some((b.lr_peak?, b.val_loss?)))
+            .collect();
+        if let Some(best) = crate::run::tuning::best_peak(&results) {
+            out.extend(
+                group
+                    .iter()
+                    .filter(|b| b.lr_peak.is_some_and(|p| p != best))
+                    .map(|b| b.id.clone()),
+            );
+        }
+    }
+    out
+}
+
 fn supervised_points(runs: &[RunView]) -> Vec<SupervisedPoint> {
+    let untuned = untuned_baselines(runs);
     runs.iter()
         .filter(|r| matches!(r.kind, RunKind::Teacher | RunKind::Baseline))
+        .filter(|r| !untuned.contains(&r.id))
         .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .filter_map(|r| {
             Some(SupervisedPoint {
@@ -374,6 +409,7 @@ fn capacity_gap_views(runs: &[RunView]) -> Vec<CapacityGapView> {
             seed: s.seed,
         });
     }
+    let untuned = untuned_baselines(runs);
     let mut views: Vec<CapacityGapView> = groups.into_values().collect();
     for v in &mut views {
         v.points.sort_by(|a, b| {
@@ -383,7 +419,7 @@ fn capacity_gap_views(runs: &[RunView]) -> Vec<CapacityGapView> {
         });
         let baselines: Vec<f64> = runs
             .iter()
-            .filter(|b| b.kind == RunKind::Baseline && b.done())
+            .filter(|b| b.kind == RunKind::Baseline && b.done() && !untuned.contains(&b.id))
             .filter(|b| b.n == v.student_n && b.tokens == v.budget)
             .filter_map(|b| b.val_loss)
             .collect();

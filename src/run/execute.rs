@@ -138,6 +138,10 @@ pub(super) fn begin<'a>(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Result<Ctx<'a>, String>, RunError> {
+    if let Some(Err(reason)) = &run.tuned {
+        recorder.begin(&run.id)?;
+        return Ok(Err(format!("learning rate: {reason}")));
+    }
     let config = run.config()?;
     recorder.begin(&run.id)?;
     on_event(RunEvent::Preparing {
@@ -173,7 +177,11 @@ pub(super) fn end(
 ) -> Result<Outcome, RunError> {
     let run = ctx.run;
     match step {
-        Step::Done(result) => {
+        Step::Done(mut result) => {
+            if let Some(tuned) = run.tuned_lr() {
+                result.extra_json =
+                    Some(super::tuning::annotate(result.extra_json.as_deref(), tuned));
+            }
             recorder.finish(&run.id, &result)?;
             on_event(RunEvent::Finished {
                 id: run.id.clone(),
@@ -190,6 +198,19 @@ pub(super) fn end(
         }
         Step::Failed(reason) => fail(recorder, run, &reason, on_event),
     }
+}
+
+/// The logit store among `run`'s dependencies (a tuned student also waits for baselines).
+fn logit_store_of(run: &UnitRun) -> Result<Option<&String>, RunError> {
+    for id in &run.depends_on {
+        if run
+            .related_config(id)?
+            .is_some_and(|c| c.kind == RunKind::Logits)
+        {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
 }
 
 /// How a run's work ended (recording errors aside).
@@ -431,7 +452,7 @@ pub(super) fn student_objective<'a>(
             truncate_on: TruncateOn::for_backend(ctx.env.backend),
         },
         DistillMode::Offline => {
-            let Some(store_id) = ctx.run.depends_on.first() else {
+            let Some(store_id) = logit_store_of(ctx.run)? else {
                 return Ok(Err("offline student has no logit store dependency".into()));
             };
             let Some(store) = ctx.run.related_config(store_id)? else {

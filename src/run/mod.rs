@@ -17,6 +17,7 @@ pub mod record;
 pub mod slurm;
 mod stacked;
 pub mod stacks;
+pub mod tuning;
 mod unit;
 
 pub use error::{RecordError, RunError};

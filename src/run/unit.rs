@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::RunError;
+use super::tuning::{self, TunedLr};
 use crate::plan::RunConfig;
 use crate::store::{StoredRun, SweepDb};
 
@@ -38,6 +39,10 @@ pub struct UnitRun {
     pub depends_on: Vec<String>,
     /// Configurations (JSON) of the runs this one reads — its teacher, its logit store — by id.
     pub related: BTreeMap<String, String>,
+    /// A tuned run's learning rate (`[train] tune_lr`), resolved from the database when the
+    /// unit was built: the chosen peak, or why none could be chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuned: Option<Result<TunedLr, String>>,
 }
 
 impl WorkUnit {
@@ -83,12 +88,30 @@ impl UnitRun {
             flops: run.flops,
             depends_on: run.depends_on.clone(),
             related,
+            tuned: tuning::resolve(db, &config)?,
         })
     }
 
-    /// The run's configuration.
+    /// The configuration the run executes: as planned, with a tuned learning rate in place.
+    /// A tuned run whose rate could not be chosen fails (`Err`) saying why.
     pub fn config(&self) -> Result<RunConfig, RunError> {
-        parse_config(&self.id, &self.config_json)
+        let mut config = parse_config(&self.id, &self.config_json)?;
+        match &self.tuned {
+            Some(Ok(tuned)) => tuning::apply(&mut config, tuned),
+            Some(Err(reason)) => {
+                return Err(RunError::Config {
+                    id: self.id.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            None => {}
+        }
+        Ok(config)
+    }
+
+    /// The tuned learning rate this run trains at, if its rate is tuned and could be chosen.
+    pub fn tuned_lr(&self) -> Option<&TunedLr> {
+        self.tuned.as_ref().and_then(|t| t.as_ref().ok())
     }
 
     /// The configuration of related run `id` (`Ok(None)` when the unit does not carry it).

@@ -320,6 +320,12 @@ pub struct TrainSection {
     /// Arithmetic of the training step: `f32` (default), `bf16` or `f16` (mixed precision).
     #[serde(default)]
     pub precision: Precision,
+    /// Peak learning rates tried for every baseline (the schedule's shape is `lr`'s): each
+    /// student size and budget keeps the rate whose baselines reach the lowest mean held-out
+    /// loss over the seeds, its students train at that rate, and gains are measured against
+    /// the baseline at that rate (see `run::tuning`).
+    #[serde(default)]
+    pub tune_lr: Option<Spanned<Vec<f64>>>,
 }
 
 impl Default for TrainSection {
@@ -334,6 +340,7 @@ impl Default for TrainSection {
             checkpoint_every: default_checkpoint_every(),
             log_every: default_log_every(),
             precision: Precision::default(),
+            tune_lr: None,
         }
     }
 }

@@ -182,6 +182,51 @@ fn check_train(sweep: &Sweep) -> Result<(), SpecError> {
             ),
         ));
     }
+    check_tune_lr(sweep)
+}
+
+/// `[train] tune_lr`: at least two distinct finite positive peaks, and baselines to tune them on.
+fn check_tune_lr(sweep: &Sweep) -> Result<(), SpecError> {
+    let Some(tune) = &sweep.file.train.tune_lr else {
+        return Ok(());
+    };
+    let peaks = tune.get_ref();
+    let err = |msg: String, hint: &str| {
+        sweep
+            .error_at(tune.span(), "train.tune_lr", msg)
+            .with_hint(hint)
+    };
+    if let Some(bad) = peaks.iter().find(|p| !p.is_finite() || **p <= 0.0) {
+        return Err(err(
+            format!("learning rate `{bad}` must be a finite number > 0"),
+            "list peak learning rates, e.g. `tune_lr = [1e-3, 3e-3, 1e-2]`",
+        ));
+    }
+    let mut distinct = peaks.clone();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    if distinct.len() != peaks.len() || distinct.len() < 2 {
+        return Err(err(
+            format!(
+                "`tune_lr` needs at least two distinct learning rates, each once (got {peaks:?})"
+            ),
+            "list two or more different peaks, or remove `tune_lr` to train at `[train] lr`",
+        ));
+    }
+    let baseline = sweep
+        .file
+        .students
+        .get_ref()
+        .baseline
+        .as_ref()
+        .is_none_or(|b| *b.get_ref());
+    if !baseline {
+        return Err(err(
+            "`tune_lr` tunes the learning rate on the baselines, but `[students] baseline = false`"
+                .into(),
+            "set `[students] baseline = true`, or remove `tune_lr`",
+        ));
+    }
     Ok(())
 }
 

@@ -97,7 +97,7 @@ fn to_i64(v: u64) -> i64 {
 
 impl SweepDb {
     /// Runs of plan `plan_id` of the given kinds that are not finished and whose dependencies
-    /// are all `done`, in graph order.
+    /// are all `done` (or `failed`, for a learning-rate candidate), in graph order.
     pub fn runnable(
         &self,
         plan_id: i64,
@@ -110,6 +110,22 @@ impl SweepDb {
             .filter(|r| r.state == "done")
             .map(|r| r.id.as_str())
             .collect();
+        let failed: std::collections::HashSet<&str> = runs
+            .iter()
+            .filter(|r| r.state == "failed")
+            .map(|r| r.id.as_str())
+            .collect();
+        // a failed learning-rate candidate settles its dependents (see `plan::tuned_on`)
+        let settled = |r: &StoredRun| {
+            let tuned = if r.depends_on.iter().any(|d| failed.contains(d.as_str())) {
+                crate::plan::tuned_on(&r.config_json)
+            } else {
+                Vec::new()
+            };
+            r.depends_on.iter().all(|d| {
+                done.contains(d.as_str()) || (failed.contains(d.as_str()) && tuned.contains(d))
+            })
+        };
         Ok(runs
             .iter()
             .filter(|r| kinds.contains(&r.kind.as_str()))
@@ -118,7 +134,7 @@ impl SweepDb {
                     || r.state == "running"
                     || (retry_failed && r.state == "failed")
             })
-            .filter(|r| r.depends_on.iter().all(|d| done.contains(d.as_str())))
+            .filter(|r| settled(r))
             .cloned()
             .collect())
     }

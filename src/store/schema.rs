@@ -183,6 +183,28 @@ CREATE TABLE run_sessions (
 /// batched model), as `LEAD_ID/MEMBERS`; NULL for a run trained alone.
 const V8: &str = "ALTER TABLE runs ADD COLUMN stack TEXT;";
 
+/// Version 9: a student whose learning rate is tuned (`[train] tune_lr`) is matched with the
+/// baseline it recorded (`results.extra_json` → `lr.baseline`: its seed's baseline at the
+/// chosen rate), since its planned optimiser settings name candidates rather than one rate.
+const V9: &str = r#"
+DROP VIEW student_gain;
+CREATE VIEW student_gain AS
+SELECT s.id AS run_id, b.id AS baseline_id, rb.val_loss - rs.val_loss AS gain
+FROM runs s
+JOIN results rs ON rs.run_id = s.id
+JOIN runs b ON b.kind = 'baseline'
+    AND json_extract(b.config_json, '$.model') = json_extract(s.config_json, '$.model')
+    AND json_extract(b.config_json, '$.tokens') = json_extract(s.config_json, '$.tokens')
+    AND json_extract(b.config_json, '$.data') = json_extract(s.config_json, '$.data')
+    AND (
+        (json_extract(s.config_json, '$.train.tune') IS NULL
+            AND json_extract(b.config_json, '$.train') = json_extract(s.config_json, '$.train'))
+        OR b.id = json_extract(rs.extra_json, '$.lr.baseline')
+    )
+JOIN results rb ON rb.run_id = b.id
+WHERE s.kind = 'student';
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -194,6 +216,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V6),
         M::up(V7).foreign_key_check(),
         M::up(V8),
+        M::up(V9),
     ])
 }
 

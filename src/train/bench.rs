@@ -150,6 +150,7 @@ pub fn run_bench(
             checkpoint_every: u64::MAX,
             log_every: 1,
             precision: spec.precision,
+            tune: None,
         }),
         distill: None,
         logits: None,

@@ -705,17 +705,35 @@ pub fn candidates(
         if !eligible || open_runs.contains(r.id.as_str()) {
             continue;
         }
-        let ready = r
-            .depends_on
-            .iter()
-            .all(|d| done(d) || in_flight.contains_key(d) || chosen.contains(d.as_str()));
+        // A tuned run's unit carries its learning rate, chosen when the unit is written:
+        // every candidate must have ended first (done, or failed: that rate diverged).
+        let tuned = crate::plan::tuned_on(&r.config_json);
+        let ended = |d: &str| {
+            by_id
+                .get(d)
+                .is_some_and(|x| x.state == "done" || (x.state == "failed" && !retry(x)))
+                && !in_flight.contains_key(d)
+                && !chosen.contains(d)
+        };
+        let ready = r.depends_on.iter().all(|d| {
+            if tuned.contains(d) {
+                ended(d)
+            } else {
+                done(d) || in_flight.contains_key(d) || chosen.contains(d.as_str())
+            }
+        });
         if ready {
             chosen.insert(r.id.as_str());
             out.push(Candidate {
                 id: r.id.clone(),
                 kind: r.kind.clone(),
                 resources: settings.resources(&r.kind, planned_seconds(r, &by_id, calibration)),
-                waits_for: r.depends_on.iter().filter(|d| !done(d)).cloned().collect(),
+                waits_for: r
+                    .depends_on
+                    .iter()
+                    .filter(|d| !done(d) && !tuned.contains(d))
+                    .cloned()
+                    .collect(),
             });
         }
     }

@@ -1,0 +1,189 @@
+//! Learning rate per size (`[train] tune_lr`): baselines are trained at every candidate peak,
+//! the peak with the lowest mean held-out loss over the seeds wins, students train at it and
+//! their gains are measured against their seed's baseline at that peak. A rate that diverges
+//! fails its baselines without blocking the students.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{pdsweep, stderr, stdout};
+
+/// One teacher, a 10K student with two seeds; three candidate peaks: far too low (the runs
+/// barely move in 25 steps), a good one, and one so high that the weights overflow.
+const SWEEP: &str = r#"
+name = "tuned"
+[corpus]
+val_tokens = "8K"
+[model]
+context = 64
+[teachers]
+sizes = ["20K"]
+tokens = ["64K"]
+[students]
+sizes = ["10K"]
+tokens = ["48K"]
+seed = [1, 2]
+baseline = true
+[distill]
+mode = "offline"
+[train]
+batch_tokens = "2K"
+evals = 3
+tune_lr = [1e-4, 3e-3, 1e30]
+"#;
+
+/// (name, state, planned peak, held-out loss, result's extra JSON) of every run, by id.
+type Row = (String, String, Option<f64>, Option<f64>, Option<String>);
+
+fn runs(db: &Path) -> BTreeMap<String, Row> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.prepare(
+        "SELECT r.id, r.name, r.state, json_extract(r.config_json, '$.train.lr.peak'),
+                s.val_loss, s.extra_json
+         FROM runs r LEFT JOIN results s ON s.run_id = r.id",
+    )
+    .unwrap()
+    .query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            (r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?),
+        ))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+#[test]
+fn the_learning_rate_selection_picks_the_known_best_on_a_tiny_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), SWEEP).unwrap();
+    let plan = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let text = stdout(&plan);
+    assert!(text.contains("baseline-10K-s1-lr3e-3"), "{text}");
+    assert!(text.contains("lr tuned on 6 baselines"), "{text}");
+
+    // the overflowing rate fails its two baselines; the students go on, and since nothing
+    // else failed, `run` says so and succeeds
+    let out = pdsweep(dir.path(), &["run", "s.toml"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("every failed run is a learning-rate candidate")
+            && err.contains("`baseline-10K-s1-lr1e30`"),
+        "{err}"
+    );
+    let db = dir.path().join("results/tuned/sweep.db");
+    let rows = runs(&db);
+    let state = |name: &str| {
+        rows.values()
+            .find(|r| r.0 == name)
+            .map(|r| r.1.clone())
+            .unwrap()
+    };
+    assert_eq!(state("baseline-10K-s1-lr1e30"), "failed");
+    assert_eq!(state("baseline-10K-s2-lr1e30"), "failed");
+
+    // the known best, computed here from the baselines' own results: the lowest mean over seeds
+    let mut by_peak: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    for (_, (name, _, peak, loss, _)) in rows.iter().filter(|(_, r)| r.0.starts_with("baseline")) {
+        if let (Some(peak), Some(loss)) = (peak, loss) {
+            by_peak.entry(peak.to_bits()).or_default().push(*loss);
+            assert!(loss.is_finite(), "{name}");
+        }
+    }
+    let mean = |v: &Vec<f64>| v.iter().sum::<f64>() / v.len() as f64;
+    let (best_bits, best_losses) = by_peak
+        .iter()
+        .min_by(|a, b| mean(a.1).total_cmp(&mean(b.1)))
+        .unwrap();
+    let best = f64::from_bits(*best_bits);
+    assert_eq!(best, 3e-3, "{by_peak:?}");
+    assert_eq!(best_losses.len(), 2);
+    assert!(mean(&by_peak[&1e-4f64.to_bits()]) > mean(best_losses) + 0.05);
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    for seed in [1, 2] {
+        let student = format!("student-10K-from-20K-s{seed}");
+        let (id, (_, st, _, loss, extra)) = rows.iter().find(|(_, r)| r.0 == student).unwrap();
+        assert_eq!(st, "done");
+        let extra: serde_json::Value = serde_json::from_str(extra.as_ref().unwrap()).unwrap();
+        assert_eq!(extra["lr"]["peak"], best, "{extra}");
+        let baseline_name = format!("baseline-10K-s{seed}-lr3e-3");
+        let (baseline_id, baseline) = rows.iter().find(|(_, r)| r.0 == baseline_name).unwrap();
+        assert_eq!(extra["lr"]["baseline"], baseline_id.as_str(), "{extra}");
+        // it trained at that rate: the schedule's highest logged rate is the tuned peak
+        let top: f64 = conn
+            .query_row(
+                "SELECT max(lr) FROM metrics WHERE run_id = ?1 AND kind = 'train'",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(top <= best * (1.0 + 1e-6) && top > best * 0.5, "{top}");
+        // and its gain is measured against its seed's tuned baseline
+        let (gain_vs, gain): (String, f64) = conn
+            .query_row(
+                "SELECT baseline_id, gain FROM student_gain WHERE run_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(&gain_vs, baseline_id);
+        assert!((gain - (baseline.3.unwrap() - loss.unwrap())).abs() < 1e-9);
+    }
+
+    // `fit` reports the tuned rate with every candidate's score, and no edge warning (the
+    // winner is inside the candidates)
+    let out = pdsweep(dir.path(), &["fit", "s.toml"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("learning rate of 9.81K on 49.6K tokens: 3e-3"),
+        "{text}"
+    );
+    assert!(!text.contains("the tuned rate is the"), "{text}");
+    assert!(text.contains("1e30: failed (diverged)"), "{text}");
+
+    // the report shows the same table, the chosen rate in bold
+    let out = pdsweep(dir.path(), &["report", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(dir.path().join("reports/tuned/index.html")).unwrap();
+    assert!(page.contains("Learning rate per size"));
+    assert!(page.contains("<strong>3e-3: "), "the chosen rate in bold");
+    assert!(page.contains("1e30: diverged"));
+}
+
+#[test]
+fn tune_lr_needs_two_distinct_rates_and_baselines() {
+    let dir = tempfile::tempdir().unwrap();
+    for (edit, needle) in [
+        ("tune_lr = [3e-3]", "at least two distinct learning rates"),
+        (
+            "tune_lr = [3e-3, 3e-3]",
+            "at least two distinct learning rates",
+        ),
+        ("tune_lr = [3e-3, -1.0]", "must be a finite number > 0"),
+    ] {
+        let sweep = SWEEP.replace("tune_lr = [1e-4, 3e-3, 1e30]", edit);
+        std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
+        let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+        assert_eq!(out.status.code(), Some(2), "{edit}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("tune_lr") && err.contains(needle),
+            "{edit}: {err}"
+        );
+    }
+    let sweep = SWEEP.replace("baseline = true", "baseline = false");
+    std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
+    let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("baseline = false"),
+        "{}",
+        stderr(&out)
+    );
+}
