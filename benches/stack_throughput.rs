@@ -201,7 +201,13 @@ fn main() {
                     .iter_mut()
                     .enumerate()
                     .map(|(m, o)| StackMember {
-                        job: job(&configs[m], &data[m], (backend, &device), &stack_paths[m], &stop),
+                        job: job(
+                            &configs[m],
+                            &data[m],
+                            (backend, &device),
+                            &stack_paths[m],
+                            &stop,
+                        ),
                         objective: o as &mut dyn Objective,
                     })
                     .collect();

@@ -29,8 +29,8 @@ fn logits(rows: usize, vocab: usize, seed: u64) -> Vec<f32> {
         .map(|i| {
             let u = next();
             match (i / vocab) % 3 {
-                0 => (u.powi(6) * 30.0) as f32,          // peaked
-                1 => (u * 0.5) as f32,                   // flat
+                0 => (u.powi(6) * 30.0) as f32,         // peaked
+                1 => (u * 0.5) as f32,                  // flat
                 _ => ((u * 8.0).floor() as f32) * 0.75, // tied
             }
         })
@@ -70,10 +70,7 @@ fn same_support(got: &Kept, z: &[f32], p: f64, k: TopK, exact_ties: bool, what: 
     );
     let n = got.ids.len().min(want.ids.len());
     if got.ids.len() != want.ids.len() {
-        let mass: f64 = want.log_probs[..n]
-            .iter()
-            .map(|&l| (l as f64).exp())
-            .sum();
+        let mass: f64 = want.log_probs[..n].iter().map(|&l| (l as f64).exp()).sum();
         assert!(
             got.ids.len().abs_diff(want.ids.len()) == 1 && (mass - p).abs() < 1e-5,
             "{what}: kept {} tokens, the host {} (mass {mass} at the shorter, p {p})",
@@ -85,11 +82,20 @@ fn same_support(got: &Kept, z: &[f32], p: f64, k: TopK, exact_ties: bool, what: 
         assert_eq!(got.ids[..n], want.ids[..n], "{what}");
     } else {
         let value = |ids: &[u32]| ids.iter().map(|&i| z[i as usize]).collect::<Vec<f32>>();
-        assert_eq!(value(&got.ids[..n]), value(&want.ids[..n]), "{what}: logits");
+        assert_eq!(
+            value(&got.ids[..n]),
+            value(&want.ids[..n]),
+            "{what}: logits"
+        );
         let mut distinct = got.ids.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        assert_eq!(distinct.len(), got.ids.len(), "{what}: repeated ids {:?}", got.ids);
+        assert_eq!(
+            distinct.len(),
+            got.ids.len(),
+            "{what}: repeated ids {:?}",
+            got.ids
+        );
     }
     for (a, b) in got.log_probs.iter().zip(&want.log_probs) {
         assert!((a - b).abs() < 1e-5, "{what}: log-prob {a} vs {b}");
@@ -138,9 +144,15 @@ fn only_rows_wider_than_the_device_width_go_through_the_host() {
     let wide = truncate_on_device(t(), 0.95, TopK::All);
     let rows_wide: Vec<usize> = wide.wide_rows.iter().map(|(r, _)| *r).collect();
     let host_sizes: Vec<usize> = (0..rows)
-        .map(|r| truncate(&z[r * vocab..(r + 1) * vocab], 0.95, TopK::All).ids.len())
+        .map(|r| {
+            truncate(&z[r * vocab..(r + 1) * vocab], 0.95, TopK::All)
+                .ids
+                .len()
+        })
         .collect();
-    let want: Vec<usize> = (0..rows).filter(|&r| host_sizes[r] > DEVICE_WIDTH).collect();
+    let want: Vec<usize> = (0..rows)
+        .filter(|&r| host_sizes[r] > DEVICE_WIDTH)
+        .collect();
     assert_eq!(rows_wide, want, "nucleus sizes on the host: {host_sizes:?}");
     // the flat rows (1 and 4) need most of the vocabulary; the peaked ones (0 and 3) do not
     assert!(want.contains(&1) && !want.contains(&0), "{host_sizes:?}");

@@ -51,7 +51,13 @@ pub struct Truncated {
 pub fn truncate_on_device(logits: Tensor<2>, top_p: f64, top_k: TopK) -> Truncated {
     let [rows, vocab] = logits.dims();
     let k = (top_k.kept(vocab as u64) as usize).clamp(1, vocab.max(1));
-    let width = k.min(DEVICE_WIDTH);
+    // Top-p 1 with more than DEVICE_WIDTH tokens sends every row through the host: one pass
+    // of one token stands in for the device part, instead of eight that would be thrown away.
+    let width = if top_p >= 1.0 && k > DEVICE_WIDTH {
+        1
+    } else {
+        k.min(DEVICE_WIDTH)
+    };
     let threshold = nucleus_threshold(top_p);
     // Ordered by the logits themselves, as on the host: log-probabilities in f32 would merge
     // logits closer than their rounding into ties.

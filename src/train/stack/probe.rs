@@ -53,7 +53,15 @@ pub fn tokens_per_s(config: &RunConfig, members: usize, device: &Device) -> Opti
                 compute: FloatDType::F32,
                 scaler: None,
             };
-            train_step(&mut model, &mut optim, &mut NextToken, &batch, steps, update, &ad)
+            train_step(
+                &mut model,
+                &mut optim,
+                &mut NextToken,
+                &batch,
+                steps,
+                update,
+                &ad,
+            )
             .ok()?;
             times.push(start.elapsed().as_secs_f64());
         }
