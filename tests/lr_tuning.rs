@@ -154,6 +154,42 @@ fn the_learning_rate_selection_picks_the_known_best_on_a_tiny_sweep() {
     assert!(page.contains("Learning rate per size"));
     assert!(page.contains("<strong>3e-3: "), "the chosen rate in bold");
     assert!(page.contains("1e30: diverged"));
+
+    // a third seed adds its own runs only: the students of seeds 1 and 2 keep their ids and
+    // results (a student's id leaves out the candidates, which list every seed's baselines)
+    std::fs::write(
+        dir.path().join("s.toml"),
+        SWEEP.replace("seed = [1, 2]", "seed = [1, 2, 3]"),
+    )
+    .unwrap();
+    let plan = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    // the seed's three baseline candidates, its logit pass and its student
+    assert!(stdout(&plan).contains(": 5 new runs,"), "{}", stdout(&plan));
+    let out = pdsweep(dir.path(), &["run", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let after = runs(&db);
+    for seed in [1, 2] {
+        let student = format!("student-10K-from-20K-s{seed}");
+        let before: Vec<_> = rows.iter().filter(|(_, r)| r.0 == student).collect();
+        let now: Vec<_> = after.iter().filter(|(_, r)| r.0 == student).collect();
+        assert_eq!(before, now, "{student} was trained again");
+    }
+    let (_, third) = after
+        .iter()
+        .find(|(_, r)| r.0 == "student-10K-from-20K-s3")
+        .unwrap();
+    assert_eq!(third.1, "done");
+    let extra: serde_json::Value = serde_json::from_str(third.4.as_ref().unwrap()).unwrap();
+    assert_eq!(extra["lr"]["peak"], best, "{extra}");
+    // chosen over all three seeds' baselines
+    let finished = extra["lr"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["finished"].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(finished, 6, "{extra}");
 }
 
 #[test]

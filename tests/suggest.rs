@@ -119,7 +119,16 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
         "students are paired with their same-seed baselines"
     );
 
-    let s = suggest(&path, SWEEP, &plan, &fits, &calibration, Budget::Runs(12)).unwrap();
+    let s = suggest(
+        &path,
+        SWEEP,
+        &plan,
+        &fits,
+        &calibration,
+        Budget::Runs(12),
+        &[],
+    )
+    .unwrap();
     let teachers: Vec<u64> = s
         .steps
         .iter()
@@ -204,6 +213,21 @@ fn at_the_edge_of_the_grid_suggest_extends_it_and_writes_a_follow_up() {
         .max()
         .unwrap();
     assert!(largest > 300_000, "a teacher beyond 222K: {next}");
+
+    // gap16's students train 50 steps: with room in the budget, a longer student budget comes
+    // first (one that reaches 500 steps), before any teacher
+    let out = pdsweep(
+        dir,
+        &["suggest", "gap16.toml", "--results", &r, "--runs", "400"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("1. students and baselines on 2.0")
+            && text.contains("M tokens: not converged (student")
+            && text.contains("50 optimiser steps, fewer than 500"),
+        "{text}"
+    );
 
     // Never overwrites, and says what is missing.
     let again = pdsweep(

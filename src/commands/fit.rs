@@ -390,6 +390,17 @@ fn tuned_rates_text(rates: &[TunedRate]) -> String {
                 "warning: the tuned rate is the {which} candidate: the best may be {way}; extend `[train] tune_lr` toward {way} rates\n"
             );
         }
+        if !t.students_elsewhere.is_empty() {
+            let mut peaks: Vec<f64> = t.students_elsewhere.iter().map(|s| s.1).collect();
+            peaks.sort_by(f64::total_cmp);
+            peaks.dedup();
+            let peaks: Vec<String> = peaks.iter().map(|p| format!("{p:e}")).collect();
+            out += &format!(
+                "warning: {} student(s) of this size trained at {} (the best rate when they started, from fewer seeds); each gain is still paired with its seed's baseline at the student's rate\n",
+                t.students_elsewhere.len(),
+                peaks.join(" or ")
+            );
+        }
     }
     if !out.is_empty() {
         out.push('\n');

@@ -6,12 +6,14 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use pdsweep::fit::{FitOptions, LawKind, SweepFitOptions, finished_runs, fit_sweep};
-use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::fit::{
+    FinishedRun, FitOptions, LawKind, SweepFitOptions, SweepFits, finished_runs, fit_sweep,
+};
+use pdsweep::plan::{MIN_STEPS, PLATEAU_SHARE, Plan, PlanOptions};
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::{format_count, format_duration};
-use pdsweep::store::SweepDb;
-use pdsweep::suggest::{Budget, Suggestion, suggest as propose};
+use pdsweep::store::{StoredRun, SweepDb};
+use pdsweep::suggest::{Budget, Suggestion, Unconverged, suggest as propose};
 
 use super::UsageError;
 
@@ -75,6 +77,14 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
             supervised_law: LawKind::Chinchilla,
         },
     );
+    let students: Vec<StoredRun> = match db.current_plan()? {
+        Some(plan) => db.plan_runs(plan)?,
+        None => db.runs()?,
+    }
+    .into_iter()
+    .filter(|r| r.kind == "student" && r.state == "done")
+    .collect();
+    let unconverged = unconverged(&students, &fits, &runs, db.unigram_entropy()?);
     let s = propose(
         &cmd.sweep,
         &sweep.source,
@@ -82,6 +92,7 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
         &fits,
         &calibration,
         cmd.budget,
+        &unconverged,
     )?;
     print!("{}", render(&s, runs.len(), cmd.budget));
     if let Some(out) = &cmd.write {
@@ -137,6 +148,67 @@ fn check_output(sweep: &std::path::Path, out: &std::path::Path) -> Result<(), Us
         )));
     }
     Ok(())
+}
+
+/// The student sizes and budgets of the capacity-gap curves whose runs are not converged:
+/// students of fewer than [`MIN_STEPS`] optimiser steps (the budget that reaches them is
+/// proposed), or baselines that ended near the unigram entropy by `plan`'s and `report`'s rule
+/// (less than [`PLATEAU_SHARE`] of the way from it to the floor: the supervised law's `E`, else
+/// the lowest loss measured; twice the budget is proposed).
+fn unconverged(
+    students: &[StoredRun],
+    fits: &SweepFits,
+    runs: &[FinishedRun],
+    unigram: Option<f64>,
+) -> Vec<Unconverged> {
+    let lowest = runs.iter().map(|r| r.loss).fold(f64::INFINITY, f64::min);
+    let floor = fits
+        .supervised
+        .as_ref()
+        .and_then(|f| f.params.get("E").copied())
+        .filter(|e| unigram.is_some_and(|u| *e > 0.0 && *e < u))
+        .unwrap_or(lowest);
+    let plateau = unigram
+        .filter(|u| floor < *u)
+        .map(|u| (u, u - PLATEAU_SHARE * (u - floor)));
+    let mut out: Vec<Unconverged> = Vec::new();
+    for g in &fits.capacity_gaps {
+        let (n, d) = (g.student_params, g.student_tokens);
+        if out
+            .iter()
+            .any(|u| u.student_params == n && u.student_tokens == d)
+        {
+            continue;
+        }
+        let steps = students
+            .iter()
+            .filter(|r| r.params_non_embedding as f64 == n && r.tokens as f64 == d)
+            .filter_map(|r| {
+                let config: serde_json::Value = serde_json::from_str(&r.config_json).ok()?;
+                config["train"]["steps"].as_u64()
+            })
+            .min();
+        if let Some(steps) = steps.filter(|s| *s > 0 && *s < MIN_STEPS) {
+            out.push(Unconverged {
+                student_params: n,
+                student_tokens: d,
+                why: format!("{steps} optimiser steps, fewer than {MIN_STEPS}"),
+                tokens_needed: (d * MIN_STEPS as f64 / steps as f64).ceil() as u64,
+            });
+        } else if let (Some((u, line)), Some(b)) = (plateau, g.baseline_loss)
+            && b > line
+        {
+            out.push(Unconverged {
+                student_params: n,
+                student_tokens: d,
+                why: format!(
+                    "baselines ended at {b:.3}, near the unigram entropy {u:.3} (floor {floor:.3})"
+                ),
+                tokens_needed: (2.0 * d) as u64,
+            });
+        }
+    }
+    out
 }
 
 fn width(w: Option<f64>) -> String {

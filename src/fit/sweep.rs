@@ -40,7 +40,8 @@ pub struct FinishedRun {
     /// Seed of data order and initialisation (replicates differ only in it).
     #[serde(default)]
     pub seed: u64,
-    /// Peak learning rate it trained at as planned (a tuned student's is chosen at run time).
+    /// Peak learning rate it trained at: as planned, or for a tuned student the rate chosen
+    /// when it started (recorded with its result).
     #[serde(default)]
     pub lr_peak: Option<f64>,
 }
@@ -72,6 +73,14 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
         } else {
             None
         };
+        let tuned = config["train"]["tune"].is_object();
+        let lr_peak = if tuned {
+            db.result_extra(&r.id)?
+                .and_then(|e| serde_json::from_str::<Value>(&e).ok())
+                .and_then(|e| e["lr"]["peak"].as_f64())
+        } else {
+            config["train"]["lr"]["peak"].as_f64()
+        };
         out.push(FinishedRun {
             id: r.id.clone(),
             kind: r.kind.clone(),
@@ -82,7 +91,7 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
             config: key,
             baseline_loss,
             seed: config["data"]["seed"].as_u64().unwrap_or(0),
-            lr_peak: config["train"]["lr"]["peak"].as_f64(),
+            lr_peak,
         });
     }
     Ok(out)
@@ -100,6 +109,10 @@ pub struct TunedRate {
     pub peak: f64,
     /// Every candidate peak's mean held-out loss and finished runs.
     pub candidates: Vec<crate::run::tuning::PeakScore>,
+    /// Finished students of this size and budget that trained at another peak (chosen when
+    /// they started, from fewer seeds' baselines), with that peak.
+    #[serde(default)]
+    pub students_elsewhere: Vec<(String, f64)>,
 }
 
 impl TunedRate {
@@ -134,11 +147,19 @@ pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
         .filter_map(|((n, d), res)| {
             let candidates = crate::run::tuning::scores(&res);
             (candidates.len() > 1).then_some(())?;
+            let peak = best_peak(&res)?;
+            let (params, tokens) = (f64::from_bits(n), f64::from_bits(d));
+            let students_elsewhere = runs
+                .iter()
+                .filter(|r| r.kind == "student" && r.params == params && r.tokens == tokens)
+                .filter_map(|r| r.lr_peak.filter(|&p| p != peak).map(|p| (r.id.clone(), p)))
+                .collect();
             Some(TunedRate {
-                params: f64::from_bits(n),
-                tokens: f64::from_bits(d),
-                peak: best_peak(&res)?,
+                params,
+                tokens,
+                peak,
                 candidates,
+                students_elsewhere,
             })
         })
         .collect()
@@ -597,6 +618,26 @@ mod tests {
                 ("teacher".into(), 1e5, 1e-3),
                 ("teacher".into(), 1e5, 3e-3),
             ]
+        );
+    }
+
+    #[test]
+    fn students_trained_at_an_earlier_winner_are_named() {
+        let runs = vec![
+            run("baseline", 1e4, 1, 1e-3, 3.1),
+            run("baseline", 1e4, 2, 1e-3, 3.0),
+            run("baseline", 1e4, 1, 3e-3, 2.9),
+            run("baseline", 1e4, 2, 3e-3, 3.0),
+            // seed 1's student started when 1e-3 led; seed 2's at the winner
+            run("student", 1e4, 1, 1e-3, 2.8),
+            run("student", 1e4, 2, 3e-3, 2.7),
+        ];
+        let rates = tuned_rates(&runs);
+        assert_eq!(rates.len(), 1);
+        assert_eq!(rates[0].peak, 3e-3);
+        assert_eq!(
+            rates[0].students_elsewhere,
+            vec![("student-10000-1-0.001".to_string(), 1e-3)]
         );
     }
 }

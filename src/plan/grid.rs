@@ -578,8 +578,10 @@ impl Builder<'_, '_> {
     ) -> RunConfig {
         let mut config = self.trained(RunKind::Student, m, steps, tokens, seed);
         if let Some(train) = config.train.as_mut().filter(|_| !tuning.is_empty()) {
+            let peaks = self.ctx.sweep.file.train.tune_lr.as_ref();
             train.tune = Some(LrTuning {
                 candidates: tuning.to_vec(),
+                peaks: peaks.map(|t| t.get_ref().clone()).unwrap_or_default(),
             });
         }
         config
@@ -903,7 +905,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
     };
     let config_json = config.to_json();
     Run {
-        id: RunId::of_json(&config_json),
+        id: RunId::of_json(&config.identity_json()),
         name,
         config,
         config_json,

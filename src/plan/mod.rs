@@ -10,8 +10,8 @@ mod run;
 mod shape;
 
 pub use checks::{
-    DesignWarning, LossPrior, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks, design_checks,
-    passes,
+    DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks,
+    design_checks, passes,
 };
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,

@@ -208,8 +208,14 @@ pub struct TrainConfig {
 /// Where a run's peak learning rate comes from when it is tuned on other runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LrTuning {
-    /// The candidate runs (same model and budget, every seed and peak), in plan order.
+    /// The candidate runs (same model and budget, every seed and peak), in plan order. Left
+    /// out of the run's id (see [`RunConfig::identity_json`]): adding a seed adds candidates,
+    /// and must not make every finished student of the other seeds a new run.
     pub candidates: Vec<RunId>,
+    /// The candidate peaks (`[train] tune_lr`), which are part of the id. Empty in
+    /// configurations recorded before they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peaks: Vec<f64>,
 }
 
 /// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
@@ -238,8 +244,9 @@ pub struct DistillConfig {
     pub teacher: RunId,
 }
 
-/// Everything needed to execute a run. Its JSON is hashed into the run's id, so two plans that
-/// resolve a run identically give it the same id.
+/// Everything needed to execute a run. Its JSON (less a tuned student's candidate runs, see
+/// [`RunConfig::identity_json`]) is hashed into the run's id, so two plans that resolve a run
+/// identically give it the same id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     /// What the run does.
@@ -275,6 +282,24 @@ impl RunConfig {
     /// This configuration as the JSON that is hashed and stored.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The JSON hashed into the run's id: [`to_json`](Self::to_json) without a tuned
+    /// student's candidate runs (`train.tune.candidates`), which list every seed's baselines.
+    /// A student's identity is its own seed, shape, budget, distillation and the candidate
+    /// peaks; the rate it trains at is chosen when it starts and recorded with its result.
+    pub fn identity_json(&self) -> String {
+        let Some(tune) = self.train.as_ref().and_then(|t| t.tune.as_ref()) else {
+            return self.to_json();
+        };
+        let mut config = self.clone();
+        if let Some(train) = config.train.as_mut() {
+            train.tune = Some(LrTuning {
+                candidates: Vec::new(),
+                peaks: tune.peaks.clone(),
+            });
+        }
+        config.to_json()
     }
 }
 

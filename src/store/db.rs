@@ -147,7 +147,20 @@ impl SweepDb {
             let mut insert_member = tx
                 .prepare("INSERT OR IGNORE INTO plan_runs (plan_id, run_id) VALUES (?1, ?2)")
                 .map_err(fail)?;
+            // A tuned student's id leaves out its candidates (every seed's baselines): when a
+            // plan adds seeds, a student that has not finished chooses among all of them.
+            let mut update_candidates = tx
+                .prepare(
+                    "UPDATE runs SET config_json = ?2
+                     WHERE id = ?1 AND state IN ('planned', 'failed') AND config_json != ?2",
+                )
+                .map_err(fail)?;
             for run in &plan.runs {
+                if run.config.train.as_ref().is_some_and(|t| t.tune.is_some()) {
+                    update_candidates
+                        .execute(params![run.id.0, run.config_json])
+                        .map_err(fail)?;
+                }
                 runs_added += insert_run
                     .execute(params![
                         run.id.0,

@@ -354,6 +354,34 @@ impl SweepDb {
             .map_err(|e| StoreError::sql(self.path(), "read a result", e))
     }
 
+    /// The extra JSON recorded with run `id`'s result (a tuned student's chosen rate under
+    /// `lr`), if it finished and recorded one.
+    pub fn result_extra(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT extra_json FROM results WHERE run_id = ?1",
+                [id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| StoreError::sql(self.path(), "read a result", e))
+    }
+
+    /// The unigram entropy (nats/token) of the sweep's corpus, as the first run that
+    /// recorded its corpus measured it.
+    pub fn unigram_entropy(&self) -> Result<Option<f64>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT json_extract(corpus_json, '$.unigram_entropy_nats') AS u FROM results
+                 WHERE u > 0 LIMIT 1",
+                [],
+                |r| r.get::<_, f64>(0),
+            )
+            .optional()
+            .map_err(|e| StoreError::sql(self.path(), "read the corpus facts", e))
+    }
+
     /// Held-out metric rows of run `id` as (step, tokens, loss).
     pub fn val_curve(&self, id: &str) -> Result<Vec<(u64, u64, f64)>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read metrics", e);

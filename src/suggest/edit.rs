@@ -1,6 +1,6 @@
 //! Edits of a sweep file that `suggest` proposes, applied to its text with `toml_edit` so the
 //! researcher's comments, order and formatting survive: a teacher size added to the grid, a
-//! seed added to the students (and baselines).
+//! seed added to the students (and baselines), a longer student budget.
 
 use std::fmt;
 
@@ -21,6 +21,11 @@ pub enum Edit {
         /// The new seed.
         seed: u64,
     },
+    /// Train every student and baseline on one more (longer) budget.
+    AddStudentBudget {
+        /// Tokens, as a sweep file writes them.
+        tokens: u64,
+    },
 }
 
 impl fmt::Display for Edit {
@@ -32,6 +37,11 @@ impl fmt::Display for Edit {
                 crate::spec::units::format_count(*target as f64)
             ),
             Edit::AddSeed { seed } => write!(f, "seed {seed} for students and baselines"),
+            Edit::AddStudentBudget { tokens } => write!(
+                f,
+                "students and baselines on {} tokens",
+                crate::spec::units::format_count(*tokens as f64)
+            ),
         }
     }
 }
@@ -47,6 +57,7 @@ pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
     match edit {
         Edit::AddTeacher { target } => add_teacher(&mut doc, target)?,
         Edit::AddSeed { seed } => add_seed(&mut doc, seed)?,
+        Edit::AddStudentBudget { tokens } => add_student_budget(&mut doc, tokens)?,
     }
     Ok(doc.to_string())
 }
@@ -71,6 +82,31 @@ fn add_teacher(doc: &mut DocumentMut, target: u64) -> Result<(), SuggestError> {
     let mut entry = Table::new();
     entry["size"] = value(target.to_string());
     models.push(entry);
+    Ok(())
+}
+
+fn add_student_budget(doc: &mut DocumentMut, tokens: u64) -> Result<(), SuggestError> {
+    let slot = doc
+        .get_mut("students")
+        .and_then(|s| s.get_mut("tokens"))
+        .ok_or_else(|| SuggestError::Edit("the sweep file has no [students] tokens".into()))?;
+    let tokens = tokens.to_string();
+    match slot.as_value_mut() {
+        Some(Value::Array(a)) => a.push(tokens),
+        Some(one @ (Value::String(_) | Value::Integer(_))) => {
+            let mut first = one.clone();
+            first.decor_mut().clear();
+            let mut a = Array::new();
+            a.push(first);
+            a.push(tokens);
+            *slot = value(a);
+        }
+        _ => {
+            return Err(SuggestError::Edit(
+                "[students] tokens is neither a budget nor a list of budgets".into(),
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -146,5 +182,14 @@ tokens = ["200K"]
         let models = doc["teachers"]["models"].as_array_of_tables().unwrap();
         assert_eq!(models.len(), 2);
         assert_eq!(models.get(1).unwrap()["size"].as_str(), Some("9000"));
+    }
+
+    #[test]
+    fn a_longer_student_budget_joins_the_budgets() {
+        let t = apply(FILE, Edit::AddStudentBudget { tokens: 2_000_000 }).unwrap();
+        assert!(t.contains(r#"tokens = ["200K", "2000000"]"#), "{t}");
+        let one = FILE.replace("tokens = [\"200K\"]\n", "tokens = \"200K\"\n");
+        let t = apply(&one, Edit::AddStudentBudget { tokens: 400_000 }).unwrap();
+        assert!(t.contains(r#"tokens = ["200K", "400000"]"#), "{t}");
     }
 }

@@ -2,7 +2,10 @@
 //! the T* intervals per hour of compute, as edits of the sweep file. Candidates are teacher
 //! sizes beyond the grid's edge where the best teacher sits at it (no interval exists until the
 //! grid brackets the optimum: these come first), teacher sizes between the measured optimum and
-//! its neighbours, and one more seed. Each candidate is priced by planning the edited sweep
+//! its neighbours, one more seed, and a longer student budget where students have not left
+//! the unigram plateau or train too few steps ([`Unconverged`]: taken first, like an edge of the
+//! grid, since a curve measured there says when runs leave the plateau, not where the capacity
+//! gap lies). Each candidate is priced by planning the edited sweep
 //! (the new runs' ids are those the current plan lacks; seconds from the calibrated cost model)
 //! and valued by simulation ([`expected`]): the median T* interval of sweeps drawn from the
 //! fitted curve with the measured noise, before and after. The best value per hour is taken
@@ -62,6 +65,21 @@ pub struct GroupOutlook {
     pub expected_before: Option<f64>,
     /// Expected width after the chosen edits.
     pub expected_after: Option<f64>,
+}
+
+/// A student size and budget whose runs are not converged enough for a capacity gap to mean
+/// anything (found by the caller: too few optimiser steps, or baselines that ended near the
+/// unigram entropy), with the budget that would fix it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unconverged {
+    /// Student non-embedding parameters.
+    pub student_params: f64,
+    /// Student tokens.
+    pub student_tokens: f64,
+    /// What is wrong, for the researcher.
+    pub why: String,
+    /// The student budget (tokens) proposed instead.
+    pub tokens_needed: u64,
 }
 
 /// A chosen edit with what it costs and why.
@@ -128,6 +146,7 @@ pub fn suggest(
     fits: &SweepFits,
     calibration: &Calibration,
     budget: Budget,
+    unconverged: &[Unconverged],
 ) -> Result<Suggestion, SuggestError> {
     if fits.capacity_gaps.is_empty() {
         return Err(SuggestError::Nothing(
@@ -151,6 +170,7 @@ pub fn suggest(
     let mut known: BTreeSet<RunId> = current.runs.iter().map(|r| r.id.clone()).collect();
     let mut text = source.to_string();
     let mut candidates = candidates(&groups, current);
+    candidates.extend(longer_budget(unconverged));
     let (mut steps, mut passed_over) = (Vec::new(), Vec::new());
     let (mut runs_used, mut seconds_used) = (0usize, 0.0f64);
     loop {
@@ -207,8 +227,13 @@ pub fn suggest(
                 .sum();
             // Bracketing edits first (there is no interval to shrink until the grid holds the
             // optimum), then value per hour.
-            let score =
-                if c.brackets { 1e12 } else { 0.0 } + value / (priced.seconds.max(1.0) / 3600.0);
+            // A longer budget before either: a curve of unconverged runs is not worth extending.
+            let first = match c.edit {
+                Edit::AddStudentBudget { .. } => 2e12,
+                _ if c.brackets => 1e12,
+                _ => 0.0,
+            };
+            let score = first + value / (priced.seconds.max(1.0) / 3600.0);
             if c.brackets || value > 0.01 {
                 if best.as_ref().is_none_or(|b| score > b.0) {
                     if let Some((_, old, _, _)) = best.take() {
@@ -422,6 +447,30 @@ fn candidates(groups: &[Group], current: &Plan) -> Vec<Candidate> {
         brackets: false,
     });
     out
+}
+
+/// One longer student budget covering every unconverged group, if any.
+fn longer_budget(unconverged: &[Unconverged]) -> Option<Candidate> {
+    let tokens = unconverged.iter().map(|u| u.tokens_needed).max()?;
+    let why = unconverged
+        .iter()
+        .map(|u| {
+            format!(
+                "student {} on {} tokens: {}",
+                fmt(u.student_params),
+                fmt(u.student_tokens),
+                u.why
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Candidate {
+        edit: Edit::AddStudentBudget {
+            tokens: round3(tokens as f64),
+        },
+        why: format!("not converged ({why}): a longer budget first"),
+        brackets: true,
+    })
 }
 
 /// Candidates once the first round is spent: the next seed, and teachers between the new
