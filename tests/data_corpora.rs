@@ -323,3 +323,53 @@ fn a_separate_validation_folder_is_the_held_out_split() {
         .len();
     assert_eq!(data.train.len() as u64, macbeth + hamlet + 4);
 }
+
+/// Re-provisioning the same texts (a copy, new modification times) makes a new token cache
+/// but keeps the corpus's identity, so logit stores made from the old one stay valid; other
+/// text gets another identity.
+#[test]
+fn touched_texts_keep_their_identity_and_changed_texts_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = dir.path().join("texts");
+    std::fs::create_dir_all(&corpus).unwrap();
+    let text = |seed: u64| -> String {
+        (0..4000)
+            .map(|i| format!("word{} ", (i * 7919 + seed * 13) % 97))
+            .collect()
+    };
+    for (name, seed) in [("a.txt", 1), ("b.txt", 2), ("c.txt", 3)] {
+        std::fs::write(corpus.join(name), text(seed)).unwrap();
+    }
+    let cfg = config(CorpusKind::Text, "texts", TokenizerKind::Byte, 256, 2000);
+    let cache = dir.path().join("cache");
+    let first = prepare(&cfg, dir.path(), &cache, 100).unwrap().info.key;
+    let touch = |name: &str, secs: u64| {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(corpus.join(name))
+            .unwrap();
+        f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+            .unwrap();
+    };
+    touch("a.txt", 1_000_000);
+    let again = prepare(&cfg, dir.path(), &cache, 100).unwrap();
+    let caches = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("tokens-") && name.ends_with(".bin")
+        })
+        .count();
+    assert_eq!(caches, 2, "a touched file is noticed (a new cache entry)");
+    assert_eq!(again.info.key, first, "but the tokens are the same corpus");
+    // a second open reads the recorded alias, and still agrees
+    assert_eq!(
+        prepare(&cfg, dir.path(), &cache, 100).unwrap().info.key,
+        first
+    );
+
+    std::fs::write(corpus.join("b.txt"), text(5)).unwrap();
+    let changed = prepare(&cfg, dir.path(), &cache, 100).unwrap().info.key;
+    assert_ne!(changed, first, "other text is another corpus");
+}

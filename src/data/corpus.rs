@@ -142,7 +142,63 @@ pub fn prepare_text(
             }
         }
     };
-    Ok(prepared(data, &files, key, file, facts))
+    let identity = identity_key(cache_dir, &key)?;
+    Ok(prepared(data, &files, identity, file, facts))
+}
+
+/// The key that identifies the tokens of cache entry `key` to logit stores. The cache key
+/// notices a change cheaply (paths, sizes, modification times), so copying or re-provisioning
+/// the same texts gives a new entry with the same tokens; its identity is then that of the
+/// oldest entry in `cache_dir` whose tokens and facts are byte-identical, so the logit stores
+/// made from them stay valid. Recorded in `alias-KEY` after the first comparison.
+fn identity_key(cache_dir: &Path, key: &str) -> Result<String, DataError> {
+    let alias_path = cache_dir.join(format!("alias-{key}"));
+    if let Ok(alias) = fs::read_to_string(&alias_path) {
+        let alias = alias.trim();
+        if !alias.is_empty() && alias.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(alias.to_string());
+        }
+    }
+    let entry = |k: &str| {
+        (
+            cache_dir.join(format!("tokens-{k}.bin")),
+            cache_dir.join(format!("corpus-{k}.json")),
+        )
+    };
+    let (tokens, facts) = entry(key);
+    let read = |p: &Path| fs::read(p).ok();
+    let (Some(own_tokens), Some(own_facts)) = (read(&tokens), read(&facts)) else {
+        return Ok(key.to_string());
+    };
+    let mut twins: Vec<(std::time::SystemTime, String)> = Vec::new();
+    for other in fs::read_dir(cache_dir).into_iter().flatten().flatten() {
+        let name = other.file_name().to_string_lossy().to_string();
+        let Some(k) = name
+            .strip_prefix("tokens-")
+            .and_then(|n| n.strip_suffix(".bin"))
+        else {
+            continue;
+        };
+        if k == key || other.metadata().map(|m| m.len()).ok() != Some(own_tokens.len() as u64) {
+            continue;
+        }
+        let (t, f) = entry(k);
+        let born = fs::metadata(&f).and_then(|m| m.modified());
+        if let (Ok(born), Some(other_facts)) = (born, read(&f))
+            && other_facts == own_facts
+            && read(&t).is_some_and(|b| b == own_tokens)
+        {
+            twins.push((born, k.to_string()));
+        }
+    }
+    let own_born = fs::metadata(&facts).and_then(|m| m.modified()).ok();
+    let identity = twins
+        .into_iter()
+        .filter(|(born, _)| own_born.is_none_or(|own| *born < own))
+        .min()
+        .map_or_else(|| key.to_string(), |(_, k)| k);
+    write_atomic(&alias_path, &[identity.as_bytes()])?;
+    Ok(identity)
 }
 
 /// Holds an exclusive lock on cache entry `key` until dropped.
