@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use pdsweep::fit::{
     FinishedRun, FitOptions, LawKind, SweepFitOptions, SweepFits, finished_runs, fit_sweep,
 };
-use pdsweep::plan::{MIN_STEPS, PLATEAU_SHARE, Plan, PlanOptions};
+use pdsweep::plan::{MIN_STEPS, Plan, PlanOptions, measured_floor, plateau_line};
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::{format_count, format_duration};
 use pdsweep::store::{StoredRun, SweepDb};
@@ -153,7 +153,7 @@ fn check_output(sweep: &std::path::Path, out: &std::path::Path) -> Result<(), Us
 /// The student sizes and budgets of the capacity-gap curves whose runs are not converged:
 /// students of fewer than [`MIN_STEPS`] optimiser steps (the budget that reaches them is
 /// proposed), or baselines that ended near the unigram entropy by `plan`'s and `report`'s rule
-/// (less than [`PLATEAU_SHARE`] of the way from it to the floor: the supervised law's `E`, else
+/// (less than [`PLATEAU_SHARE`](pdsweep::plan::PLATEAU_SHARE) of the way from it to the floor: the supervised law's `E`, else
 /// the lowest loss measured; twice the budget is proposed).
 fn unconverged(
     students: &[StoredRun],
@@ -162,15 +162,14 @@ fn unconverged(
     unigram: Option<f64>,
 ) -> Vec<Unconverged> {
     let lowest = runs.iter().map(|r| r.loss).fold(f64::INFINITY, f64::min);
-    let floor = fits
+    let fitted_e = fits
         .supervised
         .as_ref()
-        .and_then(|f| f.params.get("E").copied())
-        .filter(|e| unigram.is_some_and(|u| *e > 0.0 && *e < u))
-        .unwrap_or(lowest);
-    let plateau = unigram
-        .filter(|u| floor < *u)
-        .map(|u| (u, u - PLATEAU_SHARE * (u - floor)));
+        .and_then(|f| f.params.get("E").copied());
+    let plateau = unigram.and_then(|u| {
+        let floor = measured_floor(fitted_e, u, lowest);
+        Some((u, floor, plateau_line(u, floor)?))
+    });
     let mut out: Vec<Unconverged> = Vec::new();
     for g in &fits.capacity_gaps {
         let (n, d) = (g.student_params, g.student_tokens);
@@ -195,7 +194,7 @@ fn unconverged(
                 why: format!("{steps} optimiser steps, fewer than {MIN_STEPS}"),
                 tokens_needed: (d * MIN_STEPS as f64 / steps as f64).ceil() as u64,
             });
-        } else if let (Some((u, line)), Some(b)) = (plateau, g.baseline_loss)
+        } else if let (Some((u, floor, line)), Some(b)) = (plateau, g.baseline_loss)
             && b > line
         {
             out.push(Unconverged {

@@ -61,6 +61,20 @@ pub const BRACKET: f64 = 2.0;
 /// the floor of the prior law is "near the unigram entropy".
 pub const PLATEAU_SHARE: f64 = 0.25;
 
+/// The loss above which a run counts as "near the unigram entropy": [`PLATEAU_SHARE`] of the
+/// way from `unigram` down to `floor`. `None` when the floor is not below the unigram entropy.
+pub fn plateau_line(unigram: f64, floor: f64) -> Option<f64> {
+    (floor < unigram).then_some(unigram - PLATEAU_SHARE * (unigram - floor))
+}
+
+/// The floor a finished sweep's runs are measured against: the supervised law's `E` when it is
+/// fitted and lies between 0 and the unigram entropy, else the lowest loss measured.
+pub fn measured_floor(fitted_e: Option<f64>, unigram: f64, lowest: f64) -> f64 {
+    fitted_e
+        .filter(|e| *e > 0.0 && *e < unigram)
+        .unwrap_or(lowest)
+}
+
 /// What the design checks assume before the sweep measured anything.
 #[derive(Debug, Clone)]
 pub struct Priors {
@@ -202,7 +216,7 @@ fn plateau_runs(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
         .filter(|r| r.config.train.is_some())
         .filter(|r| {
             let predicted = law.at(r.params.non_embedding as f64, r.tokens() as f64);
-            predicted > unigram - PLATEAU_SHARE * (unigram - floor)
+            plateau_line(unigram, floor).is_some_and(|line| predicted > line)
         })
         .map(|r| r.name.as_str())
         .collect();

@@ -11,7 +11,7 @@ mod shape;
 
 pub use checks::{
     DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks,
-    design_checks, passes,
+    design_checks, measured_floor, passes, plateau_line,
 };
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,

@@ -595,18 +595,12 @@ pub fn near_unigram(data: &ReportData) -> Vec<(&RunView, f64)> {
         .filter(trained)
         .filter_map(|r| r.val_loss)
         .fold(f64::INFINITY, f64::min);
-    let floor = data
-        .fits
-        .supervised
-        .law
-        .as_ref()
-        .and_then(|l| l.params.get("E").copied())
-        .filter(|e| *e > 0.0 && *e < unigram)
-        .unwrap_or(lowest);
-    if floor.partial_cmp(&unigram) != Some(std::cmp::Ordering::Less) {
+    let fitted_e = data.fits.supervised.law.as_ref();
+    let fitted_e = fitted_e.and_then(|l| l.params.get("E").copied());
+    let floor = crate::plan::measured_floor(fitted_e, unigram, lowest);
+    let Some(line) = crate::plan::plateau_line(unigram, floor) else {
         return Vec::new();
-    }
-    let line = unigram - crate::plan::PLATEAU_SHARE * (unigram - floor);
+    };
     data.runs
         .iter()
         .filter(trained)
