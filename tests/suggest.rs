@@ -40,8 +40,13 @@ top_k = 16
 /// minimum at `tstar`, 0.03 nats of noise per run and 0.1 per seed (shared with the seed's
 /// baseline).
 fn simulate(plan: &Plan, tstar: f64) -> Vec<FinishedRun> {
+    simulate_with_noise(plan, tstar, |_| 0.03)
+}
+
+/// [`simulate`] with `run_sd(student parameters)` nats of noise per run.
+fn simulate_with_noise(plan: &Plan, tstar: f64, run_sd: impl Fn(f64) -> f64) -> Vec<FinishedRun> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(4);
-    let run_noise = Normal::new(0.0, 0.03).unwrap();
+    let unit = Normal::new(0.0, 1.0).unwrap();
     let seed_shift: Vec<f64> = (0..4)
         .map(|_| Normal::new(0.0, 0.1).unwrap().sample(&mut rng))
         .collect();
@@ -53,12 +58,16 @@ fn simulate(plan: &Plan, tstar: f64) -> Vec<FinishedRun> {
         let (loss, teacher, config) = match r.kind() {
             RunKind::Logits => continue,
             RunKind::Teacher => (2.5, None, None),
-            RunKind::Baseline => (3.2 + shift + run_noise.sample(&mut rng), None, None),
+            RunKind::Baseline => {
+                let sd = run_sd(r.params.non_embedding as f64);
+                (3.2 + shift + sd * unit.sample(&mut rng), None, None)
+            }
             RunKind::Student => {
                 let t = r.config.distill.as_ref().unwrap().teacher.clone();
                 let tp = plan.run(&t).unwrap().params.non_embedding as f64;
+                let sd = run_sd(r.params.non_embedding as f64);
                 let loss =
-                    3.0 + 0.025 * (tp / tstar).ln().powi(2) + shift + run_noise.sample(&mut rng);
+                    3.0 + 0.025 * (tp / tstar).ln().powi(2) + shift + sd * unit.sample(&mut rng);
                 (
                     loss,
                     Some(t.to_string()),
@@ -157,6 +166,97 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
         assert!(next_plan.run(&r.id).is_some(), "{} kept", r.name);
     }
     assert_eq!(next_plan.runs.len(), plan.runs.len() + runs);
+}
+
+/// Two student sizes listed one by one, one with forty times the run-to-run noise of the other:
+/// `suggest` buys replicates of the noisy size alone (cheaper than a seed for everyone, and
+/// where the interval is widest) before any for the quiet one.
+#[test]
+fn seeds_go_where_the_noise_is_widest() {
+    let text = SWEEP.replace("sizes = [\"8K\"]\ntokens", "tokens").replace(
+        "baseline = true\n",
+        "baseline = true\n[[students.models]]\nsize = \"8K\"\n[[students.models]]\nsize = \"16K\"\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("sim.toml");
+    std::fs::write(&path, &text).unwrap();
+    let sweep = Sweep::parse(&path, text.clone()).unwrap();
+    let calibration = Calibration::stated(Backend::Cpu);
+    let plan = Plan::build(
+        &sweep,
+        &PlanOptions {
+            flops_per_s: None,
+            calibration: Some(calibration.clone()),
+        },
+    )
+    .unwrap();
+    let students: Vec<f64> = {
+        let mut s: Vec<f64> = plan
+            .runs
+            .iter()
+            .filter(|r| r.kind() == RunKind::Baseline)
+            .map(|r| r.params.non_embedding as f64)
+            .collect();
+        s.sort_by(f64::total_cmp);
+        s.dedup();
+        s
+    };
+    assert_eq!(students.len(), 2, "{students:?}");
+    let noisy = students[1];
+    let fits = fit_sweep(
+        &simulate_with_noise(&plan, 6.0e4, |n| if n == noisy { 0.08 } else { 0.002 }),
+        &SweepFitOptions {
+            fit: FitOptions {
+                bootstrap: 200,
+                ..FitOptions::default()
+            },
+            supervised_law: LawKind::Chinchilla,
+        },
+    );
+    let s = suggest(
+        &path,
+        &text,
+        &plan,
+        &fits,
+        &calibration,
+        Budget::Runs(40),
+        &[],
+    )
+    .unwrap();
+    let seeds: Vec<Edit> = s
+        .steps
+        .iter()
+        .map(|st| st.edit)
+        .filter(|e| matches!(e, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. }))
+        .collect();
+    assert_eq!(
+        seeds.first(),
+        Some(&Edit::AddStudentSeed { entry: 1, seed: 4 }),
+        "{:#?}\npassed over: {:#?}\ngroups: {:#?}",
+        s.steps,
+        s.passed_over,
+        s.groups
+    );
+    // The follow-up gives the noisy size its own seeds and plans only its new runs.
+    let next = Sweep::parse(&path, s.sweep_text.clone()).unwrap();
+    let next_plan = Plan::build(&next, &PlanOptions::default()).unwrap();
+    let new: Vec<_> = next_plan
+        .runs
+        .iter()
+        .filter(|r| plan.run(&r.id).is_none())
+        .collect();
+    assert!(!new.is_empty());
+    let noisy_seeds = s
+        .steps
+        .iter()
+        .filter(|st| matches!(st.edit, Edit::AddStudentSeed { entry: 1, .. }))
+        .count();
+    let quiet_seeds = s
+        .steps
+        .iter()
+        .filter(|st| matches!(st.edit, Edit::AddStudentSeed { entry: 0, .. }))
+        .count();
+    assert!(noisy_seeds > quiet_seeds, "{:#?}", s.steps);
 }
 
 fn gap16(dir: &Path) -> std::path::PathBuf {

@@ -1,6 +1,7 @@
 //! Edits of a sweep file that `suggest` proposes, applied to its text with `toml_edit` so the
 //! researcher's comments, order and formatting survive: a teacher size added to the grid, a
-//! seed added to the students (and baselines), a longer student budget.
+//! seed added to every student (and baseline) or to one `[[students.models]]` entry's, a longer
+//! student budget.
 
 use std::fmt;
 
@@ -21,6 +22,14 @@ pub enum Edit {
         /// The new seed.
         seed: u64,
     },
+    /// Repeat the students and baselines of one `[[students.models]]` entry with one more
+    /// seed (replicates where the noise is widest, without paying for the other sizes).
+    AddStudentSeed {
+        /// Index of the entry in `[[students.models]]`.
+        entry: usize,
+        /// The new seed.
+        seed: u64,
+    },
     /// Train every student and baseline on one more (longer) budget.
     AddStudentBudget {
         /// Tokens, as a sweep file writes them.
@@ -37,6 +46,11 @@ impl fmt::Display for Edit {
                 crate::spec::units::format_count(*target as f64)
             ),
             Edit::AddSeed { seed } => write!(f, "seed {seed} for students and baselines"),
+            Edit::AddStudentSeed { entry, seed } => write!(
+                f,
+                "seed {seed} for the students and baselines of [[students.models]] #{}",
+                entry + 1
+            ),
             Edit::AddStudentBudget { tokens } => write!(
                 f,
                 "students and baselines on {} tokens",
@@ -49,7 +63,9 @@ impl fmt::Display for Edit {
 /// `text` with `edit` applied. Teacher sizes join `[teachers] sizes` (or become a
 /// `[[teachers.models]]` entry when the file lists models one by one); a seed joins
 /// `[students] seed` when the students have their own seeds, else the sweep's `seed` (teachers
-/// keep training on the first seed only, so no teacher is retrained).
+/// keep training on the first seed only, so no teacher is retrained), and every
+/// `[[students.models]]` entry with its own `seed` list; a seed for one entry joins its `seed`
+/// list, which starts as a copy of the seeds it inherits.
 pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
     let mut doc: DocumentMut = text
         .parse()
@@ -57,6 +73,7 @@ pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
     match edit {
         Edit::AddTeacher { target } => add_teacher(&mut doc, target)?,
         Edit::AddSeed { seed } => add_seed(&mut doc, seed)?,
+        Edit::AddStudentSeed { entry, seed } => add_student_seed(&mut doc, entry, seed)?,
         Edit::AddStudentBudget { tokens } => add_student_budget(&mut doc, tokens)?,
     }
     Ok(doc.to_string())
@@ -110,6 +127,66 @@ fn add_student_budget(doc: &mut DocumentMut, tokens: u64) -> Result<(), SuggestE
     Ok(())
 }
 
+/// The seeds students train with when their entry sets none: `[students] seed`, else the
+/// sweep's `seed` (default 1).
+pub fn inherited_student_seeds(doc: &DocumentMut) -> Vec<u64> {
+    let slot = doc
+        .get("students")
+        .and_then(|s| s.get("seed"))
+        .or_else(|| doc.get("seed"));
+    slot.map_or(vec![1], seeds_of)
+}
+
+/// The seeds of `[[students.models]]` entries, in order (their own list or the inherited one).
+pub fn student_entry_seeds(doc: &DocumentMut) -> Vec<Vec<u64>> {
+    let inherited = inherited_student_seeds(doc);
+    student_entries(doc)
+        .map(|models| {
+            models
+                .iter()
+                .map(|m| m.get("seed").map_or(inherited.clone(), seeds_of))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What an entry of `[[students.models]]` is called: its `name`, else its `size`.
+pub fn student_entry_labels(doc: &DocumentMut) -> Vec<String> {
+    student_entries(doc)
+        .map(|models| {
+            models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    m.get("name")
+                        .or_else(|| m.get("size"))
+                        .and_then(|v| {
+                            v.as_str()
+                                .map(str::to_string)
+                                .or_else(|| v.as_integer().map(|n| n.to_string()))
+                        })
+                        .unwrap_or_else(|| format!("#{}", i + 1))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn student_entries(doc: &DocumentMut) -> Option<&toml_edit::ArrayOfTables> {
+    doc.get("students")?.get("models")?.as_array_of_tables()
+}
+
+fn seeds_of(item: &Item) -> Vec<u64> {
+    match item.as_value() {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(|v| v.as_integer().and_then(|n| u64::try_from(n).ok()))
+            .collect(),
+        Some(Value::Integer(n)) => u64::try_from(*n.value()).ok().into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn add_seed(doc: &mut DocumentMut, seed: u64) -> Result<(), SuggestError> {
     let students_own = doc.get("students").and_then(|s| s.get("seed")).is_some();
     let slot = if students_own {
@@ -119,6 +196,51 @@ fn add_seed(doc: &mut DocumentMut, seed: u64) -> Result<(), SuggestError> {
     } else {
         doc.entry("seed").or_insert(value(1))
     };
+    push_seed(slot, seed, "the sweep's `seed`")?;
+    let own: Vec<usize> = student_entries(doc)
+        .map(|models| {
+            models
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.contains_key("seed"))
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .unwrap_or_default();
+    for i in own {
+        if !student_entry_seeds(doc)[i].contains(&seed) {
+            add_student_seed(doc, i, seed)?;
+        }
+    }
+    Ok(())
+}
+
+fn add_student_seed(doc: &mut DocumentMut, entry: usize, seed: u64) -> Result<(), SuggestError> {
+    let inherited = inherited_student_seeds(doc);
+    let model = doc
+        .get_mut("students")
+        .and_then(|s| s.get_mut("models"))
+        .and_then(Item::as_array_of_tables_mut)
+        .and_then(|m| m.get_mut(entry))
+        .ok_or_else(|| {
+            SuggestError::Edit(format!(
+                "the sweep file has no [[students.models]] entry #{}",
+                entry + 1
+            ))
+        })?;
+    if !model.contains_key("seed") {
+        let mut a = Array::new();
+        for s in inherited {
+            a.push(i64::try_from(s).map_err(|_| SuggestError::Edit(format!("seed {s}")))?);
+        }
+        model["seed"] = value(a);
+    }
+    let what = format!("[[students.models]] #{} `seed`", entry + 1);
+    push_seed(&mut model["seed"], seed, &what)
+}
+
+/// Appends `seed` to the seed list at `slot` (a number becomes a list).
+fn push_seed(slot: &mut Item, seed: u64, what: &str) -> Result<(), SuggestError> {
     let seed = i64::try_from(seed).map_err(|_| SuggestError::Edit(format!("seed {seed}")))?;
     match slot.as_value_mut() {
         Some(Value::Array(a)) => a.push(seed),
@@ -129,9 +251,9 @@ fn add_seed(doc: &mut DocumentMut, seed: u64) -> Result<(), SuggestError> {
             *slot = value(a);
         }
         _ => {
-            return Err(SuggestError::Edit(
-                "the sweep's `seed` is neither a number nor a list of numbers".into(),
-            ));
+            return Err(SuggestError::Edit(format!(
+                "{what} is neither a number nor a list of numbers"
+            )));
         }
     }
     Ok(())
@@ -172,6 +294,23 @@ tokens = ["200K"]
             s.contains("seed = [4, 5]") && s.contains("seed = 1\n"),
             "{s}"
         );
+    }
+
+    #[test]
+    fn a_seed_for_one_student_entry_copies_the_inherited_seeds_first() {
+        let file = "name = \"x\"\nseed = 1\n[teachers]\nsizes = [\"5K\"]\n[students]\nseed = [1, 2]\n[[students.models]]\nsize = \"1K\"\n[[students.models]]\nsize = \"2K\"\n";
+        let t = apply(file, Edit::AddStudentSeed { entry: 1, seed: 3 }).unwrap();
+        let doc: DocumentMut = t.parse().unwrap();
+        assert_eq!(student_entry_seeds(&doc), vec![vec![1, 2], vec![1, 2, 3]]);
+        assert_eq!(student_entry_labels(&doc), vec!["1K", "2K"]);
+        // A seed for everyone joins the group's list and the entry's own list, once.
+        let t = apply(&t, Edit::AddSeed { seed: 4 }).unwrap();
+        let doc: DocumentMut = t.parse().unwrap();
+        assert_eq!(
+            student_entry_seeds(&doc),
+            vec![vec![1, 2, 4], vec![1, 2, 3, 4]]
+        );
+        assert!(apply(&t, Edit::AddStudentSeed { entry: 5, seed: 9 }).is_err());
     }
 
     #[test]

@@ -68,18 +68,23 @@ pub fn expected_width(model: &CurveModel, design: &[(f64, u64)], seed: u64) -> (
     let hi = design.iter().map(|d| d.0).fold(f64::NEG_INFINITY, f64::max);
     let penalty = 2.0 * (hi / lo).ln().max(std::f64::consts::LN_2);
     let noise = Normal::new(0.0, model.noise).unwrap_or_else(|_| Normal::new(0.0, 1e-4).unwrap());
-    let mut rng = StdRng::seed_from_u64(seed);
     let mut widths = Vec::with_capacity(SIMULATIONS);
     let mut supported = 0;
     for sim in 0..SIMULATIONS {
+        // Common random numbers: a run's noise depends only on the simulation, its teacher and
+        // its seed, so two designs differ in simulation `sim` only by the runs one of them adds
+        // and the comparison of their widths is not drowned by fresh draws for the shared runs.
         let points: Vec<GapPoint> = design
             .iter()
-            .map(|&(t, s)| GapPoint {
-                teacher_params: t,
-                teacher_loss: f64::NAN,
-                student_loss: model.curve.at(t.ln()) + noise.sample(&mut rng),
-                seed: Some(s),
-                paired_baseline: None,
+            .map(|&(t, s)| {
+                let mut rng = StdRng::seed_from_u64(point_seed(seed, sim, t, s));
+                GapPoint {
+                    teacher_params: t,
+                    teacher_loss: f64::NAN,
+                    student_loss: model.curve.at(t.ln()) + noise.sample(&mut rng),
+                    seed: Some(s),
+                    paired_baseline: None,
+                }
             })
             .collect();
         let c = gap_curve(
@@ -104,6 +109,18 @@ pub fn expected_width(model: &CurveModel, design: &[(f64, u64)], seed: u64) -> (
         widths[widths.len() / 2].exp(),
         supported as f64 / SIMULATIONS as f64,
     )
+}
+
+/// The seed of one simulated run's noise: a mix (SplitMix64 finaliser) of the simulation's
+/// seed and index, the teacher size and the run's seed.
+fn point_seed(seed: u64, sim: usize, teacher: f64, run_seed: u64) -> u64 {
+    let mut z = seed
+        ^ (sim as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ teacher.to_bits().rotate_left(17)
+        ^ run_seed.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! the T* intervals per hour of compute, as edits of the sweep file. Candidates are teacher
 //! sizes beyond the grid's edge where the best teacher sits at it (no interval exists until the
 //! grid brackets the optimum: these come first), teacher sizes between the measured optimum and
-//! its neighbours, one more seed, and a longer student budget where students have not left
+//! its neighbours, one more seed (for every student, or for one `[[students.models]]` entry
+//! where the file lists them: replicates where the noise is widest), and a longer student budget where students have not left
 //! the unigram plateau or train too few steps ([`Unconverged`]: taken first, like an edge of the
 //! grid, since a curve measured there says when runs leave the plateau, not where the capacity
 //! gap lies). Each candidate is priced by planning the edited sweep
@@ -170,6 +171,7 @@ pub fn suggest(
     let mut known: BTreeSet<RunId> = current.runs.iter().map(|r| r.id.clone()).collect();
     let mut text = source.to_string();
     let mut candidates = candidates(&groups, current);
+    candidates.extend(seed_candidates(&text, &groups));
     candidates.extend(longer_budget(unconverged));
     let (mut steps, mut passed_over) = (Vec::new(), Vec::new());
     let (mut runs_used, mut seconds_used) = (0usize, 0.0f64);
@@ -271,14 +273,23 @@ pub fn suggest(
         if steps.len() >= MAX_STEPS {
             break;
         }
-        if candidates.is_empty() {
-            // A new grid point can open new candidates (e.g. the next seed).
-            candidates = candidates_after(&groups, &steps, current);
-            if candidates.is_empty() {
-                break;
+        // A new grid point can open new candidates (teachers between it and its neighbours),
+        // and each seed edit moves on to the next seed, as the file now stands.
+        candidates
+            .retain(|c| !matches!(c.edit, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. }));
+        for c in candidates_after(&groups, &steps, current) {
+            if !candidates.iter().any(|k| k.edit == c.edit) {
+                candidates.push(c);
             }
         }
+        candidates.extend(seed_candidates(&text, &groups));
     }
+    // A candidate re-offered after a step is passed over once, for its last reason.
+    let mut seen = std::collections::HashSet::new();
+    passed_over.reverse();
+    passed_over.retain(|(edit, _)| seen.insert(edit.clone()));
+    passed_over.reverse();
+    passed_over.retain(|(edit, _)| !steps.iter().any(|s| s.edit.to_string() == *edit));
     let groups_out = groups
         .iter()
         .zip(&before)
@@ -436,16 +447,44 @@ fn candidates(groups: &[Group], current: &Plan) -> Vec<Candidate> {
             }
         }
     }
+    out
+}
+
+/// One more seed for every student and baseline, and, where the file lists students one by
+/// one, one more seed for each entry alone (cheaper, and where the noise is widest it buys the
+/// most): the seeds as the sweep file `text` stands.
+fn seed_candidates(text: &str, groups: &[Group]) -> Vec<Candidate> {
     let next_seed = groups
         .iter()
         .flat_map(|g| g.design.iter().map(|d| d.1))
         .max()
         .map_or(2, |s| s + 1);
-    out.push(Candidate {
+    let mut out = vec![Candidate {
         edit: Edit::AddSeed { seed: next_seed },
         why: "another replicate of every student and baseline: the interval's noise shrinks with the square root of the seeds".into(),
         brackets: false,
-    });
+    }];
+    let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else {
+        return out;
+    };
+    let seeds = edit::student_entry_seeds(&doc);
+    if seeds.len() < 2 {
+        return out;
+    }
+    for (entry, (own, label)) in seeds
+        .iter()
+        .zip(edit::student_entry_labels(&doc))
+        .enumerate()
+    {
+        let seed = own.iter().max().map_or(next_seed, |s| s + 1);
+        out.push(Candidate {
+            edit: Edit::AddStudentSeed { entry, seed },
+            why: format!(
+                "another replicate of the {label} students and baselines only: the interval's noise shrinks with the square root of the seeds"
+            ),
+            brackets: false,
+        });
+    }
     out
 }
 
