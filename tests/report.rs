@@ -774,8 +774,7 @@ fn training_curves_legend_was_in_string_order_and_seeds_were_not_told_apart() {
     assert!(!texts.iter().any(|t| t.contains("more")), "{texts:?}");
     let gap = svg_texts(&dir.join("capacity_gap.svg"));
     assert!(
-        gap.iter().any(|t| t == "single seeds")
-            && gap.iter().any(|t| t == "distilled (mean of 2 seeds)"),
+        gap.iter().any(|t| t == "single seeds") && gap.iter().any(|t| t == "distilled (seed mean)"),
         "{gap:?}"
     );
 }
