@@ -407,3 +407,16 @@ fn recommend_printed_a_negative_teacher_size_and_answers_not_monotone_in_size() 
         "{out}"
     );
 }
+
+#[test]
+fn fit_named_only_the_fitted_optimum_where_several_teachers_tie_within_the_noise() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (_, out) = fit_gap16(tmp.path());
+    // Two seeds per teacher give a replicate spread, so each student's curve names the
+    // teachers these seeds cannot tell from the best.
+    assert_eq!(
+        out.matches("  within the noise of the best: ").count(),
+        2,
+        "{out}"
+    );
+}

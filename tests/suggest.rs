@@ -91,12 +91,19 @@ fn simulate_with_noise(plan: &Plan, tstar: f64, run_sd: impl Fn(f64) -> f64) -> 
     out
 }
 
+/// On data with a known optimum, `suggest` proposes runs inside the T* interval (teachers
+/// there, or more seeds of the teachers there) and expects the interval to narrow. On this
+/// grid (a factor 2 between teachers, three seeds) a fourth seed narrows it more per hour than
+/// a teacher beside the vertex: a quadratic's vertex is pinned by points on its flanks, and
+/// the grid already has them. (Before the simulation used common random numbers, fresh noise
+/// made such teachers look worth it.)
 #[test]
-fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() {
+fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
+    let text = SWEEP.to_string();
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("sim.toml");
-    std::fs::write(&path, SWEEP).unwrap();
-    let sweep = Sweep::parse(&path, SWEEP.to_string()).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    let sweep = Sweep::parse(&path, text.clone()).unwrap();
     let calibration = Calibration::stated(Backend::Cpu);
     let plan = Plan::build(
         &sweep,
@@ -130,11 +137,11 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
 
     let s = suggest(
         &path,
-        SWEEP,
+        &text,
         &plan,
         &fits,
         &calibration,
-        Budget::Runs(12),
+        Budget::Runs(30),
         &[],
     )
     .unwrap();
@@ -146,7 +153,6 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
             _ => None,
         })
         .collect();
-    assert!(!teachers.is_empty(), "{:#?}", s.steps);
     for t in &teachers {
         let t = *t as f64;
         assert!(
@@ -155,7 +161,7 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
         );
     }
     let runs: usize = s.steps.iter().map(|st| st.new_runs.len()).sum();
-    assert!(runs <= 12, "{runs} runs over the budget of 12");
+    assert!(runs <= 30, "{runs} runs over the budget of 30");
     let g = &s.groups[0];
     let (before, after) = (g.expected_before.unwrap(), g.expected_after.unwrap());
     assert!(after < before, "expected width {before:.2}x -> {after:.2}x");
@@ -166,6 +172,19 @@ fn on_data_with_a_known_optimum_suggest_proposes_teachers_inside_the_interval() 
         assert!(next_plan.run(&r.id).is_some(), "{} kept", r.name);
     }
     assert_eq!(next_plan.runs.len(), plan.runs.len() + runs);
+    // Among the new runs, students of teachers inside the interval.
+    let inside = next_plan
+        .runs
+        .iter()
+        .filter(|r| plan.run(&r.id).is_none() && r.kind() == RunKind::Student)
+        .filter_map(|r| next_plan.run(&r.config.distill.as_ref()?.teacher))
+        .filter(|t| (lo..=hi).contains(&(t.params.non_embedding as f64)))
+        .count();
+    assert!(
+        inside > 0,
+        "no new student of a teacher in [{lo:.0}, {hi:.0}]: {:#?}",
+        s.steps
+    );
 }
 
 /// Two student sizes listed one by one, one with forty times the run-to-run noise of the other:

@@ -408,6 +408,26 @@ fn tuned_rates_text(rates: &[TunedRate]) -> String {
     out
 }
 
+/// The teachers these seeds cannot tell from the best (mean student loss within two standard
+/// errors of the difference): on a plateau, the answer beside the fitted optimum.
+fn near_best_line(g: &CapacityGap) -> String {
+    let Some([lo, hi]) = g.by_teacher_params.near_best else {
+        return String::new();
+    };
+    if lo == hi {
+        return format!(
+            "  within the noise of the best: only the best teacher, {}\n",
+            format_count(lo)
+        );
+    }
+    format!(
+        "  within the noise of the best: every teacher from {} to {} (the smallest {:.1}× the student; these seeds cannot tell them from the best)\n",
+        format_count(lo),
+        format_count(hi),
+        lo / g.student_params
+    )
+}
+
 fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
     let mut out = format!(
         "{n_runs} finished runs; fits stored in `{}`\n\n",
@@ -439,6 +459,7 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
             optimum_text(&g.by_teacher_loss, &|x| format!("{x:.4}")),
         );
         out += &gains_line(g);
+        out += &near_best_line(g);
         if let Some(l) = &g.from_law {
             out += &format!(
                 "  from the distillation law: L_T* {:.4}{}, student loss {:.4}{}\n",

@@ -348,6 +348,21 @@ fn tied_with_best(levels: &[Level], b: usize) -> std::ops::RangeInclusive<usize>
     lo..=hi
 }
 
+/// The range of values (lowest, highest) of `levels` (sorted by x) tied with the best one by
+/// [`tied_with_best`]: the best level and its contiguous neighbours whose mean loss is within
+/// two standard errors of the difference from the best's, the standard error from the pooled
+/// replicate spread. Not an equivalence test: a teacher in the range is one these seeds cannot
+/// tell from the best. `None` without replicates or with fewer than 3 levels.
+pub fn near_best(levels: &[Level]) -> Option<[f64; 2]> {
+    if levels.len() < 3 {
+        return None;
+    }
+    pooled_sd(levels)?;
+    let b = (0..levels.len()).min_by(|&i, &j| levels[i].mean.total_cmp(&levels[j].mean))?;
+    let tied = tied_with_best(levels, b);
+    Some([levels[*tied.start()].value, levels[*tied.end()].value])
+}
+
 /// Whether the data support the fitted quadratic `q`'s minimum as the optimum of `levels`
 /// (sorted by x, at least three). The best measured level (lowest mean) must be inside the
 /// grid, else the optimum is at the edge or beyond it. The levels tied with it within the noise
@@ -447,6 +462,11 @@ pub struct GapCurve {
     pub samples: Vec<[f64; 2]>,
     /// The optimum.
     pub optimum: Optimum,
+    /// The measured values (lowest, highest) whose mean student loss is within the noise of
+    /// the best one's ([`near_best`]): on a plateau, the answer "any teacher in this range"
+    /// beside the fitted optimum. `None` without replicates or with fewer than 3 values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_best: Option<[f64; 2]>,
     /// The optimum's value in each bootstrap resample (`None` where the resample had no
     /// interior optimum); empty without a bootstrap. Not serialised.
     #[serde(skip)]
@@ -526,6 +546,7 @@ pub fn gap_curve(
     let hi = xy.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let raw: Vec<(f64, f64)> = points.iter().zip(&y).map(|(p, y)| (var(p), *y)).collect();
     let levels = levels(&raw);
+    let near_best = near_best(&levels);
     let fit = if levels.len() >= 3 {
         Quadratic::fit(&xy, None)
     } else {
@@ -537,6 +558,7 @@ pub fn gap_curve(
             fit: None,
             samples: Vec::new(),
             optimum: Optimum::TooFewPoints,
+            near_best,
             draws: Vec::new(),
         };
     };
@@ -586,6 +608,7 @@ pub fn gap_curve(
         fit: Some(q),
         samples,
         optimum,
+        near_best,
         draws,
     }
 }
@@ -1052,6 +1075,37 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn on_a_plateau_every_teacher_within_the_noise_of_the_best_is_named() {
+        // Rise, then a plateau from 8K on: 1K–4K are far worse than the noise (±0.002 per seed,
+        // six seeds), 8K–64K differ by 0.0002 at most.
+        let mut raw = Vec::new();
+        for seed in 0..6 {
+            let noise = if seed % 2 == 0 { 0.002 } else { -0.002 };
+            for k in 0..7 {
+                let t = 1e3 * 2f64.powi(k);
+                let rise = 0.14 * (8e3 / t).ln().max(0.0) / 2f64.ln();
+                raw.push((t, 3.0 + rise + noise + 0.0002 * f64::from(k % 2)));
+            }
+        }
+        let lv = levels(&raw);
+        assert_eq!(near_best(&lv), Some([8e3, 6.4e4]));
+        // One seed: no spread to judge ties by.
+        let one: Vec<(f64, f64)> = raw.iter().take(7).copied().collect();
+        assert_eq!(near_best(&levels(&one)), None);
+        // A sharp U: only the best and its neighbours within the noise.
+        let u: Vec<(f64, f64)> = raw
+            .iter()
+            .map(|&(t, y)| {
+                (
+                    t,
+                    y - 0.14 * (8e3 / t).ln().max(0.0) / 2f64.ln() + 0.1 * (t / 8e3).ln().powi(2),
+                )
+            })
+            .collect();
+        assert_eq!(near_best(&levels(&u)), Some([8e3, 8e3]));
     }
 
     #[test]

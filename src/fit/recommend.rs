@@ -648,6 +648,14 @@ fn measured_text(
         ),
         Optimum::TooFewPoints => "fewer than 3 teachers: no optimum located".to_string(),
     };
+    let what = match curve.near_best {
+        Some([lo, hi]) if lo < hi => format!(
+            "{what}; every teacher from {} to {} is within the noise of the best",
+            fc(lo),
+            fc(hi)
+        ),
+        _ => what,
+    };
     vec![format!(
         "student {} on {} tokens: {what}",
         fc(g.student_params),

@@ -149,6 +149,7 @@ pub fn save_fits(db: &mut SweepDb, records: &[FitRecord]) -> Result<(), FitError
                 FitRecord::Gap(g) => {
                     let headline = serde_json::json!({
                         "by_teacher_params": g.by_teacher_params.optimum,
+                        "near_best": g.by_teacher_params.near_best,
                         "by_teacher_loss": g.by_teacher_loss.optimum,
                         "from_law": g.from_law,
                     });
