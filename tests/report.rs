@@ -868,6 +868,7 @@ fn html_headline_had_no_caveats_and_config_column_was_empty() {
         "not fitted: distillation law",
         "edge of grid: extend the grid toward larger teachers",
         "4 teachers × 2 seeds",
+        "every teacher from 55.5K to 222K is within the noise of the best",
     ] {
         assert!(
             answer.contains(expected),

@@ -374,6 +374,9 @@ pub struct CapacityGapView {
     pub t_star: Option<Estimate>,
     /// What the fit says when it has no supported optimum.
     pub verdict: Option<GapVerdict>,
+    /// The teachers (lowest, highest size) the seeds cannot tell from the best one, as `fit`
+    /// stored them (`near_best`).
+    pub near_best: Option<[f64; 2]>,
 }
 
 /// A capacity-gap fit without a supported interior optimum.

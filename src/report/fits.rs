@@ -159,6 +159,9 @@ fn fill_gap(view: &mut CapacityGapView, gap: &Value) -> bool {
     if samples.len() >= 2 {
         view.fitted = Some(samples);
     }
+    view.near_best = curve["near_best"]
+        .as_array()
+        .and_then(|r| Some([num(r.first()?)?, num(r.get(1)?)?]));
     let optimum = &curve["optimum"];
     let at = num(&optimum["at"]).unwrap_or(f64::NAN);
     match optimum["kind"].as_str() {

@@ -281,6 +281,14 @@ fn recommendation(h: &mut String, data: &ReportData) {
                 ),
                 (None, None) => continue,
             };
+            let text = match g.near_best {
+                Some([lo, hi]) if lo < hi => format!(
+                    "{text}; every teacher from {} to {} is within the noise of the best",
+                    si(lo),
+                    si(hi)
+                ),
+                _ => text,
+            };
             let _ = writeln!(h, "<li>{}: {text}</li>", esc(&label));
         }
         h.push_str("</ul></div>\n");
