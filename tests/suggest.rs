@@ -91,19 +91,14 @@ fn simulate_with_noise(plan: &Plan, tstar: f64, run_sd: impl Fn(f64) -> f64) -> 
     out
 }
 
-/// On data with a known optimum, `suggest` proposes runs inside the T* interval (teachers
-/// there, or more seeds of the teachers there) and expects the interval to narrow. On this
-/// grid (a factor 2 between teachers, three seeds) a fourth seed narrows it more per hour than
-/// a teacher beside the vertex: a quadratic's vertex is pinned by points on its flanks, and
-/// the grid already has them. (Before the simulation used common random numbers, fresh noise
-/// made such teachers look worth it.)
-#[test]
-fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
-    let text = SWEEP.to_string();
+/// `text` written to a temporary sweep file and planned with the stated CPU calibration:
+/// (the folder, which must outlive the test's use of the file; the file; its plan; the
+/// calibration).
+fn planned(text: &str) -> (tempfile::TempDir, std::path::PathBuf, Plan, Calibration) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("sim.toml");
-    std::fs::write(&path, &text).unwrap();
-    let sweep = Sweep::parse(&path, text.clone()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let sweep = Sweep::parse(&path, text.to_string()).unwrap();
     let calibration = Calibration::stated(Backend::Cpu);
     let plan = Plan::build(
         &sweep,
@@ -113,8 +108,13 @@ fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
         },
     )
     .unwrap();
-    let fits = fit_sweep(
-        &simulate(&plan, 6.0e4),
+    (tmp, path, plan, calibration)
+}
+
+/// The sweep's fits of simulated runs (200 bootstrap resamples).
+fn fitted(runs: &[FinishedRun]) -> pdsweep::fit::SweepFits {
+    fit_sweep(
+        runs,
         &SweepFitOptions {
             fit: FitOptions {
                 bootstrap: 200,
@@ -122,7 +122,20 @@ fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
             },
             supervised_law: LawKind::Chinchilla,
         },
-    );
+    )
+}
+
+/// On data with a known optimum, `suggest` proposes runs inside the T* interval (teachers
+/// there, or more seeds of the teachers there) and expects the interval to narrow. On this
+/// grid (a factor 2 between teachers, three seeds) a fourth seed narrows it more per hour than
+/// a teacher beside the vertex: a quadratic's vertex is pinned by points on its flanks, and
+/// the grid already has them. (Before the simulation used common random numbers, fresh noise
+/// made such teachers look worth it.)
+#[test]
+fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
+    let text = SWEEP.to_string();
+    let (_tmp, path, plan, calibration) = planned(&text);
+    let fits = fitted(&simulate(&plan, 6.0e4));
     let gap = &fits.capacity_gaps[0];
     let Optimum::Interior {
         ci: Some([lo, hi]), ..
@@ -196,19 +209,7 @@ fn seeds_go_where_the_noise_is_widest() {
         "baseline = true\n",
         "baseline = true\n[[students.models]]\nsize = \"8K\"\n[[students.models]]\nsize = \"16K\"\n",
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("sim.toml");
-    std::fs::write(&path, &text).unwrap();
-    let sweep = Sweep::parse(&path, text.clone()).unwrap();
-    let calibration = Calibration::stated(Backend::Cpu);
-    let plan = Plan::build(
-        &sweep,
-        &PlanOptions {
-            flops_per_s: None,
-            calibration: Some(calibration.clone()),
-        },
-    )
-    .unwrap();
+    let (_tmp, path, plan, calibration) = planned(&text);
     let students: Vec<f64> = {
         let mut s: Vec<f64> = plan
             .runs
@@ -222,16 +223,9 @@ fn seeds_go_where_the_noise_is_widest() {
     };
     assert_eq!(students.len(), 2, "{students:?}");
     let noisy = students[1];
-    let fits = fit_sweep(
-        &simulate_with_noise(&plan, 6.0e4, |n| if n == noisy { 0.08 } else { 0.002 }),
-        &SweepFitOptions {
-            fit: FitOptions {
-                bootstrap: 200,
-                ..FitOptions::default()
-            },
-            supervised_law: LawKind::Chinchilla,
-        },
-    );
+    let fits = fitted(&simulate_with_noise(&plan, 6.0e4, |n| {
+        if n == noisy { 0.08 } else { 0.002 }
+    }));
     let s = suggest(
         &path,
         &text,
