@@ -363,6 +363,19 @@ pub fn near_best(levels: &[Level]) -> Option<[f64; 2]> {
     Some([levels[*tied.start()].value, levels[*tied.end()].value])
 }
 
+/// "every teacher from A to B is within the noise of the best", for a [`near_best`] range
+/// wider than one teacher, values written by `fmt`; `None` otherwise.
+pub fn near_best_phrase(range: Option<[f64; 2]>, fmt: impl Fn(f64) -> String) -> Option<String> {
+    let [lo, hi] = range?;
+    (lo < hi).then(|| {
+        format!(
+            "every teacher from {} to {} is within the noise of the best",
+            fmt(lo),
+            fmt(hi)
+        )
+    })
+}
+
 /// Whether the data support the fitted quadratic `q`'s minimum as the optimum of `levels`
 /// (sorted by x, at least three). The best measured level (lowest mean) must be inside the
 /// grid, else the optimum is at the edge or beyond it. The levels tied with it within the noise

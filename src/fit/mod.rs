@@ -19,8 +19,8 @@ mod sweep;
 pub use bootstrap::{percentile_interval, quantile, resample_counts};
 pub use capacity_gap::{
     CapacityGap, GapCurve, GapPoint, LawOptimum, Level, Optimum, Quadratic, TSTAR_MIN_SIZES,
-    TStarFit, TStarScaling, fitted_losses, gap_curve, judge_optimum, levels, optimal_teacher_loss,
-    paired_gains, seed_resample, size_for_loss, tstar_scaling,
+    TStarFit, TStarScaling, fitted_losses, gap_curve, judge_optimum, levels, near_best_phrase,
+    optimal_teacher_loss, paired_gains, seed_resample, size_for_loss, tstar_scaling,
 };
 pub use data::{ColumnMap, DataPoint, SupervisedSource, Support, check_fittable, read_csv, roles};
 pub use error::FitError;

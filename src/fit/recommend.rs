@@ -648,13 +648,9 @@ fn measured_text(
         ),
         Optimum::TooFewPoints => "fewer than 3 teachers: no optimum located".to_string(),
     };
-    let what = match curve.near_best {
-        Some([lo, hi]) if lo < hi => format!(
-            "{what}; every teacher from {} to {} is within the noise of the best",
-            fc(lo),
-            fc(hi)
-        ),
-        _ => what,
+    let what = match super::capacity_gap::near_best_phrase(curve.near_best, fc) {
+        Some(tied) => format!("{what}; {tied}"),
+        None => what,
     };
     vec![format!(
         "student {} on {} tokens: {what}",

@@ -281,13 +281,9 @@ fn recommendation(h: &mut String, data: &ReportData) {
                 ),
                 (None, None) => continue,
             };
-            let text = match g.near_best {
-                Some([lo, hi]) if lo < hi => format!(
-                    "{text}; every teacher from {} to {} is within the noise of the best",
-                    si(lo),
-                    si(hi)
-                ),
-                _ => text,
+            let text = match crate::fit::near_best_phrase(g.near_best, si) {
+                Some(tied) => format!("{text}; {tied}"),
+                None => text,
             };
             let _ = writeln!(h, "<li>{}: {text}</li>", esc(&label));
         }

@@ -197,20 +197,22 @@ fn add_seed(doc: &mut DocumentMut, seed: u64) -> Result<(), SuggestError> {
         doc.entry("seed").or_insert(value(1))
     };
     push_seed(slot, seed, "the sweep's `seed`")?;
-    let own: Vec<usize> = student_entries(doc)
+    // Entries with their own list get the seed too (entries without one inherit it above).
+    let lacking: Vec<usize> = student_entries(doc)
         .map(|models| {
             models
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| m.contains_key("seed"))
+                .filter(|(_, m)| {
+                    m.get("seed")
+                        .is_some_and(|own| !seeds_of(own).contains(&seed))
+                })
                 .map(|(i, _)| i)
                 .collect()
         })
         .unwrap_or_default();
-    for i in own {
-        if !student_entry_seeds(doc)[i].contains(&seed) {
-            add_student_seed(doc, i, seed)?;
-        }
+    for i in lacking {
+        add_student_seed(doc, i, seed)?;
     }
     Ok(())
 }
