@@ -1,7 +1,8 @@
 //! Learning rate per size (`[train] tune_lr`): baselines are trained at every candidate peak,
 //! the peak with the lowest mean held-out loss over the seeds wins, students train at it and
 //! their gains are measured against their seed's baseline at that peak. A rate that diverges
-//! fails its baselines without blocking the students.
+//! fails its baselines without blocking the students. Teachers (`[teachers] tune_lr`) train one
+//! candidate run per peak and repeat the best.
 
 mod common;
 
@@ -221,5 +222,100 @@ fn tune_lr_needs_two_distinct_rates_and_baselines() {
         stderr(&out).contains("baseline = false"),
         "{}",
         stderr(&out)
+    );
+}
+
+/// The sweep above with its teacher tuned instead of its students.
+fn teacher_tuned_sweep() -> String {
+    SWEEP
+        .replace("tune_lr = [1e-4, 3e-3, 1e30]\n", "")
+        .replace(
+            "tokens = [\"64K\"]\n",
+            "tokens = [\"64K\"]\ntune_lr = [1e-4, 3e-3, 1e30]\n",
+        )
+        .replace("seed = [1, 2]\n", "")
+}
+
+#[test]
+fn a_tuned_teacher_repeats_its_best_candidate_and_no_law_sees_the_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), teacher_tuned_sweep()).unwrap();
+    let plan = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert!(plan.status.success(), "{}", stderr(&plan));
+    let text = stdout(&plan);
+    assert!(text.contains("teacher-20K-lr3e-3"), "{text}");
+    assert!(text.contains("lr tuned on 3 candidates"), "{text}");
+
+    // the overflowing candidate fails; the teacher and its student go on
+    let out = pdsweep(dir.path(), &["run", "s.toml"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("`teacher-20K-lr1e30`"), "{err}");
+    let db = dir.path().join("results/tuned/sweep.db");
+    let rows = runs(&db);
+    let row = |name: &str| rows.values().find(|r| r.0 == name).cloned().unwrap();
+    assert_eq!(row("teacher-20K-lr1e30").1, "failed");
+
+    // the known best, from the candidates' own results
+    let (low, good) = (row("teacher-20K-lr1e-4"), row("teacher-20K-lr3e-3"));
+    let (low, good) = (low.3.unwrap(), good.3.unwrap());
+    assert!(low > good + 0.05, "1e-4: {low}, 3e-3: {good}");
+    let teacher = row("teacher-20K");
+    assert_eq!(teacher.1, "done");
+    let extra: serde_json::Value = serde_json::from_str(teacher.4.as_ref().unwrap()).unwrap();
+    assert_eq!(extra["lr"]["peak"], 3e-3, "{extra}");
+    // same seed, data and initialisation at the same rate: the teacher repeats its candidate
+    // exactly
+    assert_eq!(teacher.3.unwrap(), good);
+    assert_eq!(row("student-10K-from-20K").1, "done");
+
+    // `fit` names the teacher's rate; the supervised law sees the teacher and the baseline,
+    // not the candidates
+    let out = pdsweep(dir.path(), &["fit", "s.toml"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("learning rate of the teacher of 20.6K on 65.5K tokens: 3e-3"),
+        "{text}"
+    );
+    assert!(text.contains("1e30: failed (diverged)"), "{text}");
+    assert!(text.contains("2 points for 5 parameters"), "{text}");
+
+    // the report's learning-rate table has the teacher's row, the chosen rate in bold; the
+    // candidates are exported with the other runs
+    let out = pdsweep(dir.path(), &["report", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(dir.path().join("reports/tuned/index.html")).unwrap();
+    let row_start = page
+        .find("<tr><td>teacher</td><td>20.6K</td>")
+        .expect(&page);
+    let teacher_row = &page[row_start..row_start + 200];
+    assert!(teacher_row.contains("<strong>3e-3: "), "{teacher_row}");
+    assert!(teacher_row.contains("1e30: diverged"), "{teacher_row}");
+    let out = pdsweep(dir.path(), &["export", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = std::fs::read_to_string(dir.path().join("results/tuned/export/runs.csv")).unwrap();
+    assert!(csv.contains("teacher-20K-lr1e-4"), "{csv}");
+}
+
+#[test]
+fn teacher_tune_lr_is_checked_and_students_cannot_have_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = teacher_tuned_sweep().replace("tune_lr = [1e-4, 3e-3, 1e30]", "tune_lr = [1e-3]");
+    std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
+    let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("teachers.tune_lr") && err.contains("at least two distinct"),
+        "{err}"
+    );
+    let sweep = SWEEP.replace("baseline = true", "baseline = true\ntune_lr = [1e-3, 3e-3]");
+    std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
+    let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("students.tune_lr") && err.contains("[train] tune_lr"),
+        "{err}"
     );
 }

@@ -360,7 +360,8 @@ fn gains_line(g: &CapacityGap) -> String {
     )
 }
 
-/// The tuned learning rate per student size and budget, with a warning where it is the
+/// The tuned learning rate per student size and budget (and per teacher size and budget with
+/// `[teachers] tune_lr`), with a warning where it is the
 /// largest or smallest candidate (the best rate may lie beyond them).
 fn tuned_rates_text(rates: &[TunedRate]) -> String {
     let mut out = String::new();
@@ -373,8 +374,13 @@ fn tuned_rates_text(rates: &[TunedRate]) -> String {
                 n => format!("{:e}: {:.4} ({n} run(s))", c.peak, c.mean_loss),
             })
             .collect();
+        let (whose, runs) = if t.is_teacher() {
+            ("the teacher of ", "its candidate runs")
+        } else {
+            ("", "the baselines")
+        };
         out += &format!(
-            "learning rate of {} on {} tokens: {:e} (mean held-out loss of the baselines per peak: {})\n",
+            "learning rate of {whose}{} on {} tokens: {:e} (mean held-out loss of {runs} per peak: {})\n",
             format_count(t.params),
             format_count(t.tokens),
             t.peak,
@@ -387,7 +393,8 @@ fn tuned_rates_text(rates: &[TunedRate]) -> String {
                 ("smallest", "smaller")
             };
             out += &format!(
-                "warning: the tuned rate is the {which} candidate: the best may be {way}; extend `[train] tune_lr` toward {way} rates\n"
+                "warning: the tuned rate is the {which} candidate: the best may be {way}; extend `{}` toward {way} rates\n",
+                t.key()
             );
         }
         if !t.students_elsewhere.is_empty() {

@@ -148,7 +148,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
             .into());
         }
         eprintln!(
-            "note: every failed run is a learning-rate candidate (`[train] tune_lr`) that diverged: {}; the students train at the best of the others",
+            "note: every failed run is a learning-rate candidate (`tune_lr`) that diverged: {}; the runs tuned on them train at the best of the others",
             diverged.join(", ")
         );
     }

@@ -23,7 +23,8 @@ use crate::store::SweepDb;
 pub struct FinishedRun {
     /// Run id.
     pub id: String,
-    /// `teacher`, `student` or `baseline`.
+    /// `teacher`, `student` or `baseline`; [`TEACHER_CANDIDATE`] for a teacher's learning-rate
+    /// candidate (`[teachers] tune_lr`), which no law uses: its tuned teacher repeats the best.
     pub kind: String,
     /// Non-embedding parameters.
     pub params: f64,
@@ -46,12 +47,18 @@ pub struct FinishedRun {
     pub lr_peak: Option<f64>,
 }
 
-/// The finished teacher, student and baseline runs of the sweep's current plan.
+/// The kind of a teacher's learning-rate candidate run (`[teachers] tune_lr`) among
+/// [`FinishedRun`]s.
+pub const TEACHER_CANDIDATE: &str = "teacher-candidate";
+
+/// The finished teacher, student and baseline runs of the sweep's current plan (a teacher's
+/// learning-rate candidates as [`TEACHER_CANDIDATE`]).
 pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
     let runs = match db.current_plan()? {
         Some(plan) => db.plan_runs(plan)?,
         None => db.runs()?,
     };
+    let candidates = teacher_candidates(&runs);
     let mut out = Vec::new();
     for r in runs
         .iter()
@@ -81,9 +88,14 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
         } else {
             config["train"]["lr"]["peak"].as_f64()
         };
+        let kind = if candidates.contains(&r.id) {
+            TEACHER_CANDIDATE.to_string()
+        } else {
+            r.kind.clone()
+        };
         out.push(FinishedRun {
             id: r.id.clone(),
-            kind: r.kind.clone(),
+            kind,
             params: r.params_non_embedding as f64,
             tokens: r.tokens as f64,
             loss,
@@ -97,10 +109,22 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
     Ok(out)
 }
 
+/// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among `runs`.
+pub fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::HashSet<String> {
+    runs.iter()
+        .filter(|r| r.kind == "teacher")
+        .flat_map(|r| crate::plan::tuned_on(&r.config_json))
+        .collect()
+}
+
 /// The learning rate a student size and budget was tuned to (`[train] tune_lr`), from its
-/// baselines at every candidate peak.
+/// baselines at every candidate peak, or a teacher size and budget (`[teachers] tune_lr`),
+/// from its candidate runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TunedRate {
+    /// `baseline` (a student size's rate) or `teacher`.
+    #[serde(default = "baseline_kind")]
+    pub kind: String,
     /// Non-embedding parameters.
     pub params: f64,
     /// Tokens.
@@ -115,7 +139,25 @@ pub struct TunedRate {
     pub students_elsewhere: Vec<(String, f64)>,
 }
 
+fn baseline_kind() -> String {
+    "baseline".into()
+}
+
 impl TunedRate {
+    /// Whether this is a teacher's rate (`[teachers] tune_lr`) rather than a student size's.
+    pub fn is_teacher(&self) -> bool {
+        self.kind == "teacher"
+    }
+
+    /// The sweep-file key that lists this rate's candidates.
+    pub fn key(&self) -> &'static str {
+        if self.is_teacher() {
+            "[teachers] tune_lr"
+        } else {
+            "[train] tune_lr"
+        }
+    }
+
     /// `Some(true)` when the chosen peak is the largest candidate, `Some(false)` when the
     /// smallest: the best rate may lie beyond the candidates.
     pub fn at_edge(&self) -> Option<bool> {
@@ -131,10 +173,19 @@ impl TunedRate {
     }
 }
 
-/// The tuned rate of every student size and budget whose baselines tried several peaks.
+/// The tuned rate of every student size and budget whose baselines tried several peaks, then
+/// of every teacher size and budget whose candidates did.
 pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
+    let mut rates = rates_of(runs, "baseline");
+    rates.extend(rates_of(runs, TEACHER_CANDIDATE));
+    rates
+}
+
+/// The tuned rates of the runs of kind `kind` (baselines or teacher candidates), per size and
+/// budget.
+fn rates_of(runs: &[FinishedRun], kind: &str) -> Vec<TunedRate> {
     let mut results: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
-    for r in runs.iter().filter(|r| r.kind == "baseline") {
+    for r in runs.iter().filter(|r| r.kind == kind) {
         if let Some(peak) = r.lr_peak {
             results
                 .entry((r.params.to_bits(), r.tokens.to_bits()))
@@ -142,6 +193,7 @@ pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
                 .push((peak, r.loss));
         }
     }
+    let teacher = kind == TEACHER_CANDIDATE;
     results
         .into_iter()
         .filter_map(|((n, d), res)| {
@@ -151,10 +203,12 @@ pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
             let (params, tokens) = (f64::from_bits(n), f64::from_bits(d));
             let students_elsewhere = runs
                 .iter()
+                .filter(|_| !teacher)
                 .filter(|r| r.kind == "student" && r.params == params && r.tokens == tokens)
                 .filter_map(|r| r.lr_peak.filter(|&p| p != peak).map(|p| (r.id.clone(), p)))
                 .collect();
             Some(TunedRate {
+                kind: if teacher { "teacher" } else { "baseline" }.into(),
                 params,
                 tokens,
                 peak,
@@ -172,16 +226,20 @@ pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<()
         Some(plan) => db.plan_runs(plan)?,
         None => db.runs()?,
     };
-    for r in runs
-        .iter()
-        .filter(|r| r.kind == "baseline" && r.state == "failed")
-    {
+    let teacher_candidates = teacher_candidates(&runs);
+    for r in runs.iter().filter(|r| r.state == "failed") {
+        let teacher = teacher_candidates.contains(&r.id);
+        if r.kind != "baseline" && !teacher {
+            continue;
+        }
         let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
         let Some(peak) = config["train"]["lr"]["peak"].as_f64() else {
             continue;
         };
         let (n, d) = (r.params_non_embedding as f64, r.tokens as f64);
-        if let Some(rate) = rates.iter_mut().find(|t| t.params == n && t.tokens == d)
+        if let Some(rate) = rates
+            .iter_mut()
+            .find(|t| t.is_teacher() == teacher && t.params == n && t.tokens == d)
             && !rate.candidates.iter().any(|c| c.peak == peak)
         {
             rate.candidates.push(crate::run::tuning::PeakScore {
@@ -199,7 +257,7 @@ pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<()
 /// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
 /// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
 pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
-    let best: BTreeMap<(u64, u64), f64> = tuned_rates(runs)
+    let best: BTreeMap<(u64, u64), f64> = rates_of(runs, "baseline")
         .into_iter()
         .map(|t| ((t.params.to_bits(), t.tokens.to_bits()), t.peak))
         .collect();

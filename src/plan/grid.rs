@@ -618,7 +618,7 @@ impl Builder<'_, '_> {
                         self.ctx.seed_suffix(seed)
                     );
                     let flops = cost::training_flops(m.n, tokens);
-                    let index = self.push(config, name, Vec::new(), flops);
+                    let index = self.tuned_teacher(config, name, flops);
                     out.push(TeacherRun {
                         index,
                         model: mi,
@@ -629,6 +629,32 @@ impl Builder<'_, '_> {
             }
         }
         Ok(out)
+    }
+
+    /// Adds teacher `name` (and, with `[teachers] tune_lr`, one candidate run per peak that
+    /// it depends on and is tuned on); returns the teacher's index in `runs`.
+    fn tuned_teacher(&mut self, config: RunConfig, name: String, flops: f64) -> usize {
+        let peaks = self.ctx.sweep.file.teachers.get_ref().tune_lr.as_ref();
+        let Some(peaks) = peaks.map(|p| p.get_ref().clone()) else {
+            return self.push(config, name, Vec::new(), flops);
+        };
+        let mut candidates = Vec::new();
+        for &peak in &peaks {
+            let mut candidate = config.clone();
+            if let Some(train) = candidate.train.as_mut() {
+                train.lr.0.peak = peak;
+            }
+            let index = self.push(candidate, format!("{name}-lr{peak:e}"), Vec::new(), flops);
+            candidates.push(self.runs[index].id.clone());
+        }
+        let mut config = config;
+        if let Some(train) = config.train.as_mut() {
+            train.tune = Some(LrTuning {
+                candidates: candidates.clone(),
+                peaks,
+            });
+        }
+        self.push(config, name, candidates, flops)
     }
 
     /// A pre-trained teacher's run: not trained (no tokens, no optimiser); it measures its
@@ -731,7 +757,11 @@ impl Builder<'_, '_> {
                                     t.spec.label,
                                     labels.describe(point)
                                 );
-                                let teacher_train = teacher.flops;
+                                // a tuned teacher also trains its candidates
+                                let tuned =
+                                    teacher.config.train.as_ref().and_then(|t| t.tune.as_ref());
+                                let teacher_train = teacher.flops
+                                    * (1 + tuned.map_or(0, |t| t.candidates.len())) as f64;
                                 let online = cost::forward_flops(t.n, tokens);
                                 self.naive_flops +=
                                     teacher_train + online + cost::training_flops(m.n, tokens);

@@ -221,7 +221,12 @@ fn table(plan: &Plan) -> String {
             .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0).to_string())
             .collect();
         if let Some(t) = tuned_on {
-            after.push(format!("lr tuned on {} baselines", t.candidates.len()));
+            let of = if run.kind() == RunKind::Teacher {
+                "candidates"
+            } else {
+                "baselines"
+            };
+            after.push(format!("lr tuned on {} {of}", t.candidates.len()));
         }
         let mut row = vec![
             run.id.0[..8].to_string(),

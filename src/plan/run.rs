@@ -200,7 +200,8 @@ pub struct TrainConfig {
     #[serde(default, skip_serializing_if = "Precision::is_f32")]
     pub precision: Precision,
     /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate
-    /// is chosen from (`lr`'s peak is replaced by theirs when the run starts; `run::tuning`).
+    /// is chosen from; for a teacher of a sweep with `[teachers] tune_lr`: its candidate runs
+    /// (`lr`'s peak is replaced by the best candidates' when the run starts; `run::tuning`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tune: Option<LrTuning>,
 }
@@ -208,11 +209,12 @@ pub struct TrainConfig {
 /// Where a run's peak learning rate comes from when it is tuned on other runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LrTuning {
-    /// The candidate runs (same model and budget, every seed and peak), in plan order. Left
+    /// The candidate runs (same model and budget, every seed and peak; a teacher's: its own
+    /// seed at every peak), in plan order. Left
     /// out of the run's id (see [`RunConfig::identity_json`]): adding a seed adds candidates,
     /// and must not make every finished student of the other seeds a new run.
     pub candidates: Vec<RunId>,
-    /// The candidate peaks (`[train] tune_lr`), which are part of the id. Empty in
+    /// The candidate peaks (`tune_lr`), which are part of the id. Empty in
     /// configurations recorded before they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peaks: Vec<f64>,

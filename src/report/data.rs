@@ -12,8 +12,12 @@ pub struct ReportData {
     pub sweep: SweepInfo,
     /// Where the numbers come from.
     pub provenance: Provenance,
-    /// Every run of the current plan, in graph order.
+    /// Every run of the current plan but the teachers' learning-rate candidates, in graph
+    /// order.
     pub runs: Vec<RunView>,
+    /// The teachers' learning-rate candidates (`[teachers] tune_lr`): in the learning-rate
+    /// table and the exported runs, in no figure or law (each tuned teacher repeats its best).
+    pub teacher_candidates: Vec<RunView>,
     /// Held-out loss curves of trained runs (teachers, students, baselines).
     pub curves: Vec<Curve>,
     /// What the fitted laws say (points from the database; fitted pieces when fits exist).

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::data::{GapVerdict, LawView, ReportData, RunState, TrendView, sig};
+use super::data::{GapVerdict, LawView, ReportData, RunState, RunView, TrendView, sig};
 use super::figures::Figure;
 use super::render::{Rendered, font_face_css};
 use super::style::si;
@@ -615,19 +615,40 @@ fn fits(h: &mut String, data: &ReportData) {
 
 /// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the
 /// held-out split was chosen.
-/// The learning rate each student size and budget was tuned to (`[train] tune_lr`): every
-/// candidate peak's mean held-out loss over its finished baselines, the chosen one in bold,
-/// diverged ones named. Nothing for a sweep that did not tune.
+/// The learning rate each student size and budget was tuned to (`[train] tune_lr`) and each
+/// teacher size and budget (`[teachers] tune_lr`): every candidate peak's mean held-out loss
+/// over its finished runs, the chosen one in bold, diverged ones named. Nothing for a sweep
+/// that did not tune.
 fn learning_rates(h: &mut String, data: &ReportData) {
-    let mut groups: std::collections::BTreeMap<(u64, u64), Vec<&super::data::RunView>> =
+    let baselines: Vec<&RunView> = data
+        .runs
+        .iter()
+        .filter(|b| b.kind == RunKind::Baseline)
+        .collect();
+    let teachers: Vec<&RunView> = data.teacher_candidates.iter().collect();
+    let rows = (
+        lr_rows(&baselines, "student"),
+        lr_rows(&teachers, "teacher"),
+    );
+    if rows.0.is_empty() && rows.1.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates tried per size, each with the mean held-out loss of its runs over the seeds; the chosen rate is in bold. A student size's candidates are its baselines (<code>[train] tune_lr</code>): its students train at the chosen rate, and their gains are measured against the baseline at it. A teacher's candidates are full training runs at each peak (<code>[teachers] tune_lr</code>): the teacher repeats the best, and its students learn from it.</p>\n<table><tr><th>run</th><th>N</th><th>tokens</th><th>candidates</th></tr>\n");
+    h.push_str(&rows.0);
+    h.push_str(&rows.1);
+    h.push_str("</table>\n");
+}
+
+/// The learning-rate table's rows for the candidate runs `runs` (baselines or teacher
+/// candidates, labelled `what`), one per size and budget that tried several peaks.
+fn lr_rows(runs: &[&RunView], what: &str) -> String {
+    let mut groups: std::collections::BTreeMap<(u64, u64), Vec<&RunView>> =
         std::collections::BTreeMap::new();
-    for b in data.runs.iter().filter(|b| b.kind == RunKind::Baseline) {
-        if b.lr_peak.is_some() {
-            groups
-                .entry((b.n.to_bits(), b.tokens.to_bits()))
-                .or_default()
-                .push(b);
-        }
+    for b in runs.iter().filter(|b| b.lr_peak.is_some()) {
+        groups
+            .entry((b.n.to_bits(), b.tokens.to_bits()))
+            .or_default()
+            .push(b);
     }
     let mut rows = String::new();
     for ((n, d), runs) in &groups {
@@ -668,18 +689,13 @@ fn learning_rates(h: &mut String, data: &ReportData) {
             .collect();
         let _ = writeln!(
             rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{what}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             si(f64::from_bits(*n)),
             si(f64::from_bits(*d)),
             cells.join("; ")
         );
     }
-    if rows.is_empty() {
-        return;
-    }
-    h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates the baselines tried (<code>[train] tune_lr</code>), each with the mean held-out loss of its baselines over the seeds; the chosen rate (bold) is the one the students trained at and the baseline their gains are measured against.</p>\n<table><tr><th>student N</th><th>tokens</th><th>candidates</th></tr>\n");
-    h.push_str(&rows);
-    h.push_str("</table>\n");
+    rows
 }
 
 fn corpus(h: &mut String, data: &ReportData) {

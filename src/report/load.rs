@@ -43,6 +43,14 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
     for r in &mut runs {
         r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
     }
+    let candidate_ids: HashSet<String> = rows
+        .iter()
+        .filter(|r| r.kind == "teacher")
+        .flat_map(|r| crate::plan::tuned_on(&r.config_json))
+        .collect();
+    let (teacher_candidates, runs): (Vec<RunView>, Vec<RunView>) = runs
+        .into_iter()
+        .partition(|r| candidate_ids.contains(&r.id));
     let corpus = distinct_corpora(&runs, &facts);
     let distill_settings = shared_settings(&rows);
     let curves = curves(db, plan_id, &runs)?;
@@ -75,6 +83,7 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
             date_utc: now_utc(),
         },
         runs,
+        teacher_candidates,
         curves,
         fits: Default::default(),
         corpus,

@@ -1,9 +1,11 @@
-//! Learning rate per size (`[train] tune_lr`): the baselines of a student size and budget are
-//! trained at every candidate peak; the peak whose baselines reach the lowest mean held-out
-//! loss over the seeds is that size's rate. A student reads it when its unit is built (from
-//! the sweep database, so a Slurm job carries it resolved), trains at it, and records it with
-//! the baseline its gain is measured against. The fits apply the same rule ([`best_peak`]) to
-//! keep only the tuned baselines.
+//! Learning rate per size. With `[train] tune_lr` the baselines of a student size and budget
+//! are trained at every candidate peak; the peak whose baselines reach the lowest mean
+//! held-out loss over the seeds is that size's rate. A student reads it when its unit is built
+//! (from the sweep database, so a Slurm job carries it resolved), trains at it, and records it
+//! with the baseline its gain is measured against. With `[teachers] tune_lr` every teacher has
+//! one candidate run per peak (same seed, data and initialisation) and trains at the peak of
+//! the best candidate, the same rule on one seed. The fits apply the rule ([`best_peak`]) to
+//! keep only the tuned baselines, and leave teacher candidates out of every law.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,8 @@ use crate::store::SweepDb;
 pub struct TunedLr {
     /// The chosen peak learning rate.
     pub peak: f64,
-    /// The candidate at that peak with the run's own seed: its gain is measured against it.
+    /// The candidate at that peak with the run's own seed: a student's gain is measured
+    /// against it (its baseline); a teacher repeats it.
     pub baseline: Option<String>,
     /// Every candidate peak with the mean held-out loss of its finished runs and their count.
     pub candidates: Vec<PeakScore>,
@@ -108,7 +111,7 @@ pub fn resolve(
     let candidates = scores(&finished);
     let Some(peak) = best_of(&candidates) else {
         return Ok(Some(Err(format!(
-            "no baseline to tune its learning rate on finished (candidates: {})",
+            "no candidate run to tune its learning rate on finished (candidates: {})",
             tune.candidates
                 .iter()
                 .map(|c| c.0.as_str())

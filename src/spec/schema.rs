@@ -172,6 +172,12 @@ pub struct GroupSection {
     /// Students only: also train each student size and budget without a teacher.
     #[serde(default)]
     pub baseline: Option<Spanned<bool>>,
+    /// Teachers only: peak learning rates tried for every teacher (the schedule's shape is the
+    /// teacher's `lr`): each is trained as a candidate run, and the teacher trains at the peak
+    /// whose candidate reaches the lowest held-out loss (see `run::tuning`). Students tune on
+    /// their baselines instead (`[train] tune_lr`).
+    #[serde(default)]
+    pub tune_lr: Option<Spanned<Vec<f64>>>,
     /// Models given one by one: a derived `size` or an explicit shape.
     #[serde(default)]
     pub models: Vec<Spanned<ModelEntry>>,

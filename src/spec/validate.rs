@@ -29,6 +29,7 @@ pub fn check(sweep: &Sweep) -> Result<(u64, SweepFiles), SpecError> {
             )
             .with_hint("move `baseline = true` to the `[students]` table"));
     }
+    check_teacher_tune_lr(sweep)?;
     check_train(sweep)?;
     check_constraints(sweep)?;
     let corpus = file
@@ -185,17 +186,53 @@ fn check_train(sweep: &Sweep) -> Result<(), SpecError> {
     check_tune_lr(sweep)
 }
 
-/// `[train] tune_lr`: at least two distinct finite positive peaks, and baselines to tune them on.
+/// `[train] tune_lr`: a valid list of peaks, and baselines to tune them on.
 fn check_tune_lr(sweep: &Sweep) -> Result<(), SpecError> {
     let Some(tune) = &sweep.file.train.tune_lr else {
         return Ok(());
     };
+    check_peaks(sweep, tune, "train.tune_lr")?;
+    let baseline = sweep
+        .file
+        .students
+        .get_ref()
+        .baseline
+        .as_ref()
+        .is_none_or(|b| *b.get_ref());
+    if !baseline {
+        return Err(sweep
+            .error_at(
+                tune.span(),
+                "train.tune_lr",
+                "`tune_lr` tunes the learning rate on the baselines, but `[students] baseline = false`",
+            )
+            .with_hint("set `[students] baseline = true`, or remove `tune_lr`"));
+    }
+    Ok(())
+}
+
+/// `[teachers] tune_lr`: a valid list of peaks; `[students] tune_lr` is refused (students
+/// tune on their baselines, `[train] tune_lr`).
+fn check_teacher_tune_lr(sweep: &Sweep) -> Result<(), SpecError> {
+    if let Some(tune) = &sweep.file.students.get_ref().tune_lr {
+        return Err(sweep
+            .error_at(
+                tune.span(),
+                "students.tune_lr",
+                "students are tuned on their baselines, not by a `[students] tune_lr`",
+            )
+            .with_hint("move the list to `[train] tune_lr` (baselines and students) or `[teachers] tune_lr` (teachers)"));
+    }
+    match &sweep.file.teachers.get_ref().tune_lr {
+        Some(tune) => check_peaks(sweep, tune, "teachers.tune_lr"),
+        None => Ok(()),
+    }
+}
+
+/// A list of candidate peaks (`key`): at least two distinct, each finite and positive.
+fn check_peaks(sweep: &Sweep, tune: &Spanned<Vec<f64>>, key: &str) -> Result<(), SpecError> {
     let peaks = tune.get_ref();
-    let err = |msg: String, hint: &str| {
-        sweep
-            .error_at(tune.span(), "train.tune_lr", msg)
-            .with_hint(hint)
-    };
+    let err = |msg: String, hint: &str| sweep.error_at(tune.span(), key, msg).with_hint(hint);
     if let Some(bad) = peaks.iter().find(|p| !p.is_finite() || **p <= 0.0) {
         return Err(err(
             format!("learning rate `{bad}` must be a finite number > 0"),
@@ -210,21 +247,7 @@ fn check_tune_lr(sweep: &Sweep) -> Result<(), SpecError> {
             format!(
                 "`tune_lr` needs at least two distinct learning rates, each once (got {peaks:?})"
             ),
-            "list two or more different peaks, or remove `tune_lr` to train at `[train] lr`",
-        ));
-    }
-    let baseline = sweep
-        .file
-        .students
-        .get_ref()
-        .baseline
-        .as_ref()
-        .is_none_or(|b| *b.get_ref());
-    if !baseline {
-        return Err(err(
-            "`tune_lr` tunes the learning rate on the baselines, but `[students] baseline = false`"
-                .into(),
-            "set `[students] baseline = true`, or remove `tune_lr`",
+            "list two or more different peaks, or remove `tune_lr` to train at the schedule's peak",
         ));
     }
     Ok(())

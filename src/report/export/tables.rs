@@ -39,23 +39,24 @@ fn frame(table: &str, columns: Vec<Column>) -> Result<DataFrame, ReportError> {
 
 /// Builds the tables from `data` (runs) and `db` (metrics of the current plan, fits).
 pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
-    let runs = &data.runs;
+    let runs: Vec<&crate::report::data::RunView> =
+        data.runs.iter().chain(&data.teacher_candidates).collect();
     let s = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<String>| {
         Column::new(
             name.into(),
-            runs.iter().map(f).collect::<Vec<Option<String>>>(),
+            runs.iter().map(|r| f(r)).collect::<Vec<Option<String>>>(),
         )
     };
     let i = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<i64>| {
         Column::new(
             name.into(),
-            runs.iter().map(f).collect::<Vec<Option<i64>>>(),
+            runs.iter().map(|r| f(r)).collect::<Vec<Option<i64>>>(),
         )
     };
     let x = |name: &str, f: &dyn Fn(&crate::report::data::RunView) -> Option<f64>| {
         Column::new(
             name.into(),
-            runs.iter().map(f).collect::<Vec<Option<f64>>>(),
+            runs.iter().map(|r| f(r)).collect::<Vec<Option<f64>>>(),
         )
     };
     let runs_df = frame(
