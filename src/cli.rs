@@ -767,6 +767,10 @@ pub struct SuggestArgs {
     /// Bootstrap resamples of the fits.
     #[arg(long, default_value_t = 200, value_name = "B")]
     pub bootstrap: usize,
+    /// The T* interval width (97.5th / 2.5th percentile) that is good enough, e.g. 2: runs
+    /// go to the curves expected wider than it, none to those already under it.
+    #[arg(long, value_name = "W")]
+    pub target_width: Option<f64>,
 }
 
 impl SuggestArgs {
@@ -780,7 +784,10 @@ impl SuggestArgs {
         SuggestCommand {
             sweep: self.sweep,
             results: self.results,
-            budget,
+            goal: pdsweep::suggest::Goal {
+                budget,
+                target_width: self.target_width,
+            },
             write: self.write,
             bootstrap: self.bootstrap,
         }

@@ -13,7 +13,7 @@ use pdsweep::fit::{
 };
 use pdsweep::plan::{Calibration, Plan, PlanOptions, RunKind};
 use pdsweep::spec::{Backend, Sweep};
-use pdsweep::suggest::{Budget, Edit, suggest};
+use pdsweep::suggest::{Budget, Edit, Goal, suggest};
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
@@ -154,7 +154,7 @@ fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
         &plan,
         &fits,
         &calibration,
-        Budget::Runs(30),
+        Budget::Runs(30).into(),
         &[],
     )
     .unwrap();
@@ -232,7 +232,7 @@ fn seeds_go_where_the_noise_is_widest() {
         &plan,
         &fits,
         &calibration,
-        Budget::Runs(40),
+        Budget::Runs(40).into(),
         &[],
     )
     .unwrap();
@@ -270,6 +270,33 @@ fn seeds_go_where_the_noise_is_widest() {
         .filter(|st| matches!(st.edit, Edit::AddStudentSeed { entry: 0, .. }))
         .count();
     assert!(noisy_seeds > quiet_seeds, "{:#?}", s.steps);
+
+    // With a target width above both sizes' expected widths nothing narrows an interval that
+    // matters: no seed is bought, and any edit taken is worth nothing (only an edge of the
+    // grid is taken regardless).
+    let widest = s
+        .groups
+        .iter()
+        .filter_map(|g| g.expected_before)
+        .fold(0.0, f64::max);
+    let goal = Goal {
+        budget: Budget::Runs(40),
+        target_width: Some(2.0 * widest),
+    };
+    let t = suggest(&path, &text, &plan, &fits, &calibration, goal, &[]).unwrap();
+    assert!(
+        t.steps.iter().all(|st| st.value == 0.0
+            && !matches!(st.edit, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. })),
+        "{:#?}",
+        t.steps
+    );
+    assert!(
+        t.passed_over
+            .iter()
+            .any(|(_, why)| why.contains("does not narrow any expected interval wider than")),
+        "{:#?}",
+        t.passed_over
+    );
 }
 
 fn gap16(dir: &Path) -> std::path::PathBuf {

@@ -13,7 +13,7 @@ use pdsweep::plan::{MIN_STEPS, Plan, PlanOptions, measured_floor, plateau_line};
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::{format_count, format_duration};
 use pdsweep::store::{StoredRun, SweepDb};
-use pdsweep::suggest::{Budget, Suggestion, Unconverged, suggest as propose};
+use pdsweep::suggest::{Budget, Goal, Suggestion, Unconverged, suggest as propose};
 
 use super::UsageError;
 
@@ -24,8 +24,8 @@ pub struct SuggestCommand {
     pub sweep: PathBuf,
     /// Results folder.
     pub results: PathBuf,
-    /// What may be spent.
-    pub budget: Budget,
+    /// What may be spent, and the interval width that is good enough.
+    pub goal: Goal,
     /// Where to write the follow-up sweep file.
     pub write: Option<PathBuf>,
     /// Bootstrap resamples of the fits.
@@ -34,7 +34,7 @@ pub struct SuggestCommand {
 
 /// Runs `pdsweep suggest`.
 pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
-    match cmd.budget {
+    match cmd.goal.budget {
         Budget::Seconds(s) if !(s.is_finite() && s > 0.0) => {
             return Err(UsageError("`--hours` must be a positive number".into()).into());
         }
@@ -42,6 +42,14 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
             return Err(UsageError("`--runs` must be at least 1".into()).into());
         }
         _ => {}
+    }
+    if let Some(w) = cmd.goal.target_width
+        && !(w.is_finite() && w > 1.0)
+    {
+        return Err(UsageError(format!(
+            "`--target-width` must be a ratio above 1 (got {w})"
+        ))
+        .into());
     }
     let sweep = Sweep::load(&cmd.sweep)?;
     let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
@@ -91,10 +99,10 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
         &current,
         &fits,
         &calibration,
-        cmd.budget,
+        cmd.goal,
         &unconverged,
     )?;
-    print!("{}", render(&s, runs.len(), cmd.budget));
+    print!("{}", render(&s, runs.len(), cmd.goal));
     if let Some(out) = &cmd.write {
         if s.steps.is_empty() {
             println!("\nnothing to write: no run fits the budget and narrows an interval");
@@ -215,7 +223,7 @@ fn width(w: Option<f64>) -> String {
 }
 
 /// The suggestion as text.
-fn render(s: &Suggestion, finished: usize, budget: Budget) -> String {
+fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
     let mut out = format!(
         "T* intervals now ({finished} finished runs; widths are 97.5th / 2.5th percentile):\n"
     );
@@ -231,10 +239,13 @@ fn render(s: &Suggestion, finished: usize, budget: Budget) -> String {
             width(g.expected_after),
         );
     }
-    let limit = match budget {
+    let mut limit = match goal.budget {
         Budget::Runs(n) => format!("{n} runs"),
         Budget::Seconds(s) => format_duration(s),
     };
+    if let Some(w) = goal.target_width {
+        let _ = write!(limit, ", for intervals expected wider than {w}×");
+    }
     if s.steps.is_empty() {
         let _ = writeln!(out, "\nnothing to propose within {limit}");
     } else {
@@ -256,8 +267,13 @@ fn render(s: &Suggestion, finished: usize, budget: Budget) -> String {
                 format_duration(st.seconds),
                 if st.value > 0.0 {
                     format!(
-                        ", expected intervals narrower by a factor {:.2}",
-                        st.value.exp()
+                        ", expected intervals narrower by a factor {:.2}{}",
+                        st.value.exp(),
+                        if goal.target_width.is_some() {
+                            " (down to the target)"
+                        } else {
+                            ""
+                        }
                     )
                 } else {
                     String::new()

@@ -48,6 +48,35 @@ pub enum Budget {
     Seconds(f64),
 }
 
+/// What `suggest` is asked for: a budget, and optionally the interval width (97.5th / 2.5th
+/// percentile) that is good enough.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Goal {
+    /// How much may be spent.
+    pub budget: Budget,
+    /// With a target, narrowing a group's expected width counts only down to it: a group
+    /// already under it is worth nothing more, so the budget goes to the groups above it.
+    pub target_width: Option<f64>,
+}
+
+impl From<Budget> for Goal {
+    fn from(budget: Budget) -> Goal {
+        Goal {
+            budget,
+            target_width: None,
+        }
+    }
+}
+
+impl Goal {
+    /// The value of narrowing an expected width from `before` to `after`: ln(before / after),
+    /// each width first raised to the target (if any), never negative.
+    pub fn value(&self, before: f64, after: f64) -> f64 {
+        let floor = self.target_width.unwrap_or(0.0);
+        (before.max(floor) / after.max(floor)).ln().max(0.0)
+    }
+}
+
 /// One capacity-gap group's T* interval: measured, and expected before and after the chosen
 /// edits.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,7 +123,8 @@ pub struct Step {
     pub new_runs: Vec<String>,
     /// Their estimated seconds, one at a time.
     pub seconds: f64,
-    /// Sum over groups of ln(expected width before / after): the value it buys.
+    /// Sum over groups of ln(expected width before / after) (widths raised to the target, if
+    /// any; see [`Goal::value`]): the value it buys.
     pub value: f64,
 }
 
@@ -146,9 +176,10 @@ pub fn suggest(
     current: &Plan,
     fits: &SweepFits,
     calibration: &Calibration,
-    budget: Budget,
+    goal: Goal,
     unconverged: &[Unconverged],
 ) -> Result<Suggestion, SuggestError> {
+    let budget = goal.budget;
     if fits.capacity_gaps.is_empty() {
         return Err(SuggestError::Nothing(
             "no capacity-gap curve yet (no finished students): run the sweep, then suggest".into(),
@@ -223,7 +254,7 @@ pub fn suggest(
                 .iter()
                 .zip(&after)
                 .map(|(b, a)| match (b, a) {
-                    (Some(b), Some(a)) => (b / a).ln().max(0.0),
+                    (Some(b), Some(a)) => goal.value(*b, *a),
                     _ => 0.0,
                 })
                 .sum();
@@ -246,10 +277,11 @@ pub fn suggest(
                     still.push(c);
                 }
             } else {
-                passed_over.push((
-                    c.edit.to_string(),
-                    "does not narrow any expected interval".into(),
-                ));
+                let why = match goal.target_width {
+                    Some(w) => format!("does not narrow any expected interval wider than {w}×"),
+                    None => "does not narrow any expected interval".into(),
+                };
+                passed_over.push((c.edit.to_string(), why));
             }
         }
         candidates = still;
@@ -624,4 +656,24 @@ fn price_exact(
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or(s).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_width_values_narrowing_only_down_to_it() {
+        let free: Goal = Budget::Runs(10).into();
+        assert!((free.value(4.0, 2.0) - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(free.value(2.0, 3.0), 0.0, "never negative");
+        let goal = Goal {
+            budget: Budget::Runs(10),
+            target_width: Some(2.0),
+        };
+        // 4× → 1.5× is worth 4× → 2×; a group already under the target is worth nothing
+        assert!((goal.value(4.0, 1.5) - 2f64.ln()).abs() < 1e-12);
+        assert_eq!(goal.value(1.9, 1.2), 0.0);
+        assert!((goal.value(3.0, 2.5) - (3.0f64 / 2.5).ln()).abs() < 1e-12);
+    }
 }
