@@ -22,6 +22,9 @@ pub struct CurveModel {
     pub curve: Quadratic,
     /// Standard deviation of one student's (paired) loss around the curve.
     pub noise: f64,
+    /// The smallest and largest teacher measured: a simulated sweep without a supported
+    /// interval counts as twice this span, the same for every design compared.
+    pub grid: [f64; 2],
 }
 
 impl CurveModel {
@@ -47,9 +50,15 @@ impl CurveModel {
         } else {
             curve.rmse
         };
+        let lo = points
+            .iter()
+            .map(|p| p.teacher_params)
+            .fold(f64::INFINITY, f64::min);
+        let hi = points.iter().map(|p| p.teacher_params).fold(0.0, f64::max);
         Some(CurveModel {
             curve,
             noise: noise.max(1e-4),
+            grid: [lo, hi],
         })
     }
 
@@ -61,11 +70,11 @@ impl CurveModel {
 
 /// The expected T* interval under `design`: the median over simulated sweeps of the interval's
 /// width as a ratio (97.5th / 2.5th percentile), and the fraction of sweeps whose optimum the
-/// data support. A sweep without a supported interval counts as twice the grid's span, so a
-/// design that often fails ranks below one that rarely does.
+/// data support. A sweep without a supported interval counts as twice the measured grid's span
+/// (the model's, not the design's: a design that adds a teacher beyond the grid must not make
+/// its own failures look worse), so a design that often fails ranks below one that rarely does.
 pub fn expected_width(model: &CurveModel, design: &[(f64, u64)], seed: u64) -> (f64, f64) {
-    let lo = design.iter().map(|d| d.0).fold(f64::INFINITY, f64::min);
-    let hi = design.iter().map(|d| d.0).fold(f64::NEG_INFINITY, f64::max);
+    let [lo, hi] = model.grid;
     let penalty = 2.0 * (hi / lo).ln().max(std::f64::consts::LN_2);
     let noise = Normal::new(0.0, model.noise).unwrap_or_else(|_| Normal::new(0.0, 1e-4).unwrap());
     let mut widths = Vec::with_capacity(SIMULATIONS);
@@ -136,6 +145,7 @@ mod tests {
                 rmse: 0.0,
             },
             noise: 0.03,
+            grid: [7.5e3, 1.2e5],
         }
     }
 
@@ -158,5 +168,23 @@ mod tests {
         let (wn, _) = expected_width(&m, &grid(&near, 2), 1);
         let (wf, _) = expected_width(&m, &grid(&far, 2), 1);
         assert!(wn < wf, "near T* {wn:.2}x vs far from it {wf:.2}x");
+    }
+
+    #[test]
+    fn a_failed_simulation_costs_the_same_whatever_teacher_the_design_adds() {
+        // noise so large that no simulated sweep supports an interval
+        let m = CurveModel {
+            noise: 50.0,
+            ..model()
+        };
+        let base = [7.5e3, 1.5e4, 3e4, 6e4, 1.2e5];
+        let (w, supported) = expected_width(&m, &grid(&base, 2), 1);
+        let mut wider = grid(&base, 2);
+        wider.push((1e6, 0));
+        let (w_far, _) = expected_width(&m, &wider, 1);
+        // twice the measured grid's span (16×): 256×, not (1e6 / 7.5e3)² for the wider design
+        assert!(supported < 0.5, "{supported}");
+        assert!((w / 256.0 - 1.0).abs() < 1e-9, "{w}");
+        assert!((w_far / 256.0 - 1.0).abs() < 1e-9, "{w_far}");
     }
 }
