@@ -682,13 +682,7 @@ impl Builder<'_, '_> {
         students: &[GroupModel],
     ) -> Result<(), SpecError> {
         let sweep = self.ctx.sweep;
-        let baseline = sweep
-            .file
-            .students
-            .get_ref()
-            .baseline
-            .as_ref()
-            .is_none_or(|b| *b.get_ref());
+        let baseline = sweep.file.students.get_ref().trains_baselines();
         let constraints = sweep
             .file
             .constraints

@@ -183,6 +183,13 @@ pub struct GroupSection {
     pub models: Vec<Spanned<ModelEntry>>,
 }
 
+impl GroupSection {
+    /// Students: whether baselines are trained (`baseline`, default true).
+    pub fn trains_baselines(&self) -> bool {
+        self.baseline.as_ref().is_none_or(|b| *b.get_ref())
+    }
+}
+
 fn default_tokens() -> Axis<TokenBudget> {
     OneOrMany(vec![TokenBudget::PerParam(20.0)])
 }

@@ -192,14 +192,7 @@ fn check_tune_lr(sweep: &Sweep) -> Result<(), SpecError> {
         return Ok(());
     };
     check_peaks(sweep, tune, "train.tune_lr")?;
-    let baseline = sweep
-        .file
-        .students
-        .get_ref()
-        .baseline
-        .as_ref()
-        .is_none_or(|b| *b.get_ref());
-    if !baseline {
+    if !sweep.file.students.get_ref().trains_baselines() {
         return Err(sweep
             .error_at(
                 tune.span(),
