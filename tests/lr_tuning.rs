@@ -66,6 +66,12 @@ fn the_learning_rate_selection_picks_the_known_best_on_a_tiny_sweep() {
     let text = stdout(&plan);
     assert!(text.contains("baseline-10K-s1-lr3e-3"), "{text}");
     assert!(text.contains("lr tuned on 6 baselines"), "{text}");
+    // the teacher is not tuned beside tuned baselines: a design warning with the fix
+    assert!(
+        text.contains("the baselines' learning rate is tuned but the teachers' is not")
+            && text.contains("`[teachers] tune_lr = [1e-4, 3e-3, 1e30]`"),
+        "{text}"
+    );
 
     // the overflowing rate fails its two baselines; the students go on, and since nothing
     // else failed, `run` says so and succeeds
@@ -300,6 +306,17 @@ fn a_tuned_teacher_repeats_its_best_candidate_and_no_law_sees_the_candidates() {
 #[test]
 fn teacher_tune_lr_is_checked_and_students_cannot_have_one() {
     let dir = tempfile::tempdir().unwrap();
+    // baselines and teachers both tuned: no warning about untuned teachers
+    let both = SWEEP.replace(
+        "tokens = [\"64K\"]\n",
+        "tokens = [\"64K\"]\ntune_lr = [1e-3, 3e-3]\n",
+    );
+    std::fs::write(dir.path().join("s.toml"), both).unwrap();
+    let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("teacher-20K-s1-lr1e-3"), "{text}");
+    assert!(!text.contains("the teachers' is not"), "{text}");
     let sweep = teacher_tuned_sweep().replace("tune_lr = [1e-4, 3e-3, 1e30]", "tune_lr = [1e-3]");
     std::fs::write(dir.path().join("s.toml"), sweep).unwrap();
     let out = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);

@@ -4,8 +4,8 @@
 //! The experimental-design checks (DESIGN.md §9b) need only the plan and a few priors: runs too
 //! short to leave the unigram plateau (too few optimiser steps, or a prior law predicting a
 //! loss near the unigram entropy), a teacher grid that does not bracket the prior optimal
-//! teacher of a student by 2× on each side, and a single seed, which leaves the noise floor
-//! unmeasured.
+//! teacher of a student by 2× on each side, a single seed, which leaves the noise floor
+//! unmeasured, and untuned teachers beside tuned baselines.
 //!
 //! The corpus checks need the prepared corpus (its training split in tokens, its duplicates and
 //! its held-out split), so they run once the corpus is known: passes over the training data per
@@ -175,6 +175,7 @@ pub fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
     warnings.extend(plateau_runs(plan, priors));
     warnings.extend(unbracketed_students(plan, priors));
     warnings.extend(single_seed(plan));
+    warnings.extend(untuned_teachers(plan));
     warnings
 }
 
@@ -299,6 +300,46 @@ fn single_seed(plan: &Plan) -> Vec<DesignWarning> {
         run: None,
         message: "one seed: the seed-to-seed spread (the noise floor) cannot be measured, and at small scale it is often as large as the differences between teachers (0.09 to 0.14 nats between two seeds in the first Shakespeare reference), so a T* may be an artefact of noise".into(),
         hint: "list three or more seeds: `seed = [1, 2, 3]` (gains are paired with the same-seed baseline)".into(),
+    }]
+}
+
+/// Teachers trained at one rate while the baselines are tuned (`[train] tune_lr` without
+/// `[teachers] tune_lr`): a teacher short of its size's best loss is a weaker teacher than the
+/// grid says, and the gains are measured against tuned baselines.
+fn untuned_teachers(plan: &Plan) -> Vec<DesignWarning> {
+    let tuned = |kind: RunKind| {
+        plan.runs
+            .iter()
+            .filter(move |r| r.kind() == kind)
+            .filter_map(|r| r.config.train.as_ref())
+    };
+    let Some(peaks) = tuned(RunKind::Student)
+        .find_map(|t| t.tune.as_ref())
+        .map(|t| t.peaks.clone())
+    else {
+        return Vec::new();
+    };
+    let untuned: Vec<&str> = plan
+        .runs
+        .iter()
+        .filter(|r| r.kind() == RunKind::Teacher && r.config.model.pretrained.is_none())
+        .filter(|r| r.config.train.as_ref().is_some_and(|t| t.tune.is_none()))
+        .map(|r| r.name.as_str())
+        .collect();
+    if untuned.is_empty() || tuned(RunKind::Teacher).any(|t| t.tune.is_some()) {
+        return Vec::new();
+    }
+    let list: Vec<String> = peaks.iter().map(|p| format!("{p:e}")).collect();
+    vec![DesignWarning {
+        run: (untuned.len() == 1).then(|| untuned[0].to_string()),
+        message: format!(
+            "the baselines' learning rate is tuned but the teachers' is not: {} at one rate, which may leave a teacher short of its size's best loss (a weaker teacher than its size says)",
+            subject(&untuned, "trains", "train")
+        ),
+        hint: format!(
+            "tune them too: `[teachers] tune_lr = [{}]` (a peak per candidate run; the teacher repeats the best)",
+            list.join(", ")
+        ),
     }]
 }
 
