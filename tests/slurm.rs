@@ -592,11 +592,16 @@ fn a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_
     let file = SWEEP
         .replace("NAME", "slurm-tuned")
         .replace(r#"mode = ["offline", "online"]"#, r#"mode = "offline""#)
-        .replace("log_every = 2", "log_every = 2\ntune_lr = [3e-3, 1e30]");
+        .replace("log_every = 2", "log_every = 2\ntune_lr = [3e-3, 1e30]")
+        .replace(
+            "tokens = [\"120K\"]",
+            "tokens = [\"120K\"]\ntune_lr = [3e-3, 1e30]",
+        );
     std::fs::write(sweep.path().join("s.toml"), file).unwrap();
     let out = finish(sweep.spawn_coordinator(), Duration::from_secs(180));
     let err = stderr(&out);
-    assert!(err.contains("1 run(s) failed"), "{err}");
+    // one baseline and one teacher candidate diverge
+    assert!(err.contains("2 run(s) failed"), "{err}");
     let states: Vec<Vec<String>> = sweep.query("SELECT name, state FROM runs ORDER BY name");
     let state = |name: &str| {
         states
@@ -607,7 +612,19 @@ fn a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_
     };
     assert_eq!(state("baseline-10K-lr1e30"), "failed");
     assert_eq!(state("baseline-10K-lr3e-3"), "done");
+    assert_eq!(state("teacher-20K-lr1e30"), "failed");
+    assert_eq!(state("teacher-20K-lr3e-3"), "done");
+    assert_eq!(state("teacher-20K"), "done");
     assert_eq!(state("student-10K-from-20K"), "done");
+    // the tuned teacher was submitted after both candidates ended, and repeats the one that
+    // did not diverge
+    let teacher_peak = sweep
+        .one(
+            "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r
+             ON r.id = s.run_id WHERE r.name = 'teacher-20K'",
+        )
+        .unwrap();
+    assert_eq!(teacher_peak.parse::<f64>().unwrap(), 3e-3);
     let peak = sweep
         .one(
             "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r
