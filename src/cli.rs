@@ -6,8 +6,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::{BenchCommand, DevicesCommand};
 use crate::commands::{
-    ExportCommand, FitCommand, FitTarget, PlanCommand, RecommendCommand, ReportCommand, RunCommand,
-    SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
+    ExportCommand, FitCommand, FitTarget, GcCommand, PlanCommand, RecommendCommand, ReportCommand,
+    RunCommand, SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
 };
 use pdsweep::fit::LawKind;
 use pdsweep::plan::PlanFormat;
@@ -34,6 +34,9 @@ pub enum Command {
     /// Show where a sweep stands: runs per kind and state, progress, ETA from measured
     /// throughput, and the errors of failed runs.
     Status(StatusArgs),
+    /// Remove the logit stores of runs no longer in the sweep's current plan (left behind when
+    /// the sweep file changed its teachers, budgets or truncation); results are kept.
+    Gc(GcArgs),
     /// Print the exact parameter counts of a model: an explicit shape, or the shape pdsweep
     /// derives from a target size.
     Size(SizeArgs),
@@ -178,6 +181,30 @@ impl StatusArgs {
             sweep: self.sweep,
             results: self.results,
             json: matches!(self.format, StatusFormat::Json),
+        }
+    }
+}
+
+/// `pdsweep gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The sweep file.
+    pub sweep: PathBuf,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// List what would be removed and remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl GcArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> GcCommand {
+        GcCommand {
+            sweep: self.sweep,
+            results: self.results,
+            dry_run: self.dry_run,
         }
     }
 }

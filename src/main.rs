@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => commands::plan(args.into_command()),
         Command::Run(args) => commands::run(args.into_command()),
         Command::Status(args) => commands::status(args.into_command()),
+        Command::Gc(args) => commands::gc(args.into_command()),
         Command::Size(args) => commands::size(args.into_command()),
         Command::Report(args) => commands::report(args.into_command()),
         Command::Export(args) => commands::export(args.into_command()),

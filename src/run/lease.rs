@@ -29,6 +29,8 @@ pub enum Holder {
     Run,
     /// `pdsweep slurm`, the coordinator (alone).
     Slurm,
+    /// `pdsweep gc`, removing files of runs no longer planned (alone).
+    Gc,
 }
 
 impl Holder {
@@ -36,6 +38,7 @@ impl Holder {
         match self {
             Holder::Run => "pdsweep run",
             Holder::Slurm => "pdsweep slurm",
+            Holder::Gc => "pdsweep gc",
         }
     }
 }
@@ -122,6 +125,12 @@ fn held_message(path: &Path, info: &LeaseInfo, wanted: Holder) -> String {
         ),
         (Holder::Slurm, Holder::Run) => format!(
             "this sweep is being run locally by {who}; a coordinator must be the only writer of sweep.db\n\nhint: wait for `pdsweep run` to finish or stop it (Ctrl-C), then run this command again"
+        ),
+        (Holder::Gc, _) => format!(
+            "this sweep is in use by {who}: its files must not be removed while it runs\n\nhint: run `pdsweep gc` when it has finished or been stopped"
+        ),
+        (_, Holder::Gc) => format!(
+            "`pdsweep gc` is removing files of this sweep: {who}\n\nhint: run this command again when it has finished (it takes seconds)"
         ),
         (Holder::Run, Holder::Run) => format!(
             "this sweep's database is in use by {who}, and pdsweep does not share a sweep database across hosts: SQLite's WAL mode keeps an index in shared memory that only processes of one host can see, and file locks over network filesystems are unreliable, so two hosts writing one sweep.db can corrupt it\n\nhint: run `pdsweep run` on `{}` (several processes there may share the sweep), wait until it finishes, or use `pdsweep slurm` to spread the runs over a cluster from one coordinator",

@@ -304,6 +304,25 @@ impl SweepDb {
         Ok(())
     }
 
+    /// Makes a finished logit pass whose store was removed (`pdsweep gc`) a planned run again:
+    /// its result row (the teacher's held-out loss, also in the teacher's own result) is
+    /// deleted, so a later plan that needs the store re-creates it instead of failing.
+    pub fn replan_logits(&self, run_id: &str) -> Result<(), StoreError> {
+        let fail = |e| StoreError::sql(&self.path, "re-plan a logit pass", e);
+        let tx = self.conn.unchecked_transaction().map_err(fail)?;
+        tx.execute(
+            "DELETE FROM results WHERE run_id = ?1 AND run_id IN (SELECT id FROM runs WHERE kind = 'logits')",
+            params![run_id],
+        )
+        .map_err(fail)?;
+        tx.execute(
+            "UPDATE runs SET state = 'planned', error = NULL WHERE id = ?1 AND kind = 'logits'",
+            params![run_id],
+        )
+        .map_err(fail)?;
+        tx.commit().map_err(fail)
+    }
+
     /// Runs `PRAGMA integrity_check` and returns its verdict (`ok` when healthy).
     pub fn integrity_check(&self) -> Result<String, StoreError> {
         self.conn
