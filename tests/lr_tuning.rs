@@ -2,7 +2,7 @@
 //! the peak with the lowest mean held-out loss over the seeds wins, students train at it and
 //! their gains are measured against their seed's baseline at that peak. A rate that diverges
 //! fails its baselines without blocking the students. Teachers (`[teachers] tune_lr`) train one
-//! candidate run per peak and repeat the best.
+//! candidate run per peak and adopt the best.
 
 mod common;
 
@@ -243,7 +243,7 @@ fn teacher_tuned_sweep() -> String {
 }
 
 #[test]
-fn a_tuned_teacher_repeats_its_best_candidate_and_no_law_sees_the_candidates() {
+fn a_tuned_teacher_adopts_its_best_candidate_and_no_law_sees_the_candidates() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), teacher_tuned_sweep()).unwrap();
     let plan = pdsweep(dir.path(), &["plan", "s.toml", "--no-probe"]);
@@ -270,9 +270,15 @@ fn a_tuned_teacher_repeats_its_best_candidate_and_no_law_sees_the_candidates() {
     assert_eq!(teacher.1, "done");
     let extra: serde_json::Value = serde_json::from_str(teacher.4.as_ref().unwrap()).unwrap();
     assert_eq!(extra["lr"]["peak"], 3e-3, "{extra}");
-    // same seed, data and initialisation at the same rate: the teacher repeats its candidate
-    // exactly
+    // same seed, data and initialisation at the same rate: the teacher adopts its candidate's
+    // checkpoint instead of training again, and measures exactly the candidate's loss
     assert_eq!(teacher.3.unwrap(), good);
+    let candidate_id = rows
+        .iter()
+        .find(|(_, r)| r.0 == "teacher-20K-lr3e-3")
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    assert_eq!(extra["adopted_from"], candidate_id.as_str(), "{extra}");
     assert_eq!(row("student-10K-from-20K").1, "done");
 
     // `fit` names the teacher's rate; the supervised law sees the teacher and the baseline,
@@ -297,6 +303,19 @@ fn a_tuned_teacher_repeats_its_best_candidate_and_no_law_sees_the_candidates() {
     let teacher_row = &page[row_start..row_start + 200];
     assert!(teacher_row.contains("<strong>3e-3: "), "{teacher_row}");
     assert!(teacher_row.contains("1e30: diverged"), "{teacher_row}");
+    // the adopted teacher's training curve is its candidate's (it trained nothing itself)
+    let store = pdsweep::store::SweepDb::open(&db).unwrap();
+    let data = pdsweep::report::load::gather(&store, None).unwrap();
+    let curve = data
+        .curves
+        .iter()
+        .find(|c| c.name == "teacher-20K")
+        .expect("teacher curve");
+    assert_eq!(curve.points.last().map(|p| p.1), Some(good));
+    assert!(
+        data.runs.iter().all(|r| !r.name.contains("-lr")),
+        "no candidate in the views"
+    );
     let out = pdsweep(dir.path(), &["export", "s.toml"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let csv = std::fs::read_to_string(dir.path().join("results/tuned/export/runs.csv")).unwrap();

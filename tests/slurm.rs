@@ -625,6 +625,13 @@ fn a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_
         )
         .unwrap();
     assert_eq!(teacher_peak.parse::<f64>().unwrap(), 3e-3);
+    // it adopted that candidate's checkpoint (a Slurm task reads it from the shared folder)
+    let adopted = sweep.one(
+        "SELECT json_extract(s.extra_json, '$.adopted_from') FROM results s JOIN runs r
+         ON r.id = s.run_id WHERE r.name = 'teacher-20K'",
+    );
+    let candidate = sweep.one("SELECT id FROM runs WHERE name = 'teacher-20K-lr3e-3'");
+    assert_eq!(adopted, candidate);
     let peak = sweep
         .one(
             "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r

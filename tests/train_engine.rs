@@ -87,6 +87,34 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
         checkpoint::load(&path, "other"),
         Err(checkpoint::CheckpointError::WrongRun { .. })
     ));
+    // relabelled for another run (a tuned teacher adopting its candidate): same weights and
+    // position under the new id; a missing source is `None`, a source of another run refused
+    let copy = dir.path().join("teacher.ckpt");
+    assert_eq!(
+        checkpoint::relabel(&path, "abc", &copy, "xyz").unwrap(),
+        Some(())
+    );
+    let relabelled = checkpoint::load(&copy, "xyz").unwrap().unwrap();
+    assert_eq!(relabelled.state.step, 7);
+    assert_eq!(relabelled.state.run_id, "xyz");
+    let again: Vec<f32> = relabelled
+        .model(TransformerConfig::new(shape, 16).init(&device))
+        .unwrap()
+        .forward(tokens(2, 16, &device))
+        .into_data()
+        .try_to_vec()
+        .unwrap();
+    assert_eq!(before, again);
+    let nowhere = dir.path().join("none.ckpt");
+    assert!(
+        checkpoint::relabel(&nowhere, "abc", &copy, "xyz")
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        checkpoint::relabel(&path, "other", &copy, "xyz"),
+        Err(checkpoint::CheckpointError::WrongRun { .. })
+    ));
     let mut bytes = std::fs::read(&path).unwrap();
     let n = bytes.len();
     bytes[n - 5] ^= 0x40;

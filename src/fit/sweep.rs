@@ -24,7 +24,7 @@ pub struct FinishedRun {
     /// Run id.
     pub id: String,
     /// `teacher`, `student` or `baseline`; [`TEACHER_CANDIDATE`] for a teacher's learning-rate
-    /// candidate (`[teachers] tune_lr`), which no law uses: its tuned teacher repeats the best.
+    /// candidate (`[teachers] tune_lr`), which no law uses: its tuned teacher adopts the best.
     pub kind: String,
     /// Non-embedding parameters.
     pub params: f64,

@@ -337,7 +337,7 @@ fn untuned_teachers(plan: &Plan) -> Vec<DesignWarning> {
             subject(&untuned, "trains", "train")
         ),
         hint: format!(
-            "tune them too: `[teachers] tune_lr = [{}]` (a peak per candidate run; the teacher repeats the best)",
+            "tune them too: `[teachers] tune_lr = [{}]` (a candidate run per peak; the teacher adopts the best)",
             list.join(", ")
         ),
     }]

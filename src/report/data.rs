@@ -16,7 +16,7 @@ pub struct ReportData {
     /// order.
     pub runs: Vec<RunView>,
     /// The teachers' learning-rate candidates (`[teachers] tune_lr`): in the learning-rate
-    /// table and the exported runs, in no figure or law (each tuned teacher repeats its best).
+    /// table and the exported runs, in no figure or law (each tuned teacher adopts its best).
     pub teacher_candidates: Vec<RunView>,
     /// Held-out loss curves of trained runs (teachers, students, baselines).
     pub curves: Vec<Curve>,

@@ -633,7 +633,7 @@ fn learning_rates(h: &mut String, data: &ReportData) {
     if rows.0.is_empty() && rows.1.is_empty() {
         return;
     }
-    h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates tried per size, each with the mean held-out loss of its runs over the seeds; the chosen rate is in bold. A student size's candidates are its baselines (<code>[train] tune_lr</code>): its students train at the chosen rate, and their gains are measured against the baseline at it. A teacher's candidates are full training runs at each peak (<code>[teachers] tune_lr</code>): the teacher repeats the best, and its students learn from it.</p>\n<table><tr><th>run</th><th>N</th><th>tokens</th><th>candidates</th></tr>\n");
+    h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates tried per size, each with the mean held-out loss of its runs over the seeds; the chosen rate is in bold. A student size's candidates are its baselines (<code>[train] tune_lr</code>): its students train at the chosen rate, and their gains are measured against the baseline at it. A teacher's candidates are full training runs at each peak (<code>[teachers] tune_lr</code>): the teacher adopts the best (its checkpoint), and its students learn from it.</p>\n<table><tr><th>run</th><th>N</th><th>tokens</th><th>candidates</th></tr>\n");
     h.push_str(&rows.0);
     h.push_str(&rows.1);
     h.push_str("</table>\n");

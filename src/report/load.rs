@@ -322,7 +322,12 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
         .iter()
         .filter(|r| r.kind != RunKind::Logits)
         .filter_map(|r| {
-            let points = by_run.remove(r.id.as_str())?;
+            // a tuned teacher that adopted its best candidate trained nothing itself: its
+            // curve is the candidate's
+            let points = match by_run.remove(r.id.as_str()) {
+                Some(p) => p,
+                None => by_run.get(adopted_from(db, &r.id)?.as_str())?.clone(),
+            };
             Some(Curve {
                 run_id: r.id.clone(),
                 kind: r.kind,
@@ -338,6 +343,13 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
             })
         })
         .collect())
+}
+
+/// The candidate a tuned teacher adopted (`results.extra_json` → `adopted_from`), if any.
+fn adopted_from(db: &SweepDb, id: &str) -> Option<String> {
+    let extra = db.result_extra(id).ok()??;
+    let extra: Value = serde_json::from_str(&extra).ok()?;
+    extra["adopted_from"].as_str().map(str::to_string)
 }
 
 /// Ids of the finished baselines at a learning rate that lost (`[train] tune_lr`): per student

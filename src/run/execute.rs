@@ -120,9 +120,10 @@ fn execute_one(
     };
     let outcome = match ctx.config.kind {
         RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
-        RunKind::Teacher | RunKind::Baseline => {
-            train_run(&ctx, &mut NextToken, None, recorder, on_event)
-        }
+        RunKind::Teacher | RunKind::Baseline => match super::adopt::adoptable(&ctx)? {
+            Some(candidate) => Ok(super::adopt::adopt(&ctx, &candidate)),
+            None => train_run(&ctx, &mut NextToken, None, recorder, on_event),
+        },
         RunKind::Student => student_run(&ctx, recorder, on_event),
         RunKind::Logits => logits_pass(&ctx, recorder, on_event),
     };
@@ -283,7 +284,7 @@ pub(super) fn result_row(
 }
 
 /// Adds the fields of the JSON object `fields` to `row`'s `extra_json`.
-fn add_extra(row: &mut RunResult, fields: serde_json::Value) {
+pub(super) fn add_extra(row: &mut RunResult, fields: serde_json::Value) {
     let mut extra: serde_json::Map<String, serde_json::Value> = row
         .extra_json
         .as_deref()

@@ -5,6 +5,7 @@
 //! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
 //! reports events to a callback.
 
+mod adopt;
 mod error;
 mod events;
 pub mod execute;

@@ -3,8 +3,9 @@
 //! held-out loss over the seeds is that size's rate. A student reads it when its unit is built
 //! (from the sweep database, so a Slurm job carries it resolved), trains at it, and records it
 //! with the baseline its gain is measured against. With `[teachers] tune_lr` every teacher has
-//! one candidate run per peak (same seed, data and initialisation) and trains at the peak of
-//! the best candidate, the same rule on one seed. The fits apply the rule ([`best_peak`]) to
+//! one candidate run per peak (same seed, data and initialisation) and takes the peak of the
+//! best candidate, the same rule on one seed (it adopts that candidate's checkpoint, see
+//! `run::adopt`). The fits apply the rule ([`best_peak`]) to
 //! keep only the tuned baselines, and leave teacher candidates out of every law.
 
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ pub struct TunedLr {
     /// The chosen peak learning rate.
     pub peak: f64,
     /// The candidate at that peak with the run's own seed: a student's gain is measured
-    /// against it (its baseline); a teacher repeats it.
+    /// against it (its baseline); a teacher adopts it.
     pub baseline: Option<String>,
     /// Every candidate peak with the mean held-out loss of its finished runs and their count.
     pub candidates: Vec<PeakScore>,

@@ -173,8 +173,9 @@ pub struct GroupSection {
     #[serde(default)]
     pub baseline: Option<Spanned<bool>>,
     /// Teachers only: peak learning rates tried for every teacher (the schedule's shape is the
-    /// teacher's `lr`): each is trained as a candidate run, and the teacher trains at the peak
-    /// whose candidate reaches the lowest held-out loss (see `run::tuning`). Students tune on
+    /// teacher's `lr`): each is trained as a candidate run, and the teacher takes the peak
+    /// whose candidate reaches the lowest held-out loss, adopting that candidate (see
+    /// `run::tuning`). Students tune on
     /// their baselines instead (`[train] tune_lr`).
     #[serde(default)]
     pub tune_lr: Option<Spanned<Vec<f64>>>,

@@ -100,18 +100,22 @@ pub fn save(
         Some(o) => o.into_bytes().map_err(|e| fail(e.to_string()))?.to_vec(),
         None => Vec::new(),
     };
+    write_sections(path, &json, &model_bytes, &optim_bytes).map_err(fail)
+}
+
+/// Writes the three sections under a header (magic, lengths, SHA-256), atomically.
+fn write_sections(path: &Path, json: &[u8], model: &[u8], optim: &[u8]) -> Result<(), String> {
     let mut hasher = Sha256::new();
-    for part in [&json[..], &model_bytes[..], &optim_bytes[..]] {
+    for part in [json, model, optim] {
         hasher.update(part);
     }
     let mut header = Vec::with_capacity(HEADER);
     header.extend_from_slice(MAGIC);
-    for len in [json.len(), model_bytes.len(), optim_bytes.len()] {
+    for len in [json.len(), model.len(), optim.len()] {
         header.extend_from_slice(&(len as u64).to_le_bytes());
     }
     header.extend_from_slice(&hasher.finalize());
-    write_atomic(path, &[&header, &json, &model_bytes, &optim_bytes])
-        .map_err(|e| fail(e.to_string()))
+    write_atomic(path, &[&header, json, model, optim]).map_err(|e| e.to_string())
 }
 
 /// The SHA-256 (hex) of a checkpoint's content, read from its header: what a logit store
@@ -189,6 +193,32 @@ pub fn load(path: &Path, run_id: &str) -> Result<Option<Loaded>, CheckpointError
         optim: body[json_len + model_len..].to_vec(),
         path: path.to_path_buf(),
     }))
+}
+
+/// Writes the checkpoint at `src` (of run `from`, verified) to `dst` as run `to`'s: the same
+/// model, optimiser and position under the other run's id. A tuned teacher adopts its best
+/// candidate this way (`run::adopt`) instead of training it again.
+pub fn relabel(
+    src: &Path,
+    from: &str,
+    dst: &Path,
+    to: &str,
+) -> Result<Option<()>, CheckpointError> {
+    let Some(loaded) = load(src, from)? else {
+        return Ok(None);
+    };
+    let state = CheckpointState {
+        run_id: to.to_string(),
+        ..loaded.state
+    };
+    let fail = |reason: String| CheckpointError::Write {
+        path: dst.to_path_buf(),
+        reason,
+    };
+    let json = serde_json::to_vec(&state).map_err(|e| fail(e.to_string()))?;
+    write_sections(dst, &json, &loaded.model, &loaded.optim)
+        .map_err(fail)
+        .map(Some)
 }
 
 impl Loaded {

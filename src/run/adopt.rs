@@ -1,0 +1,74 @@
+//! A tuned teacher (`[teachers] tune_lr`) adopts its best candidate instead of training again:
+//! the candidate at the chosen peak has the teacher's exact configuration (same seed, data
+//! order and initialisation), so its final checkpoint is the one training would write. The
+//! teacher's checkpoint is the candidate's, relabelled with the teacher's run id; its held-out
+//! loss is measured on that model (bit-identical to the candidate's), and its result records
+//! `adopted_from` and no training throughput (it trained nothing, so it stays out of time
+//! estimates). Tuning a teacher then costs one run per candidate, not one more.
+
+use std::time::Instant;
+
+use super::error::RunError;
+use super::execute::{Ctx, Step, add_extra, checkpoint_path, result_row};
+use crate::plan::RunKind;
+use crate::train::{self, checkpoint};
+
+/// The candidate run `ctx`'s teacher can adopt: a tuned teacher whose chosen candidate has its
+/// configuration (less the tuning) and a checkpoint on disk. `None`: train as usual.
+pub(super) fn adoptable(ctx: &Ctx) -> Result<Option<String>, RunError> {
+    if ctx.config.kind != RunKind::Teacher {
+        return Ok(None);
+    }
+    let Some(candidate) = ctx.run.tuned_lr().and_then(|t| t.baseline.clone()) else {
+        return Ok(None);
+    };
+    let Some(theirs) = ctx.run.related_config(&candidate)? else {
+        return Ok(None);
+    };
+    let mut mine = ctx.config.clone();
+    if let Some(train) = mine.train.as_mut() {
+        train.tune = None;
+    }
+    let on_disk = checkpoint_path(&ctx.env.results_dir, &candidate).is_file();
+    Ok((theirs == mine && on_disk).then_some(candidate))
+}
+
+/// Adopts `candidate`'s final checkpoint as `ctx`'s teacher and measures it.
+pub(super) fn adopt(ctx: &Ctx, candidate: &str) -> Step {
+    let start = Instant::now();
+    let id = &ctx.run.id;
+    let results = &ctx.env.results_dir;
+    let (src, dst) = (
+        checkpoint_path(results, candidate),
+        checkpoint_path(results, id),
+    );
+    match checkpoint::relabel(&src, candidate, &dst, id) {
+        Ok(Some(())) => {}
+        Ok(None) => {
+            return Step::Failed(format!(
+                "the checkpoint of candidate `{candidate}` (`{}`) disappeared",
+                src.display()
+            ));
+        }
+        Err(e) => return Step::Failed(e.to_string()),
+    }
+    let model = match checkpoint::load(&dst, id) {
+        Ok(Some(loaded)) => loaded.model(train::init_model(&ctx.config, &ctx.device)),
+        Ok(None) => return Step::Failed(format!("checkpoint `{}` is missing", dst.display())),
+        Err(e) => return Step::Failed(e.to_string()),
+    };
+    let model = match model {
+        Ok(m) => m,
+        Err(e) => return Step::Failed(e.to_string()),
+    };
+    let (val_loss, val_bpb) = train::evaluate(
+        &model,
+        &ctx.prepared.val,
+        ctx.config.data.context as usize,
+        &ctx.device,
+        ctx.prepared.info.val_bytes_per_token,
+    );
+    let mut row = result_row(ctx, val_loss, val_bpb, start.elapsed().as_secs_f64(), 0.0);
+    add_extra(&mut row, serde_json::json!({ "adopted_from": candidate }));
+    Step::Done(row)
+}
