@@ -40,6 +40,14 @@ checkpoint_every = 4
 log_every = 2
 "#;
 
+/// A field (JSON path) of run `name`'s recorded `extra_json`, as text.
+fn extra(sweep: &Sweep, name: &str, path: &str) -> Option<String> {
+    sweep.one(&format!(
+        "SELECT CAST(json_extract(s.extra_json, '{path}') AS TEXT) FROM results s JOIN runs r
+         ON r.id = s.run_id WHERE r.name = '{name}'"
+    ))
+}
+
 /// The Slurm tests share one small cluster: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -616,28 +624,19 @@ fn a_tuned_sweep_on_slurm_chooses_the_rate_after_every_candidate_and_survives_a_
     assert_eq!(state("teacher-20K-lr3e-3"), "done");
     assert_eq!(state("teacher-20K"), "done");
     assert_eq!(state("student-10K-from-20K"), "done");
-    // the tuned teacher was submitted after both candidates ended, and repeats the one that
-    // did not diverge
-    let teacher_peak = sweep
-        .one(
-            "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r
-             ON r.id = s.run_id WHERE r.name = 'teacher-20K'",
-        )
-        .unwrap();
-    assert_eq!(teacher_peak.parse::<f64>().unwrap(), 3e-3);
+    let peak = |name: &str| {
+        extra(&sweep, name, "$.lr.peak")
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    // the tuned teacher was submitted after both candidates ended, and takes the rate of the
+    // one that did not diverge
+    assert_eq!(peak("teacher-20K"), 3e-3);
     // it adopted that candidate's checkpoint (a Slurm task reads it from the shared folder)
-    let adopted = sweep.one(
-        "SELECT json_extract(s.extra_json, '$.adopted_from') FROM results s JOIN runs r
-         ON r.id = s.run_id WHERE r.name = 'teacher-20K'",
-    );
+    let adopted = extra(&sweep, "teacher-20K", "$.adopted_from");
     let candidate = sweep.one("SELECT id FROM runs WHERE name = 'teacher-20K-lr3e-3'");
     assert_eq!(adopted, candidate);
-    let peak = sweep
-        .one(
-            "SELECT CAST(json_extract(s.extra_json, '$.lr.peak') AS TEXT) FROM results s JOIN runs r
-             ON r.id = s.run_id WHERE r.name = 'student-10K-from-20K'",
-        )
-        .unwrap();
-    assert_eq!(peak.parse::<f64>().unwrap(), 3e-3);
+    assert_eq!(peak("student-10K-from-20K"), 3e-3);
     assert!(sweep.live_jobs().is_empty());
 }

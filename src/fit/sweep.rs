@@ -110,11 +110,11 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
 }
 
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among `runs`.
-pub fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::HashSet<String> {
-    runs.iter()
-        .filter(|r| r.kind == "teacher")
-        .flat_map(|r| crate::plan::tuned_on(&r.config_json))
-        .collect()
+fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::HashSet<String> {
+    crate::plan::teacher_candidates(
+        runs.iter()
+            .map(|r| (r.kind.as_str(), r.config_json.as_str())),
+    )
 }
 
 /// The learning rate a student size and budget was tuned to (`[train] tune_lr`), from its

@@ -21,7 +21,7 @@ pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, train
 pub use render::{PlanFormat, render};
 pub use run::{
     DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
-    RunId, RunKind, TokenizerRef, TrainConfig, Truncation, tuned_on,
+    RunId, RunKind, TokenizerRef, TrainConfig, Truncation, teacher_candidates, tuned_on,
 };
 pub use shape::{ModelShape, ParamCount, ShapeRule};
 

@@ -323,6 +323,17 @@ pub fn tuned_on(config_json: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among runs given as
+/// (kind, configuration JSON): every run a teacher's learning rate is tuned on.
+pub fn teacher_candidates<'a>(
+    runs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> std::collections::HashSet<String> {
+    runs.into_iter()
+        .filter(|(kind, _)| *kind == "teacher")
+        .flat_map(|(_, config)| tuned_on(config))
+        .collect()
+}
+
 impl RunId {
     /// The id of a configuration given as its JSON (see [`RunConfig::to_json`]).
     pub fn of_json(json: &str) -> RunId {

@@ -43,11 +43,10 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
     for r in &mut runs {
         r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
     }
-    let candidate_ids: HashSet<String> = rows
-        .iter()
-        .filter(|r| r.kind == "teacher")
-        .flat_map(|r| crate::plan::tuned_on(&r.config_json))
-        .collect();
+    let candidate_ids = crate::plan::teacher_candidates(
+        rows.iter()
+            .map(|r| (r.kind.as_str(), r.config_json.as_str())),
+    );
     let (teacher_candidates, runs): (Vec<RunView>, Vec<RunView>) = runs
         .into_iter()
         .partition(|r| candidate_ids.contains(&r.id));
