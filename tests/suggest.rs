@@ -242,9 +242,15 @@ fn seeds_go_where_the_noise_is_widest() {
         .map(|st| st.edit)
         .filter(|e| matches!(e, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. }))
         .collect();
-    assert_eq!(
-        seeds.first(),
-        Some(&Edit::AddStudentSeed { entry: 1, seed: 4 }),
+    assert!(
+        matches!(
+            seeds.first(),
+            Some(&Edit::AddStudentSeed {
+                entry: 1,
+                seed: 4,
+                ..
+            })
+        ),
         "{:#?}\npassed over: {:#?}\ngroups: {:#?}",
         s.steps,
         s.passed_over,
@@ -259,16 +265,16 @@ fn seeds_go_where_the_noise_is_widest() {
         .filter(|r| plan.run(&r.id).is_none())
         .collect();
     assert!(!new.is_empty());
-    let noisy_seeds = s
-        .steps
-        .iter()
-        .filter(|st| matches!(st.edit, Edit::AddStudentSeed { entry: 1, .. }))
-        .count();
-    let quiet_seeds = s
-        .steps
-        .iter()
-        .filter(|st| matches!(st.edit, Edit::AddStudentSeed { entry: 0, .. }))
-        .count();
+    let seeds_of = |which: usize| -> u64 {
+        s.steps
+            .iter()
+            .map(|st| match st.edit {
+                Edit::AddStudentSeed { entry, count, .. } if entry == which => count,
+                _ => 0,
+            })
+            .sum()
+    };
+    let (noisy_seeds, quiet_seeds) = (seeds_of(1), seeds_of(0));
     assert!(noisy_seeds > quiet_seeds, "{:#?}", s.steps);
 
     // With a target width above both sizes' expected widths nothing narrows an interval that

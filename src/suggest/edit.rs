@@ -17,18 +17,22 @@ pub enum Edit {
         /// Target size, as a sweep file writes it.
         target: u64,
     },
-    /// Repeat every student and baseline with one more seed.
+    /// Repeat every student and baseline with `count` more seeds (`seed`, `seed + 1`, …).
     AddSeed {
-        /// The new seed.
+        /// The first new seed.
         seed: u64,
+        /// How many seeds, one after the other.
+        count: u64,
     },
-    /// Repeat the students and baselines of one `[[students.models]]` entry with one more
-    /// seed (replicates where the noise is widest, without paying for the other sizes).
+    /// Repeat the students and baselines of one `[[students.models]]` entry with `count` more
+    /// seeds (replicates where the noise is widest, without paying for the other sizes).
     AddStudentSeed {
         /// Index of the entry in `[[students.models]]`.
         entry: usize,
-        /// The new seed.
+        /// The first new seed.
         seed: u64,
+        /// How many seeds, one after the other.
+        count: u64,
     },
     /// Train every student and baseline on one more (longer) budget.
     AddStudentBudget {
@@ -45,10 +49,13 @@ impl fmt::Display for Edit {
                 "teacher of {}",
                 crate::spec::units::format_count(*target as f64)
             ),
-            Edit::AddSeed { seed } => write!(f, "seed {seed} for students and baselines"),
-            Edit::AddStudentSeed { entry, seed } => write!(
+            Edit::AddSeed { seed, count } => {
+                write!(f, "{} for students and baselines", seeds(*seed, *count))
+            }
+            Edit::AddStudentSeed { entry, seed, count } => write!(
                 f,
-                "seed {seed} for the students and baselines of [[students.models]] #{}",
+                "{} for the students and baselines of [[students.models]] #{}",
+                seeds(*seed, *count),
                 entry + 1
             ),
             Edit::AddStudentBudget { tokens } => write!(
@@ -57,6 +64,15 @@ impl fmt::Display for Edit {
                 crate::spec::units::format_count(*tokens as f64)
             ),
         }
+    }
+}
+
+/// "seed 7" or "seeds 7–9".
+fn seeds(first: u64, count: u64) -> String {
+    if count <= 1 {
+        format!("seed {first}")
+    } else {
+        format!("seeds {first}–{}", first + count - 1)
     }
 }
 
@@ -72,8 +88,16 @@ pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
         .map_err(|e: toml_edit::TomlError| SuggestError::Edit(e.to_string()))?;
     match edit {
         Edit::AddTeacher { target } => add_teacher(&mut doc, target)?,
-        Edit::AddSeed { seed } => add_seed(&mut doc, seed)?,
-        Edit::AddStudentSeed { entry, seed } => add_student_seed(&mut doc, entry, seed)?,
+        Edit::AddSeed { seed, count } => {
+            for s in seed..seed + count {
+                add_seed(&mut doc, s)?;
+            }
+        }
+        Edit::AddStudentSeed { entry, seed, count } => {
+            for s in seed..seed + count {
+                add_student_seed(&mut doc, entry, s)?;
+            }
+        }
         Edit::AddStudentBudget { tokens } => add_student_budget(&mut doc, tokens)?,
     }
     Ok(doc.to_string())
@@ -286,12 +310,12 @@ tokens = ["200K"]
             "{t}"
         );
         assert!(t.starts_with("# my sweep"));
-        let s = apply(&t, Edit::AddSeed { seed: 2 }).unwrap();
+        let s = apply(&t, Edit::AddSeed { seed: 2, count: 1 }).unwrap();
         assert!(s.contains("seed = [1, 2]"), "{s}");
-        let s = apply(&s, Edit::AddSeed { seed: 3 }).unwrap();
+        let s = apply(&s, Edit::AddSeed { seed: 3, count: 1 }).unwrap();
         assert!(s.contains("seed = [1, 2, 3]"), "{s}");
         let own = FILE.replace("sizes = [\"10K\"]", "sizes = [\"10K\"]\nseed = [4]");
-        let s = apply(&own, Edit::AddSeed { seed: 5 }).unwrap();
+        let s = apply(&own, Edit::AddSeed { seed: 5, count: 1 }).unwrap();
         assert!(
             s.contains("seed = [4, 5]") && s.contains("seed = 1\n"),
             "{s}"
@@ -301,18 +325,56 @@ tokens = ["200K"]
     #[test]
     fn a_seed_for_one_student_entry_copies_the_inherited_seeds_first() {
         let file = "name = \"x\"\nseed = 1\n[teachers]\nsizes = [\"5K\"]\n[students]\nseed = [1, 2]\n[[students.models]]\nsize = \"1K\"\n[[students.models]]\nsize = \"2K\"\n";
-        let t = apply(file, Edit::AddStudentSeed { entry: 1, seed: 3 }).unwrap();
+        let t = apply(
+            file,
+            Edit::AddStudentSeed {
+                entry: 1,
+                seed: 3,
+                count: 1,
+            },
+        )
+        .unwrap();
         let doc: DocumentMut = t.parse().unwrap();
         assert_eq!(student_entry_seeds(&doc), vec![vec![1, 2], vec![1, 2, 3]]);
         assert_eq!(student_entry_labels(&doc), vec!["1K", "2K"]);
         // A seed for everyone joins the group's list and the entry's own list, once.
-        let t = apply(&t, Edit::AddSeed { seed: 4 }).unwrap();
+        let t = apply(&t, Edit::AddSeed { seed: 4, count: 1 }).unwrap();
         let doc: DocumentMut = t.parse().unwrap();
         assert_eq!(
             student_entry_seeds(&doc),
             vec![vec![1, 2, 4], vec![1, 2, 3, 4]]
         );
-        assert!(apply(&t, Edit::AddStudentSeed { entry: 5, seed: 9 }).is_err());
+        assert!(
+            apply(
+                &t,
+                Edit::AddStudentSeed {
+                    entry: 5,
+                    seed: 9,
+                    count: 1
+                }
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_block_of_seeds_adds_each_seed_once() {
+        let edit = Edit::AddSeed { seed: 2, count: 3 };
+        assert_eq!(edit.to_string(), "seeds 2–4 for students and baselines");
+        let t = apply(FILE, edit).unwrap();
+        assert!(t.contains("seed = [1, 2, 3, 4]"), "{t}");
+        let file = "name = \"x\"\nseed = 1\n[teachers]\nsizes = [\"5K\"]\n[[students.models]]\nsize = \"1K\"\n[[students.models]]\nsize = \"2K\"\n";
+        let edit = Edit::AddStudentSeed {
+            entry: 0,
+            seed: 2,
+            count: 2,
+        };
+        assert_eq!(
+            edit.to_string(),
+            "seeds 2–3 for the students and baselines of [[students.models]] #1"
+        );
+        let doc: DocumentMut = apply(file, edit).unwrap().parse().unwrap();
+        assert_eq!(student_entry_seeds(&doc), vec![vec![1, 2, 3], vec![1]]);
     }
 
     #[test]
