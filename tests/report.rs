@@ -699,6 +699,49 @@ fn stored_fits_fill_the_views_and_stale_ones_are_named() {
     }
     assert!(report.html.contains("pdsweep recommend"));
     keep(&dir);
+
+    // Once a `fit` call ends (its summary row), a later call's rows are the current answer: a
+    // group the later call no longer fits (say a budget dropped from the sweep file) is
+    // history, neither shown nor called stale, and `recommend` does not read it either.
+    let conn = rusqlite::Connection::open(&db_path).expect("db");
+    let gap_key = format!("S=27792 D=306432 {config}");
+    let (_, gap): (String, String) = conn
+        .query_row(
+            "SELECT key, result_json FROM fits WHERE key = ?1",
+            [&gap_key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("the first call's gap");
+    let summary = serde_json::json!({"runs": 14, "skipped": []});
+    insert_fit(&conn, "summary", "summary", "", summary.clone());
+    insert_fit(
+        &conn,
+        "quadratic",
+        "capacity_gap",
+        &gap_key,
+        serde_json::from_str(&gap).expect("json"),
+    );
+    insert_fit(&conn, "summary", "summary", "", summary);
+    drop(conn);
+    let db = pdsweep::store::SweepDb::open(&db_path).expect("db");
+    let data = pdsweep::report::load::gather(&db, None).expect("gather");
+    let f = &data.fits;
+    assert!(
+        !f.notes.iter().any(|n| n.contains("other runs")),
+        "{:?}",
+        f.notes
+    );
+    assert_eq!(
+        f.capacity_gap.iter().filter(|g| g.fitted.is_some()).count(),
+        1
+    );
+    assert!(f.supervised.law.is_none(), "the second call fitted no law");
+    let keys: Vec<String> = pdsweep::fit::stored_fits(&db)
+        .expect("stored")
+        .into_iter()
+        .map(|s| s.key)
+        .collect();
+    assert_eq!(keys, vec![gap_key, String::new()], "{keys:?}");
 }
 
 /// The texts of an SVG file, in drawing order.

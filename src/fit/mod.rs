@@ -32,7 +32,7 @@ pub use objective::{huber, value, value_and_grad};
 pub use recommend::{RecommendQuery, Recommendation, recommend_from_fits, recommend_published};
 pub use store::{
     FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED,
-    SCOPE_TSTAR, StoredFit, gap_key, save_fits, stored_fits, tstar_key,
+    SCOPE_TSTAR, StoredFit, current_call_floor, gap_key, save_fits, stored_fits, tstar_key,
 };
 pub use sweep::{
     FinishedRun, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, config_key,

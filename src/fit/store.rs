@@ -226,19 +226,40 @@ pub fn tstar_key(student_tokens: f64, config: &str) -> String {
     format!("D={student_tokens} {config}")
 }
 
-/// The newest fit of each (scope, key, law), oldest scope first.
+/// The row id after which the newest `pdsweep fit` call's rows start: every call writes its
+/// rows in one transaction with its summary last, so that call's rows are those after the
+/// summary before it (0 when there is none, as in databases of older versions). Fits of an
+/// earlier call whose group the newest call did not fit (a budget or student size no longer
+/// in the sweep file) are history, not the sweep's current answer.
+pub fn current_call_floor(summary_ids: impl IntoIterator<Item = i64>) -> i64 {
+    let mut ids: Vec<i64> = summary_ids.into_iter().collect();
+    ids.sort_unstable();
+    ids.len().checked_sub(2).map_or(0, |i| ids[i])
+}
+
+/// The fits of the newest `pdsweep fit` call ([`current_call_floor`]), the newest of each
+/// (scope, key, law), oldest scope first.
 pub fn stored_fits(db: &SweepDb) -> Result<Vec<StoredFit>, FitError> {
     let fail = |e| FitError::Store(StoreError::sql(db.path(), "read fits", e));
+    let summaries = db
+        .conn()
+        .prepare("SELECT id FROM fits WHERE scope = ?1")
+        .and_then(|mut s| {
+            s.query_map([SCOPE_SUMMARY], |r| r.get::<_, i64>(0))?
+                .collect::<Result<Vec<i64>, _>>()
+        })
+        .map_err(fail)?;
+    let floor = current_call_floor(summaries);
     let mut stmt = db
         .conn()
         .prepare(
             "SELECT id, law, scope, key, params_json, ci_json, objective, n_points, points_json, delta, bootstrap, seed, created_at, result_json, samples_json
-             FROM fits WHERE id IN (SELECT max(id) FROM fits GROUP BY scope, key, law)
+             FROM fits WHERE id IN (SELECT max(id) FROM fits WHERE id > ?1 GROUP BY scope, key, law)
              ORDER BY scope, key, law",
         )
         .map_err(fail)?;
     let rows = stmt
-        .query_map([], |r| {
+        .query_map([floor], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,
@@ -297,4 +318,16 @@ pub fn stored_fits(db: &SweepDb) -> Result<Vec<StoredFit>, FitError> {
             },
         )
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::current_call_floor;
+
+    #[test]
+    fn the_newest_call_starts_after_the_summary_before_its_own() {
+        assert_eq!(current_call_floor([]), 0, "no summary: every row");
+        assert_eq!(current_call_floor([7]), 0, "one call: every row");
+        assert_eq!(current_call_floor([30, 7, 19]), 19);
+    }
 }

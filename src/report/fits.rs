@@ -16,6 +16,7 @@ use super::data::{
 };
 use super::error::ReportError;
 use super::load::series_label;
+use crate::fit::{SCOPE_SUMMARY, current_call_floor};
 use crate::store::SweepDb;
 
 /// One stored fit: the newest row of its (scope, key, law).
@@ -46,13 +47,23 @@ fn stored(db: &SweepDb) -> Result<(Vec<Stored>, usize), ReportError> {
         Some(Sql::Text(s)) => s.clone(),
         _ => String::new(),
     };
+    let row_id = |row: &[Sql]| match row.get(id) {
+        Some(Sql::Integer(i)) => *i,
+        _ => 0,
+    };
+    // Only the newest `pdsweep fit` call's rows: older calls' fits of groups it no longer
+    // fits (a budget dropped from the sweep file) are history.
+    let floor = current_call_floor(
+        table
+            .rows
+            .iter()
+            .filter(|row| text(row, scope) == SCOPE_SUMMARY)
+            .map(|row| row_id(row)),
+    );
     let mut newest: BTreeMap<(String, String, String), (i64, Stored)> = BTreeMap::new();
     let mut unreadable = 0;
-    for row in &table.rows {
-        let row_id = match row.get(id) {
-            Some(Sql::Integer(i)) => *i,
-            _ => 0,
-        };
+    for row in table.rows.iter().filter(|row| row_id(row) > floor) {
+        let row_id = row_id(row);
         let Ok(result) = serde_json::from_str::<Value>(&text(row, result)) else {
             unreadable += 1;
             continue;
