@@ -23,6 +23,8 @@ fn config(
         vocab,
         val_tokens: val,
         corpus_seed: 0,
+        synthetic_sources: None,
+        synthetic_copies: None,
         context: 64,
         batch_seqs: 4,
         seed: 1,

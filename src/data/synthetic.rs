@@ -138,6 +138,24 @@ pub struct SyntheticSpec {
     pub vocab: u32,
     /// Seed of the world (the sources' transition tables): the same seed is the same language.
     pub seed: u64,
+    /// How many sources documents are drawn from (1–4): sources `0..sources`, of orders
+    /// `1..=sources`. Fewer sources make a world small models can learn almost to its entropy
+    /// rate (one source: a bigram chain), where a fitted irreducible loss can be checked.
+    pub sources: u32,
+    /// Whether copy events happen (they reward in-context retrieval, which small models lack).
+    pub copies: bool,
+}
+
+impl SyntheticSpec {
+    /// The default world of vocabulary `vocab` and seed `seed`: all four sources, with copies.
+    pub fn new(vocab: u32, seed: u64) -> SyntheticSpec {
+        SyntheticSpec {
+            vocab,
+            seed,
+            sources: SOURCES,
+            copies: true,
+        }
+    }
 }
 
 /// Tokens of one generated stream and their exact information content.
@@ -214,6 +232,12 @@ impl SyntheticCorpus {
                 spec.vocab
             ));
         }
+        if !(1..=SOURCES).contains(&spec.sources) {
+            return Err(format!(
+                "synthetic sources {} is out of range (1 to {SOURCES})",
+                spec.sources
+            ));
+        }
         let regular = spec.vocab - FIRST_REGULAR;
         let world = mix64(spec.seed ^ WORLD_SALT);
         let classes = (0..regular)
@@ -224,8 +248,11 @@ impl SyntheticCorpus {
                 ) as u8
             })
             .collect();
-        let sources = (0..SOURCES)
-            .map(|s| Source::new(SHAPES[s as usize], combine(world, u64::from(s)), regular))
+        let sources = (0..spec.sources)
+            .map(|s| {
+                let salt = combine(world, u64::from(s));
+                Source::new(SHAPES[s as usize], salt, regular, &spec)
+            })
             .collect();
         let longest = MAX_DOC + SPAN + 1;
         let ln_int = (0..=longest).map(|n| (n as f64).ln()).collect();
@@ -330,7 +357,7 @@ impl SyntheticCorpus {
 }
 
 impl Source {
-    fn new(shape: SourceShape, salt: u64, regular: u32) -> Source {
+    fn new(shape: SourceShape, salt: u64, regular: u32, spec: &SyntheticSpec) -> Source {
         let count = shape.candidates.min(regular as usize / 2).max(2);
         let weights: Vec<f64> = (0..count)
             .map(|r| ((r + 1) as f64).powf(-shape.exponent))
@@ -345,7 +372,8 @@ impl Source {
         let chain_entropy = probs.iter().zip(&rank_nll).map(|(p, l)| p * l).sum();
         let mixtures = [0, 1, 2, 3].map(|r| {
             let (p_end, p_copy) = regime_probabilities(r);
-            Mixture::new(p_end, p_copy, chain_entropy)
+            let p_copy = if spec.copies { p_copy } else { 0.0 };
+            Mixture::new(p_end, p_copy, chain_entropy, spec.sources)
         });
         Source {
             order: shape.order,
@@ -366,9 +394,9 @@ impl Source {
 }
 
 impl Mixture {
-    fn new(p_end: f64, p_copy: f64, chain_entropy: f64) -> Mixture {
+    fn new(p_end: f64, p_copy: f64, chain_entropy: f64, sources: u32) -> Mixture {
         let p_chain = 1.0 - p_end - p_copy;
-        let markers = f64::from(SOURCES);
+        let markers = f64::from(sources);
         let entropy = -x_ln_x(p_end) + p_end * markers.ln() - x_ln_x(p_copy) - x_ln_x(p_chain)
             + p_chain * chain_entropy;
         Mixture {
@@ -458,7 +486,7 @@ impl<'a> Walker<'a> {
     fn step(&mut self) -> Step {
         match (self.source, self.copying) {
             (None, _) => {
-                let uniform = f64::from(SOURCES).ln();
+                let uniform = f64::from(self.world.spec.sources).ln();
                 self.begin_document(uniform, uniform)
             }
             (Some(_), Some(copying)) => self.copy_step(copying),
@@ -469,7 +497,7 @@ impl<'a> Walker<'a> {
     /// Draws a source, emits its marker and starts an empty document.
     /// `entropy` and `nll` are those of the distribution the marker was drawn from.
     fn begin_document(&mut self, entropy: f64, nll: f64) -> Step {
-        let source = self.rng.below(u64::from(SOURCES)) as u32;
+        let source = self.rng.below(u64::from(self.world.spec.sources)) as u32;
         self.source = Some(source as usize);
         self.doc.clear();
         Step {
@@ -642,7 +670,7 @@ mod tests {
     use super::*;
 
     fn world(vocab: u32, seed: u64) -> SyntheticCorpus {
-        SyntheticCorpus::new(SyntheticSpec { vocab, seed }).expect("valid vocabulary")
+        SyntheticCorpus::new(SyntheticSpec::new(vocab, seed)).expect("valid vocabulary")
     }
 
     fn entropy_of(dist: &[f64]) -> f64 {
@@ -653,8 +681,9 @@ mod tests {
     /// the rules in the module documentation: a check that the history determines the state.
     fn history_distribution(world: &SyntheticCorpus, history: &[u32]) -> Vec<f64> {
         let mut dist = vec![0.0; world.spec.vocab as usize];
+        let n = world.spec.sources as usize;
         let Some(marker_at) = history.iter().rposition(|&t| t < SOURCES) else {
-            dist[..SOURCES as usize].fill(0.25);
+            dist[..n].fill(1.0 / n as f64);
             return dist;
         };
         let source = &world.sources[history[marker_at] as usize];
@@ -703,8 +732,10 @@ mod tests {
         } else {
             0.0
         };
-        let p_copy = if (32..2048).contains(&len) { 0.02 } else { 0.0 };
-        dist[..4].fill(p_end / 4.0);
+        let copies = world.spec.copies && (32..2048).contains(&len);
+        let p_copy = if copies { 0.02 } else { 0.0 };
+        let n = world.spec.sources as usize;
+        dist[..n].fill(p_end / n as f64);
         dist[COPY as usize] = p_copy;
         let shape = SHAPES[source.order - 1];
         let m = shape.candidates.min(world.regular as usize / 2);
@@ -719,8 +750,22 @@ mod tests {
 
     #[test]
     fn reported_distribution_is_the_one_the_history_implies() {
-        for vocab in [32, 256] {
-            let world = world(vocab, 3);
+        let smaller = |vocab, sources, copies| {
+            SyntheticCorpus::new(SyntheticSpec {
+                sources,
+                copies,
+                ..SyntheticSpec::new(vocab, 3)
+            })
+            .expect("valid")
+        };
+        let worlds = [
+            world(32, 3),
+            world(256, 3),
+            smaller(256, 1, false),
+            smaller(64, 2, true),
+        ];
+        for world in worlds {
+            let vocab = world.spec.vocab;
             let mut walker = Walker::new(&world, 11);
             let mut history = Vec::new();
             let mut copied_steps = 0;
@@ -752,9 +797,19 @@ mod tests {
                 copied_steps += usize::from(walker.copying.is_some());
                 history.push(step.token);
             }
+            if world.spec.copies {
+                assert!(
+                    copied_steps > 1000,
+                    "vocab {vocab}: only {copied_steps} copy steps were checked"
+                );
+            } else {
+                assert_eq!(copied_steps, 0, "a world without copies copied");
+                assert!(!history.contains(&COPY));
+            }
+            let markers = world.spec.sources;
             assert!(
-                copied_steps > 1000,
-                "vocab {vocab}: only {copied_steps} copy steps were checked"
+                !history.iter().any(|&t| (markers..SOURCES).contains(&t)),
+                "vocab {vocab}: a marker of a source the world does not have"
             );
         }
     }
@@ -823,23 +878,21 @@ mod tests {
     #[test]
     fn vocabularies_out_of_range_are_refused() {
         for vocab in [0, 5, 31] {
-            let error =
-                SyntheticCorpus::new(SyntheticSpec { vocab, seed: 0 }).expect_err("too small");
+            let error = SyntheticCorpus::new(SyntheticSpec::new(vocab, 0)).expect_err("too small");
             assert!(
                 error.contains("vocab") && error.contains(&vocab.to_string()),
                 "{error}"
             );
             assert_eq!(error, error.to_lowercase());
         }
-        assert!(
-            SyntheticCorpus::new(SyntheticSpec {
-                vocab: MAX_VOCAB + 1,
-                seed: 0
-            })
-            .is_err()
-        );
-        let spec = SyntheticSpec { vocab: 32, seed: 7 };
+        assert!(SyntheticCorpus::new(SyntheticSpec::new(MAX_VOCAB + 1, 0)).is_err());
+        let spec = SyntheticSpec::new(32, 7);
         assert_eq!(world(32, 7).spec(), spec);
+        for sources in [0, 5] {
+            let error =
+                SyntheticCorpus::new(SyntheticSpec { sources, ..spec }).expect_err("out of range");
+            assert!(error.contains(&format!("sources {sources}")), "{error}");
+        }
     }
 
     #[test]
@@ -917,12 +970,12 @@ mod tests {
             [0, 15, 16, 31, 32, 2047, 2048, 2056].map(regime),
             [0, 0, 1, 1, 2, 2, 3, 3]
         );
-        let forced = Mixture::new(1.0, 0.0, 2.0);
+        let forced = Mixture::new(1.0, 0.0, 2.0, SOURCES);
         assert!(
             (forced.entropy - 4f64.ln()).abs() < 1e-12
                 && (forced.nll_marker - 4f64.ln()).abs() < 1e-12
         );
-        let chain = Mixture::new(0.0, 0.0, 2.0);
+        let chain = Mixture::new(0.0, 0.0, 2.0, SOURCES);
         assert!((chain.entropy - 2.0).abs() < 1e-12 && chain.nll_chain.abs() < 1e-12);
         let s = &world(256, 0).sources[1];
         assert!((s.cdf[s.cdf.len() - 1] - 1.0).abs() < 1e-12);

@@ -132,6 +132,8 @@ impl<'a> Context<'a> {
             vocab: sweep.vocab,
             val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
             corpus_seed: corpus.seed.unwrap_or(0),
+            synthetic_sources: corpus.sources.filter(|&n| n != 4),
+            synthetic_copies: corpus.copies.filter(|&c| !c),
             context,
             batch_seqs,
             seed: 0,

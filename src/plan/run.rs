@@ -146,6 +146,13 @@ pub struct DataConfig {
     pub val_tokens: u64,
     /// Seed of the synthetic generator.
     pub corpus_seed: u64,
+    /// Sources of the synthetic world when fewer than all four (absent: all four, so runs of
+    /// the default world keep their ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic_sources: Option<u32>,
+    /// `Some(false)` for a synthetic world without copy events (absent: with copies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic_copies: Option<bool>,
     /// Sequence length.
     pub context: u64,
     /// Sequences per optimiser step (or per logit batch).

@@ -180,6 +180,29 @@ mod tests {
     }
 
     #[test]
+    fn synthetic_world_keys_are_checked() {
+        let with = |corpus: &str| {
+            MINIMAL.replace(
+                "name = \"t\"\n",
+                &format!("name = \"t\"\n[corpus]\n{corpus}\n"),
+            )
+        };
+        assert!(parse(&with("sources = 1\ncopies = false")).is_ok());
+        let err = parse(&with("sources = 5")).unwrap_err();
+        assert_eq!(
+            err.location().map(|l| l.key.as_str()),
+            Some("corpus.sources")
+        );
+        assert!(err.to_string().contains("sources = 5"), "{err}");
+        let err = parse(&with("kind = \"text\"\npath = \"x\"\ncopies = false")).unwrap_err();
+        assert_eq!(
+            err.location().map(|l| l.key.as_str()),
+            Some("corpus.copies")
+        );
+        assert!(err.to_string().contains("not a `text` corpus"), "{err}");
+    }
+
+    #[test]
     fn syntax_error_is_located() {
         let err = parse("name = \"t\"\n[teachers\n").unwrap_err();
         assert_eq!(err.location().map(|l| l.line), Some(2));

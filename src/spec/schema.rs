@@ -91,6 +91,13 @@ pub struct CorpusSection {
     /// Seed of the synthetic generator (default 0).
     #[serde(default)]
     pub seed: Option<u64>,
+    /// Synthetic only: how many of the four sources (Markov chains of orders 1–4) documents
+    /// come from (default 4); 1 is a bigram chain small models learn almost to its entropy rate.
+    #[serde(default)]
+    pub sources: Option<u32>,
+    /// Synthetic only: whether copy events happen (default true).
+    #[serde(default)]
+    pub copies: Option<bool>,
 }
 
 /// `[model]`: the family and the documented size-to-shape rule.

@@ -297,8 +297,32 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
                     "remove `tokenizer`; set `vocab_size` to size its vocabulary",
                 );
             }
+            if let Some(n) = corpus.sources
+                && !(1..=4).contains(&n)
+            {
+                return fail(
+                    "corpus.sources",
+                    format!("the synthetic corpus has 4 sources; `sources = {n}` is out of range"),
+                    "set `sources` to 1, 2, 3 or 4 (the default)",
+                );
+            }
         }
         kind => {
+            if corpus.sources.is_some() || corpus.copies.is_some() {
+                let key = if corpus.sources.is_some() {
+                    "corpus.sources"
+                } else {
+                    "corpus.copies"
+                };
+                return fail(
+                    key,
+                    format!(
+                        "`{}` shapes the synthetic corpus, not a `{kind}` corpus",
+                        &key[7..]
+                    ),
+                    "remove it, or set `kind = \"synthetic\"`",
+                );
+            }
             if corpus.path.as_deref().is_none_or(str::is_empty) {
                 return fail(
                     "corpus.path",

@@ -134,6 +134,8 @@ pub fn run_bench(
             vocab: spec.shape.vocab,
             val_tokens: 2 * (spec.context + 1),
             corpus_seed: 0,
+            synthetic_sources: None,
+            synthetic_copies: None,
             context: spec.context,
             batch_seqs: spec.batch_seqs,
             seed: 1,
