@@ -104,7 +104,19 @@ impl Card<'_> {
         let d = &c.data;
         let corpus = match &d.path {
             Some(path) => format!("`{}` corpus at `{path}`", d.corpus),
-            None => format!("`{}` corpus (seed {})", d.corpus, d.corpus_seed),
+            None => {
+                let sources = d
+                    .synthetic_sources
+                    .map_or(String::new(), |n| format!(", {n} source(s)"));
+                let copies = match d.synthetic_copies {
+                    Some(false) => ", no copies",
+                    _ => "",
+                };
+                format!(
+                    "`{}` corpus (seed {}{sources}{copies})",
+                    d.corpus, d.corpus_seed
+                )
+            }
         };
         let tokenizer = match (&d.tokenizer_file, d.tokenizer) {
             (Some(f), _) => format!("the tokenizer `{}` (SHA-256 `{}`)", f.path, f.sha256),
