@@ -427,6 +427,15 @@ pub struct FitArgs {
     /// gamma; distill: a, b, alpha, beta, gamma, c0, ln_c1, ln_f1, ln_d1).
     #[arg(long, value_name = "SPEC")]
     pub grid: Option<String>,
+    /// On a sweep: fit only the students and baselines of these seeds (teachers all), e.g. a
+    /// split-half check `--seeds 1,3,5`; printed, not stored (a subset is not the sweep's answer).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "S,T,...",
+        conflicts_with = "data"
+    )]
+    pub seeds: Option<Vec<u64>>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
@@ -455,6 +464,7 @@ impl FitArgs {
             bootstrap: self.bootstrap,
             seed: self.seed,
             grid: self.grid,
+            seeds: self.seeds,
             json: matches!(self.format, ReportFormat::Json),
         }
     }

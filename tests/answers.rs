@@ -421,3 +421,38 @@ fn fit_named_only_the_fitted_optimum_where_several_teachers_tie_within_the_noise
         "{out}"
     );
 }
+
+/// `fit --seeds` (a split-half check): the students and baselines of those seeds only, every
+/// teacher; printed, never stored, so the sweep's answer (what the report and `recommend`
+/// read) stays the full fit. A seed no run has is refused, naming it.
+#[test]
+fn fit_on_a_subset_of_seeds_is_printed_and_not_stored() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (results, full) = fit_gap16(tmp.path());
+    let db = db_of(&results, "gap16");
+    let rows = |db: &Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .expect("db")
+            .query_row("SELECT count(*) FROM fits", [], |r| r.get(0))
+            .expect("count")
+    };
+    let before = rows(&db);
+    let db_arg = db.display().to_string();
+    let out = pdsweep(
+        tmp.path(),
+        &["fit", "--db", &db_arg, "--bootstrap", "50", "--seeds", "1"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("not stored"), "{text}");
+    assert_eq!(
+        text.matches("4 teacher(s), baseline loss").count(),
+        2,
+        "{text}"
+    );
+    assert!(full.contains("× 2 seeds"), "{full}");
+    assert_eq!(rows(&db), before, "a subset fit stores nothing");
+    let out = pdsweep(tmp.path(), &["fit", "--db", &db_arg, "--seeds", "1,7"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("seed 7"), "{}", stderr(&out));
+}

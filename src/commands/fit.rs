@@ -7,10 +7,10 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 
 use pdsweep::fit::{
-    Busbridge, CapacityGap, Chinchilla, ColumnMap, Fit, FitOptions, FitRecord, FitSummary,
-    GapCurve, LawKind, Optimiser, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED, SupervisedSource,
-    SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, finished_runs, fit, fit_sweep,
-    paired_gains, read_csv, save_fits,
+    Busbridge, CapacityGap, Chinchilla, ColumnMap, FinishedRun, Fit, FitOptions, FitRecord,
+    FitSummary, GapCurve, LawKind, Optimiser, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED,
+    SupervisedSource, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, finished_runs,
+    fit, fit_sweep, paired_gains, read_csv, save_fits,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_count;
@@ -50,6 +50,8 @@ pub struct FitCommand {
     pub seed: u64,
     /// Start grid overrides.
     pub grid: Option<String>,
+    /// Fit only the students and baselines of these seeds, and store nothing.
+    pub seeds: Option<Vec<u64>>,
     /// JSON output.
     pub json: bool,
 }
@@ -102,7 +104,10 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             }
             let db_path = locate_db(&cmd.target, &cmd.results)?;
             let mut db = SweepDb::open(&db_path)?;
-            let runs = finished_runs(&db)?;
+            let mut runs = finished_runs(&db)?;
+            if let Some(seeds) = &cmd.seeds {
+                runs = of_seeds(runs, seeds)?;
+            }
             let mut fits = fit_sweep(
                 &runs,
                 &SweepFitOptions {
@@ -140,15 +145,41 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                 runs: runs.len(),
                 skipped: fits.skipped.clone(),
             }));
-            save_fits(&mut db, &records)?;
+            let stored = cmd.seeds.is_none();
+            if stored {
+                save_fits(&mut db, &records)?;
+            }
             if cmd.json {
                 println!("{}", serde_json::to_string_pretty(&fits)?);
             } else {
-                print!("{}", sweep_report(&fits, runs.len(), &db_path));
+                print!("{}", sweep_report(&fits, runs.len(), &db_path, stored));
             }
             Ok(())
         }
     }
+}
+
+/// The runs of `runs` that a fit on `seeds` uses: every teacher, and the students and
+/// baselines of those seeds. A seed no student or baseline has is a usage error naming it.
+fn of_seeds(runs: Vec<FinishedRun>, seeds: &[u64]) -> anyhow::Result<Vec<FinishedRun>> {
+    let replicated = |r: &FinishedRun| r.kind == "student" || r.kind == "baseline";
+    let known: std::collections::BTreeSet<u64> = runs
+        .iter()
+        .filter(|r| replicated(r))
+        .map(|r| r.seed)
+        .collect();
+    if let Some(missing) = seeds.iter().find(|s| !known.contains(s)) {
+        let list: Vec<String> = known.iter().map(u64::to_string).collect();
+        return Err(UsageError(format!(
+            "`--seeds`: no finished student or baseline has seed {missing} (seeds: {})",
+            list.join(", ")
+        ))
+        .into());
+    }
+    Ok(runs
+        .into_iter()
+        .filter(|r| !replicated(r) || seeds.contains(&r.seed))
+        .collect())
 }
 
 /// The database of a sweep file (as `pdsweep status` finds it) or the one given by `--db`.
@@ -435,11 +466,18 @@ fn near_best_line(g: &CapacityGap) -> String {
     )
 }
 
-fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path) -> String {
-    let mut out = format!(
-        "{n_runs} finished runs; fits stored in `{}`\n\n",
-        db.display()
-    );
+fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path, stored: bool) -> String {
+    let mut out = if stored {
+        format!(
+            "{n_runs} finished runs; fits stored in `{}`\n\n",
+            db.display()
+        )
+    } else {
+        format!(
+            "{n_runs} finished runs (students and baselines of the seeds asked for, every teacher); not stored: the stored fits of `{}` are unchanged\n\n",
+            db.display()
+        )
+    };
     if let Some(s) = &f.supervised {
         out += &format!(
             "supervised law (teachers and baselines):\n{}\n",
