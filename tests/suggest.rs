@@ -125,6 +125,27 @@ fn fitted(runs: &[FinishedRun]) -> pdsweep::fit::SweepFits {
     )
 }
 
+/// `suggest` on the sweep file `path` (text `text`, planned as `plan`) within `runs` new runs.
+fn suggest_within(
+    path: &Path,
+    text: &str,
+    plan: &Plan,
+    fits: &pdsweep::fit::SweepFits,
+    calibration: &Calibration,
+    runs: usize,
+) -> pdsweep::suggest::Suggestion {
+    suggest(
+        path,
+        text,
+        plan,
+        fits,
+        calibration,
+        Budget::Runs(runs).into(),
+        &[],
+    )
+    .unwrap()
+}
+
 /// On data with a known optimum, `suggest` proposes runs inside the T* interval (teachers
 /// there, or more seeds of the teachers there) and expects the interval to narrow. On this
 /// grid (a factor 2 between teachers, three seeds) a fourth seed narrows it more per hour than
@@ -148,16 +169,7 @@ fn on_data_with_a_known_optimum_suggest_proposes_runs_inside_the_interval() {
         "students are paired with their same-seed baselines"
     );
 
-    let s = suggest(
-        &path,
-        &text,
-        &plan,
-        &fits,
-        &calibration,
-        Budget::Runs(30).into(),
-        &[],
-    )
-    .unwrap();
+    let s = suggest_within(&path, &text, &plan, &fits, &calibration, 30);
     let teachers: Vec<u64> = s
         .steps
         .iter()
@@ -226,16 +238,7 @@ fn seeds_go_where_the_noise_is_widest() {
     let fits = fitted(&simulate_with_noise(&plan, 6.0e4, |n| {
         if n == noisy { 0.08 } else { 0.002 }
     }));
-    let s = suggest(
-        &path,
-        &text,
-        &plan,
-        &fits,
-        &calibration,
-        Budget::Runs(40).into(),
-        &[],
-    )
-    .unwrap();
+    let s = suggest_within(&path, &text, &plan, &fits, &calibration, 40);
     let seeds: Vec<Edit> = s
         .steps
         .iter()
@@ -319,16 +322,7 @@ fn seeds_are_offered_singly_and_in_blocks() {
     );
     let (_tmp, path, plan, calibration) = planned(&text);
     let fits = fitted(&simulate(&plan, 6.0e4));
-    let s = suggest(
-        &path,
-        &text,
-        &plan,
-        &fits,
-        &calibration,
-        Budget::Runs(20).into(),
-        &[],
-    )
-    .unwrap();
+    let s = suggest_within(&path, &text, &plan, &fits, &calibration, 20);
     assert!(
         matches!(
             s.steps.first().map(|st| st.edit),
