@@ -144,30 +144,27 @@ pub fn prepare(
 fn prepare_synthetic(data: &DataConfig, train_tokens: u64) -> Result<Prepared, DataError> {
     let vocab = u32::try_from(data.vocab)
         .map_err(|_| DataError::TooSmall(format!("vocabulary `{}` is too large", data.vocab)))?;
-    let spec = SyntheticSpec {
-        sources: data.synthetic_sources.unwrap_or(4),
-        copies: data.synthetic_copies.unwrap_or(true),
-        ..SyntheticSpec::new(vocab, data.corpus_seed)
-    };
+    let spec = SyntheticSpec::with_world(
+        vocab,
+        data.corpus_seed,
+        data.synthetic_sources,
+        data.synthetic_copies,
+    );
     let corpus = SyntheticCorpus::new(spec).map_err(DataError::TooSmall)?;
-    // The default world keeps its key (and so its caches and stores); a smaller one says so.
-    let world = match (spec.sources, spec.copies) {
-        (4, true) => String::new(),
-        (n, copies) => format!("-sources{n}{}", if copies { "" } else { "-nocopy" }),
-    };
-    let shape = match (spec.sources, spec.copies) {
-        (4, true) => String::new(),
-        (n, copies) => format!(", {n} source(s){}", if copies { "" } else { ", no copies" }),
-    };
     let val = corpus.generate(SYNTHETIC_VAL_STREAM, data.val_tokens as usize + 1);
     let train = corpus.generate(mix(data.seed, 0x7A1A), train_tokens as usize + 1);
     let n = val.tokens.len() as f64;
     let info = CorpusInfo {
         description: format!(
-            "synthetic (vocab {vocab}, seed {}{shape})",
-            data.corpus_seed
+            "synthetic (vocab {vocab}, seed {}{})",
+            data.corpus_seed,
+            spec.world_note()
         ),
-        key: format!("synthetic-v1-vocab{vocab}-seed{}{world}", data.corpus_seed),
+        key: format!(
+            "synthetic-v1-vocab{vocab}-seed{}{}",
+            data.corpus_seed,
+            spec.key_suffix()
+        ),
         train_tokens: train.tokens.len() as u64,
         val_tokens: val.tokens.len() as u64,
         val_bytes_per_token: 1.0,

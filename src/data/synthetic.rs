@@ -156,6 +156,40 @@ impl SyntheticSpec {
             copies: true,
         }
     }
+
+    /// The world a run's data asks for: `sources` and `copies` as a run config records them
+    /// (absent: the default, all four sources with copies).
+    pub fn with_world(vocab: u32, seed: u64, sources: Option<u32>, copies: Option<bool>) -> Self {
+        SyntheticSpec {
+            sources: sources.unwrap_or(SOURCES),
+            copies: copies.unwrap_or(true),
+            ..SyntheticSpec::new(vocab, seed)
+        }
+    }
+
+    /// What sets a reduced world apart, for descriptions: `", 1 source(s), no copies"`; empty
+    /// for the default world.
+    pub fn world_note(&self) -> String {
+        let sources = if self.sources == SOURCES {
+            String::new()
+        } else {
+            format!(", {} source(s)", self.sources)
+        };
+        let copies = if self.copies { "" } else { ", no copies" };
+        format!("{sources}{copies}")
+    }
+
+    /// The same for corpus keys (caches, stores): `"-sources1-nocopy"`; empty for the default
+    /// world, so its key (and every cache and store keyed on it) is unchanged.
+    pub fn key_suffix(&self) -> String {
+        let sources = if self.sources == SOURCES {
+            String::new()
+        } else {
+            format!("-sources{}", self.sources)
+        };
+        let copies = if self.copies { "" } else { "-nocopy" };
+        format!("{sources}{copies}")
+    }
 }
 
 /// Tokens of one generated stream and their exact information content.
@@ -893,6 +927,19 @@ mod tests {
                 SyntheticCorpus::new(SyntheticSpec { sources, ..spec }).expect_err("out of range");
             assert!(error.contains(&format!("sources {sources}")), "{error}");
         }
+    }
+
+    #[test]
+    fn only_a_reduced_world_changes_the_key_and_the_description() {
+        let default = SyntheticSpec::with_world(256, 0, None, None);
+        assert_eq!(default, SyntheticSpec::new(256, 0));
+        assert_eq!(
+            (default.key_suffix(), default.world_note()),
+            (String::new(), String::new())
+        );
+        let bigram = SyntheticSpec::with_world(256, 0, Some(1), Some(false));
+        assert_eq!(bigram.key_suffix(), "-sources1-nocopy");
+        assert_eq!(bigram.world_note(), ", 1 source(s), no copies");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use crate::data::synthetic::SyntheticSpec;
 use crate::plan::{RunConfig, RunKind};
 use crate::store::RunRow;
 
@@ -105,16 +106,17 @@ impl Card<'_> {
         let corpus = match &d.path {
             Some(path) => format!("`{}` corpus at `{path}`", d.corpus),
             None => {
-                let sources = d
-                    .synthetic_sources
-                    .map_or(String::new(), |n| format!(", {n} source(s)"));
-                let copies = match d.synthetic_copies {
-                    Some(false) => ", no copies",
-                    _ => "",
-                };
+                let world = SyntheticSpec::with_world(
+                    0,
+                    d.corpus_seed,
+                    d.synthetic_sources,
+                    d.synthetic_copies,
+                );
                 format!(
-                    "`{}` corpus (seed {}{sources}{copies})",
-                    d.corpus, d.corpus_seed
+                    "`{}` corpus (seed {}{})",
+                    d.corpus,
+                    d.corpus_seed,
+                    world.world_note()
                 )
             }
         };
