@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::error::RunError;
 use super::execute::{Ctx, Step, add_extra, checkpoint_path, result_row};
+use crate::model::Transformer;
 use crate::plan::RunKind;
 use crate::train::{self, checkpoint};
 
@@ -36,30 +37,9 @@ pub(super) fn adoptable(ctx: &Ctx) -> Result<Option<String>, RunError> {
 /// Adopts `candidate`'s final checkpoint as `ctx`'s teacher and measures it.
 pub(super) fn adopt(ctx: &Ctx, candidate: &str) -> Step {
     let start = Instant::now();
-    let id = &ctx.run.id;
-    let results = &ctx.env.results_dir;
-    let (src, dst) = (
-        checkpoint_path(results, candidate),
-        checkpoint_path(results, id),
-    );
-    match checkpoint::relabel(&src, candidate, &dst, id) {
-        Ok(Some(())) => {}
-        Ok(None) => {
-            return Step::Failed(format!(
-                "the checkpoint of candidate `{candidate}` (`{}`) disappeared",
-                src.display()
-            ));
-        }
-        Err(e) => return Step::Failed(e.to_string()),
-    }
-    let model = match checkpoint::load(&dst, id) {
-        Ok(Some(loaded)) => loaded.model(train::init_model(&ctx.config, &ctx.device)),
-        Ok(None) => return Step::Failed(format!("checkpoint `{}` is missing", dst.display())),
-        Err(e) => return Step::Failed(e.to_string()),
-    };
-    let model = match model {
+    let model = match adopted_model(ctx, candidate) {
         Ok(m) => m,
-        Err(e) => return Step::Failed(e.to_string()),
+        Err(reason) => return Step::Failed(reason),
     };
     let (val_loss, val_bpb) = train::evaluate(
         &model,
@@ -71,4 +51,29 @@ pub(super) fn adopt(ctx: &Ctx, candidate: &str) -> Step {
     let mut row = result_row(ctx, val_loss, val_bpb, start.elapsed().as_secs_f64(), 0.0);
     add_extra(&mut row, serde_json::json!({ "adopted_from": candidate }));
     Step::Done(row)
+}
+
+/// Relabels `candidate`'s checkpoint as the teacher's and loads the model from it; the error
+/// names the checkpoint that is missing or damaged.
+fn adopted_model(ctx: &Ctx, candidate: &str) -> Result<Transformer, String> {
+    let id = &ctx.run.id;
+    let results = &ctx.env.results_dir;
+    let (src, dst) = (
+        checkpoint_path(results, candidate),
+        checkpoint_path(results, id),
+    );
+    checkpoint::relabel(&src, candidate, &dst, id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| {
+            format!(
+                "the checkpoint of candidate `{candidate}` (`{}`) disappeared",
+                src.display()
+            )
+        })?;
+    let loaded = checkpoint::load(&dst, id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("checkpoint `{}` is missing", dst.display()))?;
+    loaded
+        .model(train::init_model(&ctx.config, &ctx.device))
+        .map_err(|e| e.to_string())
 }
