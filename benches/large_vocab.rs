@@ -12,11 +12,12 @@ use std::time::Instant;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pdsweep::distill::logits_run::{PassDevice, expected_header, write_store};
+use pdsweep::distill::store::logit_bytes_per_token;
 use pdsweep::distill::store::{decode_block, encode_block};
 use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
-use pdsweep::plan::{Plan, PlanOptions, RunKind, logit_bytes_per_token};
+use pdsweep::plan::{Plan, PlanOptions, RunKind};
 use pdsweep::spec::{LossKind, Sweep, TopK};
-use pdsweep::train::{cross_entropy, init_model};
+use pdsweep::train::cross_entropy;
 
 /// Teacher-like logits: a few strong candidates over a Zipf-ish background, seeded.
 fn logits(positions: usize, vocab: usize, seed: u64) -> Vec<f32> {
@@ -73,7 +74,7 @@ fn store_codec(vocab: usize, k: u64) {
     println!(
         "  bytes per kept logit     {:.3}  (⌈log2 V⌉ = {} bits of id + 8 bits of value)",
         per_token / k as f64,
-        pdsweep::plan::index_bits(vocab as u64)
+        pdsweep::distill::store::index_bits(vocab as u64)
     );
     println!(
         "  bytes per token          {per_token:.1}  (plan predicts {})",
@@ -138,8 +139,9 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
     let data =
         pdsweep::data::prepare(&config.data, tmp.path(), tmp.path(), config.tokens).expect("data");
     let device = Device::flex();
-    let teacher = init_model(&teacher_run.config, &device);
-    let header = expected_header(&logits_run.id.0, config, "bench", &data.info.key).expect("h");
+    let teacher = teacher_run.config.init_model(&device);
+    let spec = config.store_spec().expect("a logit pass's store");
+    let header = expected_header(&logits_run.id.0, &spec, "bench", &data.info.key);
     let stop = AtomicBool::new(false);
     let pass = PassDevice {
         teacher: &teacher,
@@ -147,7 +149,7 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
         truncate_on: TruncateOn::Host,
     };
     let summary = write_store(
-        config,
+        &spec,
         &header,
         &pass,
         &data,

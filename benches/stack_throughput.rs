@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 use pdsweep::data::{Prepared, prepare};
-use pdsweep::plan::{ModelShape, Plan, PlanOptions, RunConfig, RunKind};
+use pdsweep::model::ModelShape;
+use pdsweep::plan::{Plan, PlanOptions, RunConfig, RunKind};
 use pdsweep::spec::{Backend, Sweep};
 use pdsweep::train::stack::{StackMember, train_stack};
 use pdsweep::train::{NextToken, Objective, TrainJob, device_for, train};
@@ -137,7 +138,9 @@ fn job<'a>(
 ) -> TrainJob<'a> {
     TrainJob {
         run_id: "b",
-        config,
+        model: config.transformer(),
+        data_config: &config.data,
+        train: config.train.as_ref().expect("training settings"),
         data,
         device,
         backend,

@@ -10,8 +10,8 @@ use std::time::Instant;
 
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use pdsweep::model::ModelShape;
 use pdsweep::model::TransformerConfig;
-use pdsweep::plan::ModelShape;
 use pdsweep::train::cross_entropy;
 
 struct Args {

@@ -636,7 +636,7 @@ impl BenchArgs {
             backend: self.backend.into(),
             device: self.device,
             spec: pdsweep::train::bench::BenchSpec {
-                shape: pdsweep::plan::ModelShape {
+                shape: pdsweep::model::ModelShape {
                     d_model: self.d_model,
                     n_layers: self.n_layers,
                     n_heads: self.n_heads,

@@ -7,7 +7,9 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+pub mod atomic;
 pub mod data;
+pub mod digest;
 pub mod distill;
 pub mod fit;
 pub mod hf;

@@ -2,6 +2,8 @@
 
 mod cli;
 mod commands;
+#[cfg(test)]
+mod doc_examples;
 
 use std::process::ExitCode;
 
@@ -14,7 +16,19 @@ fn main() -> ExitCode {
     pin_burn_default_device();
     pdsweep::alloc::tune_for_training();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = dispatch(cli.command);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(exit_code(&err))
+        }
+    }
+}
+
+/// Runs one subcommand.
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Plan(args) => commands::plan(args.into_command()),
         Command::Run(args) => commands::run(args.into_command()),
         Command::Status(args) => commands::status(args.into_command()),
@@ -29,13 +43,6 @@ fn main() -> ExitCode {
         Command::Suggest(args) => commands::suggest(args.into_command()),
         Command::Slurm(args) => commands::slurm(args.into_command()),
         Command::Worker(args) => commands::worker(args.into_command()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(exit_code(&err))
-        }
     }
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use pdsweep::plan::Calibration;
 use pdsweep::spec::Backend;
 use pdsweep::store::SweepDb;
-use pdsweep::train::{device_for, probe};
+use pdsweep::train::device_for;
 
 /// A probe result kept between invocations.
 #[derive(Debug, Serialize, Deserialize)]
@@ -78,7 +78,7 @@ fn probed(backend: Backend) -> Option<Calibration> {
     }
     let device = device_for(backend, 0).ok()?;
     eprintln!("calibrating time estimates on this machine (a few seconds, once)...");
-    let calibration = probe::calibrate(&device, format!("probed on this machine ({machine})"))?;
+    let calibration = Calibration::probe(&device, format!("probed on this machine ({machine})"))?;
     if let Some(path) = path {
         let cached = Cached {
             machine,
@@ -86,7 +86,7 @@ fn probed(backend: Backend) -> Option<Calibration> {
         };
         if let Ok(json) = serde_json::to_vec_pretty(&cached) {
             // A cache that cannot be written only means probing again next time.
-            let _ = pdsweep::data::write_atomic(&path, &[&json]);
+            let _ = pdsweep::atomic::write_atomic(&path, &[&json]);
         }
     }
     Some(calibration)

@@ -28,7 +28,12 @@ pub struct ExportCommand {
 /// Runs `pdsweep export`.
 pub fn export(cmd: ExportCommand) -> anyhow::Result<()> {
     if let Some(out) = &cmd.models {
-        return super::export_models::export_models(&cmd, out);
+        return super::export_models::export_models(
+            cmd.sweep.as_deref(),
+            &cmd.results,
+            &cmd.runs,
+            out,
+        );
     }
     let (located, db, data) = gather(cmd.sweep.as_deref(), &cmd.results)?;
     let dir = cmd

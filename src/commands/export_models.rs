@@ -4,15 +4,20 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use pdsweep::hf::{ExportPaths, export_models as export};
+use pdsweep::report::export::{ExportPaths, export_models as export};
 use pdsweep::store::SweepDb;
 
-use super::export::ExportCommand;
 use super::locate::locate;
 
-/// Writes the model folders of `cmd`'s sweep into `out`.
-pub fn export_models(cmd: &ExportCommand, out: &Path) -> anyhow::Result<()> {
-    let located = locate(cmd.sweep.as_deref(), &cmd.results)?;
+/// Writes the model folders of the sweep `sweep` (file or name; the only sweep under
+/// `results` when absent) into `out`: every finished run, or those named or numbered in `runs`.
+pub fn export_models(
+    sweep: Option<&Path>,
+    results: &Path,
+    runs: &[String],
+    out: &Path,
+) -> anyhow::Result<()> {
+    let located = locate(sweep, results)?;
     let db = SweepDb::open(&located.db_path)?;
     // Paths in run configurations are relative to the sweep file: the one named, else the
     // one the plan was made from.
@@ -35,7 +40,7 @@ pub fn export_models(cmd: &ExportCommand, out: &Path) -> anyhow::Result<()> {
         results_dir: &results_dir,
         out,
     };
-    let summary = export(&db, &paths, &cmd.runs, &mut |_, dir| {
+    let summary = export(&db, &paths, runs, &mut |_, dir| {
         println!("{}", dir.display())
     })?;
     for (name, reason) in &summary.skipped {

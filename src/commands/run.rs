@@ -161,7 +161,7 @@ fn diverged_candidates(db: &SweepDb, plan_id: i64, plan: &Plan) -> anyhow::Resul
     let candidates: std::collections::HashSet<&str> = plan
         .runs
         .iter()
-        .filter_map(|r| r.config.train.as_ref()?.tune.as_ref())
+        .filter_map(|r| r.config.tune.as_ref())
         .flat_map(|t| t.candidates.iter().map(|c| c.0.as_str()))
         .collect();
     let failed: Vec<_> = db

@@ -1,6 +1,6 @@
 //! `pdsweep size`: exact parameter counts of an explicit shape or of a derived one.
 
-use pdsweep::plan::{ModelShape, ShapeRule};
+use pdsweep::model::{ModelShape, ShapeRule};
 use pdsweep::spec::units::{format_count, parse_count};
 
 use super::UsageError;

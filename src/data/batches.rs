@@ -6,7 +6,10 @@
 //! permutation of the windows drawn from `(seed, epoch)` (or the stream order for a generated
 //! stream that is never repeated). The batch of a step is therefore a pure function of the
 //! seed and the step: a resumed run sees exactly the data it would have seen, and every run of
-//! the same seed reads the same stream, so a shorter run reads a prefix of a longer one.
+//! the same seed reads the same stream, so a shorter run reads a prefix of a longer one. A batch
+//! becomes the model's input and target tensors through [`batch_tensors`].
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::Stream;
 
@@ -150,6 +153,14 @@ fn permutation(n: usize, seed: u64) -> Vec<u32> {
         p.swap(i, j);
     }
     p
+}
+
+/// The batch as `[batch, seq]` input and target tensors on `device`.
+pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
+    let shape = [batch.batch, batch.context];
+    let make =
+        |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), shape), device);
+    (make(&batch.inputs), make(&batch.targets))
 }
 
 #[cfg(test)]

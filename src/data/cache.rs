@@ -8,13 +8,13 @@
 //! a half-written cache; a file whose header or checksum does not match is refused.
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
 
 use super::error::DataError;
+use crate::atomic::write_atomic;
 
 const MAGIC: &[u8; 8] = b"PDSTOK01";
 const VERSION: u32 = 1;
@@ -61,7 +61,7 @@ impl TokenFile {
         header.extend_from_slice(&vocab.to_le_bytes());
         header.extend_from_slice(&val_bytes.to_le_bytes());
         header.extend_from_slice(&Sha256::digest(&payload)[..16]);
-        write_atomic(path, &[&header, &payload])
+        Ok(write_atomic(path, &[&header, &payload])?)
     }
 
     /// Opens and verifies the file at `path`.
@@ -138,34 +138,6 @@ impl TokenFile {
     pub fn slice(&self, start: usize, end: usize) -> Vec<u32> {
         (start..end.min(self.len)).map(|i| self.get(i)).collect()
     }
-}
-
-/// Writes `parts` to `path` through a temporary file in the same folder, fsync and rename.
-pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), DataError> {
-    let fail = |p: &Path, e: std::io::Error| DataError::Write {
-        path: p.to_path_buf(),
-        reason: e.to_string(),
-    };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
-    }
-    // Unique per process and per call, so two threads writing the same file never share one.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp: PathBuf = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        for part in parts {
-            file.write_all(part)?;
-        }
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(fail(path, e));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -13,14 +13,16 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cache::{TokenFile, write_atomic};
+use super::cache::TokenFile;
 use super::error::DataError;
 use super::split::{self, Split, TokenizedDoc};
 use super::text::{Document, corpus_files, read_documents};
 use super::tokenize::Tokenizer;
 use super::{CorpusInfo, Prepared, Stream, unigram_entropy};
-use crate::plan::DataConfig;
-use crate::spec::{TokenizerKind, hex};
+use crate::atomic::write_atomic;
+use crate::data::DataConfig;
+use crate::digest::hex;
+use crate::spec::TokenizerKind;
 
 /// Separator appended after every document.
 const DOC_SEPARATOR: &str = "\n\n";

@@ -75,3 +75,12 @@ impl DataError {
         }
     }
 }
+
+impl From<crate::atomic::WriteError> for DataError {
+    fn from(e: crate::atomic::WriteError) -> Self {
+        DataError::Write {
+            path: e.path,
+            reason: e.reason,
+        }
+    }
+}

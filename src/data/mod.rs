@@ -3,6 +3,7 @@
 
 mod batches;
 mod cache;
+mod config;
 mod corpus;
 mod error;
 pub mod split;
@@ -13,14 +14,14 @@ mod tokenize;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use batches::{Batch, Batcher, eval_batches, mix};
-pub use cache::{TokenFile, write_atomic};
+pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix};
+pub use cache::TokenFile;
+pub use config::{DataConfig, TokenizerRef};
 pub use corpus::{CorpusFacts, CorpusFiles, find_files, tokenizer_json};
 pub use error::DataError;
 pub use text::{Document, corpus_files, read_documents};
 pub use tokenize::Tokenizer;
 
-use crate::plan::DataConfig;
 use crate::spec::CorpusKind;
 use synthetic::{SyntheticCorpus, SyntheticSpec};
 

@@ -8,14 +8,15 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 
-use super::objective::{TruncateOn, teacher_support};
 use super::reader::{blocks_per_shard, shard_name};
 use super::store::{
-    Shard, ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block, write_shard,
+    Shard, ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block,
+    logit_bytes_per_token, write_shard,
 };
-use crate::data::{Batcher, Prepared};
+use super::targets::{TruncateOn, teacher_support};
+use super::truncate::Truncation;
+use crate::data::{Batcher, DataConfig, Prepared};
 use crate::model::Transformer;
-use crate::plan::{RunConfig, logit_bytes_per_token};
 
 /// What a finished logit pass wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,32 +60,45 @@ pub enum LogitsError {
     Interrupted,
 }
 
-/// The header every shard of the store of `config` carries (block range aside); `corpus_key`
-/// is the prepared corpus's [`crate::data::CorpusInfo::key`].
+/// What a logit pass stores: the teacher run it reads, the truncation it keeps, and the data
+/// order and length it covers.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreSpec<'a> {
+    /// The teacher run.
+    pub teacher_run: &'a str,
+    /// The truncation stored.
+    pub truncation: Truncation,
+    /// The student token stream's data settings (corpus, order, context, batch).
+    pub data: &'a DataConfig,
+    /// Positions scored: whole blocks of `batch_seqs · context`.
+    pub tokens: u64,
+}
+
+/// The header every shard of the store `spec`, written by run `run_id`, carries (block range
+/// aside); `corpus_key` is the prepared corpus's [`crate::data::CorpusInfo::key`].
 pub fn expected_header(
     run_id: &str,
-    config: &RunConfig,
+    spec: &StoreSpec,
     teacher_checkpoint_sha256: &str,
     corpus_key: &str,
-) -> Option<StoreHeader> {
-    let logits = config.logits.as_ref()?;
-    let vocab = config.data.vocab;
-    Some(StoreHeader {
+) -> StoreHeader {
+    let vocab = spec.data.vocab;
+    StoreHeader {
         logits_run: run_id.into(),
-        teacher_run: logits.teacher.0.clone(),
+        teacher_run: spec.teacher_run.into(),
         teacher_checkpoint_sha256: teacher_checkpoint_sha256.into(),
         data_key: format!(
             "{corpus_key} {}",
-            serde_json::to_string(&config.data).unwrap_or_default()
+            serde_json::to_string(spec.data).unwrap_or_default()
         ),
         vocab,
-        top_p: logits.truncation.top_p.0,
-        top_k: logits.truncation.top_k.kept(vocab),
+        top_p: spec.truncation.top_p.0,
+        top_k: spec.truncation.top_k.kept(vocab),
         value_encoding: VALUE_ENCODING.into(),
-        block_positions: config.data.batch_seqs * config.data.context,
+        block_positions: spec.data.batch_seqs * spec.data.context,
         first_block: 0,
         blocks: 0,
-    })
+    }
 }
 
 /// Blocks per shard of a store with this header.
@@ -102,9 +116,9 @@ pub struct PassDevice<'a> {
     pub truncate_on: TruncateOn,
 }
 
-/// Runs the teacher over the stream and writes the store into `dir`.
+/// Runs the teacher over the stream of `spec` and writes the store into `dir`.
 pub fn write_store(
-    config: &RunConfig,
+    spec: &StoreSpec,
     header: &StoreHeader,
     pass: &PassDevice,
     data: &Prepared,
@@ -112,15 +126,12 @@ pub fn write_store(
     stop: &AtomicBool,
     on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<StoreSummary, LogitsError> {
-    let (context, rows) = (
-        config.data.context as usize,
-        config.data.batch_seqs as usize,
-    );
-    let batcher = Batcher::new(&data.train, context, rows, config.data.seed, data.shuffle)
+    let (context, rows) = (spec.data.context as usize, spec.data.batch_seqs as usize);
+    let batcher = Batcher::new(&data.train, context, rows, spec.data.seed, data.shuffle)
         .ok_or_else(|| {
             LogitsError::Invalid("the training split is shorter than one window".into())
         })?;
-    let total = config.tokens / header.block_positions.max(1);
+    let total = spec.tokens / header.block_positions.max(1);
     let per_shard = shard_blocks(header);
     let start = Instant::now();
     let mut computed = 0u64;

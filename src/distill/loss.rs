@@ -1,5 +1,5 @@
-//! The distillation losses of DESIGN.md §5 on sparse teacher targets, and the mixed objective
-//! (1 − α)·L_lm + α·L_kd.
+//! The distillation losses of `docs/src/science/loss.md` on sparse teacher targets, and the mixed
+//! objective (1 − α)·L_lm + α·L_kd.
 //!
 //! Sparse semantics: the teacher distribution is renormalised over its kept support at
 //! temperature τ, q_i = softmax(ln p_i / τ) over the kept i; the student's log-probabilities

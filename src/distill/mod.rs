@@ -1,17 +1,16 @@
-//! Distillation: truncating teacher distributions, the sparse distillation losses, the offline
-//! logit store, and the student objective that mixes them with the data loss.
+//! Distillation's targets: truncating teacher distributions, the sparse distillation losses on
+//! them, the offline logit store (written by a logit pass, read step by step), and a student's
+//! teacher targets, online or offline. The objective that trains on them is `train`'s.
 
 pub mod device_truncate;
 pub mod logits_run;
 mod loss;
-mod objective;
 pub mod reader;
 pub mod store;
+mod targets;
 mod truncate;
 
 pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
-pub use objective::{
-    DistillObjective, TeacherSource, TruncateOn, agreement, sparse_targets, teacher_support,
-};
 pub use reader::StoreReader;
-pub use truncate::{Kept, refine, truncate};
+pub use targets::{TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_support};
+pub use truncate::{Kept, Truncation, refine, truncate};

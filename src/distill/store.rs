@@ -34,8 +34,23 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::truncate::Kept;
-use crate::data::write_atomic;
-use crate::plan::index_bits;
+use crate::atomic::write_atomic;
+
+/// Bits that identify one of `vocab` tokens: ⌈log2 V⌉.
+pub fn index_bits(vocab: u64) -> u32 {
+    64 - (vocab.max(2) - 1).leading_zeros()
+}
+
+/// Bits of one stored teacher value (a quantised log-probability).
+pub const VALUE_BITS: u32 = 8;
+
+/// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
+/// `vocab`-sized distribution per position (stores keep exactly the top k): `kept` pairs of a ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole
+/// bytes. Blocks round to bytes once per step, not per token, so the payload is at most this;
+/// shard headers and block tables add well under 1 %.
+pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
+    (kept * (index_bits(vocab) + VALUE_BITS) as u64).div_ceil(8)
+}
 
 const MAGIC: &[u8; 8] = b"PDSLGT01";
 /// Name of the value encoding written in every header.
@@ -144,7 +159,7 @@ impl BitReader<'_> {
 
 /// Bytes of one encoded block: `positions` × `top_k` entries of ⌈log2 V⌉ + 8 bits.
 pub fn block_bytes(positions: u64, vocab: u64, top_k: u64) -> u64 {
-    (positions * top_k * (u64::from(index_bits(vocab)) + 8)).div_ceil(8)
+    (positions * top_k * u64::from(index_bits(vocab) + VALUE_BITS)).div_ceil(8)
 }
 
 /// Encodes one block of positions, each with exactly `top_k` entries (the caller truncates
@@ -157,7 +172,7 @@ pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
         for (id, lp) in kept.ids.iter().zip(&kept.log_probs).take(n) {
             let value = ((-lp).clamp(0.0, VALUE_RANGE) / VALUE_RANGE * 255.0).round() as u64;
             w.put(u64::from(*id), ibits);
-            w.put(value, 8);
+            w.put(value, VALUE_BITS);
         }
     }
     w.finish()
@@ -184,7 +199,7 @@ pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> O
             }
             kept.ids.push(id as u32);
             kept.log_probs
-                .push(-(r.get(8)? as f32) / 255.0 * VALUE_RANGE);
+                .push(-(r.get(VALUE_BITS)? as f32) / 255.0 * VALUE_RANGE);
         }
         out.push(kept);
     }
@@ -318,6 +333,23 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn index_bits_match_log2() {
+        assert_eq!(index_bits(256), 8);
+        assert_eq!(index_bits(257), 9);
+        assert_eq!(index_bits(32000), 15);
+        assert_eq!(index_bits(151_936), 18);
+        assert_eq!(index_bits(2), 1);
+    }
+
+    #[test]
+    fn logit_bytes_for_reference_settings() {
+        // Byte vocabulary, k = 50: 50·(8+8) bits -> 100 bytes (2 bytes per kept logit).
+        assert_eq!(logit_bytes_per_token(256, 50), 100);
+        // A 150k vocabulary with k = 100 (Peng et al.'s top-0.95-100): 100·(18+8) bits.
+        assert_eq!(logit_bytes_per_token(151_936, 100), 325);
+    }
     use crate::distill::truncate;
     use crate::spec::TopK;
 

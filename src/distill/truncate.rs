@@ -3,7 +3,18 @@
 //! at τ = 1 under the full vocabulary; renormalising over the kept support at a temperature τ is
 //! done when the targets are used ([`super::loss`]), so one truncation serves every τ.
 
-use crate::spec::TopK;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{TopK, TopP};
+
+/// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Truncation {
+    /// Nucleus mass.
+    pub top_p: TopP,
+    /// Most tokens kept.
+    pub top_k: TopK,
+}
 
 /// The kept support of one position: token ids by decreasing probability and their
 /// log-probabilities at τ = 1 (normalised over the full vocabulary).

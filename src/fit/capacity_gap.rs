@@ -1,11 +1,11 @@
-//! The capacity gap (DESIGN.md §6): for one student size, budget and distillation config, the
-//! student's loss against teacher size and against teacher loss, a quadratic in the log fitted
-//! to each with its optimum and a bootstrap interval. An interior optimum is reported only when
-//! the data support it (the best measured teacher, averaged over seeds, is inside the grid and
-//! inside the interval, and the curve follows the points there); otherwise the answer is "edge
-//! of grid" with the direction to extend it, or "not supported" with the reason. Also: the
-//! optimum from the fitted distillation law, and T*(S) across student sizes fitted as a line
-//! and as a power law.
+//! The capacity gap (`docs/src/science/capacity-gap.md`): for one student size, budget and
+//! distillation config, the student's loss against teacher size and against teacher loss, a
+//! quadratic in the log fitted to each with its optimum and a bootstrap interval. An interior
+//! optimum is reported only when the data support it (the best measured teacher, averaged over
+//! seeds, is inside the grid and inside the interval, and the curve follows the points there);
+//! otherwise the answer is "edge of grid" with the direction to extend it, or "not supported" with
+//! the reason. Also: the optimum from the fitted distillation law, and T*(S) across student sizes
+//! fitted as a line and as a power law.
 
 use serde::{Deserialize, Serialize};
 

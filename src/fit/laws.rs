@@ -1,6 +1,6 @@
-//! The scaling laws (DESIGN.md §6): Chinchilla, Busbridge's supervised variant and Busbridge's
-//! distillation law, each with its natural parameters, its prediction, and its log-space (LSE)
-//! parametrisation θ with the analytic gradient of log L̂ that the fitter uses.
+//! The scaling laws (`docs/src/science/laws.md`): Chinchilla, Busbridge's supervised variant and
+//! Busbridge's distillation law, each with its natural parameters, its prediction, and its
+//! log-space (LSE) parametrisation θ with the analytic gradient of log L̂ that the fitter uses.
 
 use std::fmt;
 use std::str::FromStr;
@@ -278,7 +278,7 @@ pub struct Busbridge {
 }
 
 impl Busbridge {
-    /// Busbridge et al. (2025), fitted on C4 (143M–12.6B): DESIGN.md §6.
+    /// Busbridge et al. (2025), fitted on C4 (143M–12.6B): `docs/src/science/laws.md`.
     pub const PUBLISHED: Busbridge = Busbridge {
         E: 1.220,
         A: 3355.0,
@@ -378,7 +378,7 @@ pub struct DistillLaw {
 }
 
 impl DistillLaw {
-    /// Busbridge et al. (2025), fitted on C4: DESIGN.md §6.
+    /// Busbridge et al. (2025), fitted on C4: `docs/src/science/laws.md`.
     pub const PUBLISHED: DistillLaw = DistillLaw {
         A: 2243.0,
         B: 24181.0,

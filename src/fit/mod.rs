@@ -1,7 +1,7 @@
-//! Scaling laws and their fits (DESIGN.md §6): the Chinchilla and Busbridge supervised laws and
-//! Busbridge's distillation law, fitted in log space by L-BFGS on the sum of Huber losses from
-//! a grid of starts, with bootstrap confidence intervals; capacity-gap curves and the optimal
-//! teacher; `recommend`; fits stored in the sweep database.
+//! Scaling laws and their fits (`docs/src/science/laws.md`): the Chinchilla and Busbridge
+//! supervised laws and Busbridge's distillation law, fitted in log space by L-BFGS on the sum of
+//! Huber losses from a grid of starts, with bootstrap confidence intervals; capacity-gap curves and
+//! the optimal teacher; `recommend`; fits stored in the sweep database.
 
 mod bootstrap;
 mod capacity_gap;

@@ -164,8 +164,8 @@ impl Recommendation {
     }
 }
 
-/// From the published coefficients (DESIGN.md §6): L_T* by a dense scan refined by golden
-/// section, L̃_S and L_S; N_T* when the teacher's token budget is given.
+/// From the published coefficients (`docs/src/science/laws.md`): L_T* by a dense scan refined by
+/// golden section, L̃_S and L_S; N_T* when the teacher's token budget is given.
 pub fn recommend_published(
     student_params: f64,
     student_tokens: f64,

@@ -11,8 +11,8 @@ use super::config::LlamaConfig;
 use super::error::HfError;
 use super::tokenizer::TokenizerFile;
 use super::weights::WeightFiles;
+use crate::model::ModelShape;
 use crate::model::{Transformer, TransformerConfig};
-use crate::plan::ModelShape;
 
 /// A Hugging Face folder's `config.json` and what sits beside it.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +39,7 @@ pub fn read_config(dir: &Path) -> Result<(LlamaConfig, String), HfError> {
         key: e.key,
         message: e.message,
     })?;
-    Ok((config, crate::spec::hex(&Sha256::digest(text.as_bytes()))))
+    Ok((config, crate::digest::hex(&Sha256::digest(text.as_bytes()))))
 }
 
 impl PretrainedModel {

@@ -43,7 +43,7 @@ impl TokenizerFile {
         }
         Ok(TokenizerFile {
             path: path.to_path_buf(),
-            sha256: crate::spec::hex(&Sha256::digest(&bytes)),
+            sha256: crate::digest::hex(&Sha256::digest(&bytes)),
             vocab,
         })
     }

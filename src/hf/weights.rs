@@ -337,7 +337,7 @@ pub fn weights_sha256(dir: &Path) -> Result<String, HfError> {
             hasher.update(&buffer[..n]);
         }
     }
-    let hash = crate::spec::hex(&hasher.finalize());
+    let hash = crate::digest::hex(&hasher.finalize());
     HASHES
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -368,7 +368,7 @@ pub fn write_safetensors(path: &Path, tensors: &[NamedTensor]) -> Result<(), HfE
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
     let serialized =
         safetensors::serialize(views, Some(metadata)).map_err(|e| fail(e.to_string()))?;
-    crate::data::write_atomic(path, &[&serialized]).map_err(|e| fail(e.to_string()))
+    crate::atomic::write_atomic(path, &[&serialized]).map_err(|e| fail(e.to_string()))
 }
 
 #[cfg(test)]

@@ -273,8 +273,8 @@ impl StackedTransformer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelShape;
     use crate::model::TransformerConfig;
-    use crate::plan::ModelShape;
     use burn::tensor::{Device, TensorData};
 
     fn shape(tie: bool, kv: u64) -> ModelShape {

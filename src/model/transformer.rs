@@ -1,7 +1,7 @@
-//! The LLaMA-style decoder of DESIGN.md §3: token embedding; per block RMSNorm → causal
-//! attention with rotary position embeddings (grouped-query optional) → residual, RMSNorm →
-//! SwiGLU MLP → residual; final RMSNorm; a tied or untied output head. No biases, so the
-//! parameter count is exactly the plan's (`crate::plan::ModelShape::params`).
+//! The LLaMA-style decoder of `docs/src/science/model.md`: token embedding; per block RMSNorm →
+//! causal attention with rotary position embeddings (grouped-query optional) → residual, RMSNorm →
+//! SwiGLU MLP → residual; final RMSNorm; a tied or untied output head. No biases, so the parameter
+//! count is exactly its shape's (`crate::model::ModelShape::params`).
 //!
 //! Mixed precision ([`Transformer::forward_in`]): parameters stay f32; every matrix product
 //! (projections, attention, SwiGLU, head) runs in the compute dtype on copies cast from the f32
@@ -15,7 +15,7 @@ use burn::nn::{
 use burn::tensor::{DType, Device, FloatDType, Int, Tensor};
 
 use crate::kernels;
-use crate::plan::ModelShape;
+use crate::model::ModelShape;
 
 /// Standard deviation of the normal initialisation of every weight (GPT-2 / LLaMA practice);
 /// the projections that write into the residual stream are further scaled by 1/√(2·n_layers).

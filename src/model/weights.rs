@@ -236,7 +236,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::plan::ModelShape;
+    use crate::model::ModelShape;
 
     struct Map(HashMap<String, NamedTensor>);
 

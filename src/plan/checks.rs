@@ -1,10 +1,10 @@
 //! Design checks of a plan: warnings that name the run (or the corpus) and the fix, printed by
 //! `plan` and `run`; `plan --strict` refuses a plan that has any.
 //!
-//! The experimental-design checks (DESIGN.md §9b) need only the plan and a few priors: runs too
-//! short to leave the unigram plateau (too few optimiser steps, or a prior law predicting a
-//! loss near the unigram entropy), a teacher grid that does not bracket the prior optimal
-//! teacher of a student by 2× on each side, a single seed, which leaves the noise floor
+//! The experimental-design checks (`docs/src/science/design.md`) need only the plan and a few
+//! priors: runs too short to leave the unigram plateau (too few optimiser steps, or a prior law
+//! predicting a loss near the unigram entropy), a teacher grid that does not bracket the prior
+//! optimal teacher of a student by 2× on each side, a single seed, which leaves the noise floor
 //! unmeasured, and untuned teachers beside tuned baselines.
 //!
 //! The corpus checks need the prepared corpus (its training split in tokens, its duplicates and
@@ -50,8 +50,8 @@ pub const MAX_TEACHER_PASSES: f64 = 1.0;
 /// Share of held-out windows found in training above which the split is warned about.
 pub const MAX_VAL_OVERLAP: f64 = 0.01;
 
-/// Optimiser steps below which a trained run is warned about (DESIGN.md §9b: hundreds at the
-/// very least; a run of ~120 steps on bytes ends near the unigram entropy).
+/// Optimiser steps below which a trained run is warned about (`docs/src/science/design.md`:
+/// hundreds at the very least; a run of ~120 steps on bytes ends near the unigram entropy).
 pub const MIN_STEPS: u64 = 500;
 
 /// How far beyond the prior optimal teacher the grid must reach on each side.
@@ -310,11 +310,11 @@ fn untuned_teachers(plan: &Plan) -> Vec<DesignWarning> {
     let tuned = |kind: RunKind| {
         plan.runs
             .iter()
-            .filter(move |r| r.kind() == kind)
-            .filter_map(|r| r.config.train.as_ref())
+            .filter(move |r| r.kind() == kind && r.config.train.is_some())
+            .map(|r| &r.config.tune)
     };
     let Some(peaks) = tuned(RunKind::Student)
-        .find_map(|t| t.tune.as_ref())
+        .find_map(|t| t.as_ref())
         .map(|t| t.peaks.clone())
     else {
         return Vec::new();
@@ -323,10 +323,10 @@ fn untuned_teachers(plan: &Plan) -> Vec<DesignWarning> {
         .runs
         .iter()
         .filter(|r| r.kind() == RunKind::Teacher && r.config.model.pretrained.is_none())
-        .filter(|r| r.config.train.as_ref().is_some_and(|t| t.tune.is_none()))
+        .filter(|r| r.config.train.is_some() && r.config.tune.is_none())
         .map(|r| r.name.as_str())
         .collect();
-    if untuned.is_empty() || tuned(RunKind::Teacher).any(|t| t.tune.is_some()) {
+    if untuned.is_empty() || tuned(RunKind::Teacher).any(|t| t.is_some()) {
         return Vec::new();
     }
     let list: Vec<String> = peaks.iter().map(|p| format!("{p:e}")).collect();

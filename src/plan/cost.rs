@@ -1,5 +1,6 @@
-//! Compute, storage and time accounting (DESIGN.md §4): FLOPs per run, the cost of training every
-//! pairing naively, predicted logit-store and checkpoint bytes, and a time estimate.
+//! Compute, storage and time accounting (`docs/src/science/accounting.md`): FLOPs per run, the cost
+//! of training every pairing naively, predicted logit-store and checkpoint bytes, and a time
+//! estimate.
 
 use std::collections::BTreeMap;
 
@@ -16,23 +17,6 @@ pub fn training_flops(n: u64, d: u64) -> f64 {
 /// Forward-pass FLOPs of a model with `n` non-embedding parameters over `d` tokens: 2·N·D.
 pub fn forward_flops(n: u64, d: u64) -> f64 {
     2.0 * n as f64 * d as f64
-}
-
-/// Bits that identify one of `vocab` tokens: ⌈log2 V⌉.
-pub fn index_bits(vocab: u64) -> u32 {
-    64 - (vocab.max(2) - 1).leading_zeros()
-}
-
-/// Bits of one stored teacher value (a quantised log-probability).
-pub const VALUE_BITS: u32 = 8;
-
-/// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
-/// `vocab`-sized distribution per position (stores keep exactly the top k; see
-/// `distill::store`): `kept` pairs of a ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole
-/// bytes. Blocks round to bytes once per step, not per token, so the payload is at most this;
-/// shard headers and block tables add well under 1 %.
-pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
-    (kept * (index_bits(vocab) + VALUE_BITS) as u64).div_ceil(8)
 }
 
 /// Bytes of a training checkpoint: f32 weights and AdamW's two f32 moments (12 bytes per
@@ -116,23 +100,6 @@ pub fn totals(runs: &[Run], naive_extra: f64, throughput: Throughput) -> Totals 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn index_bits_match_log2() {
-        assert_eq!(index_bits(256), 8);
-        assert_eq!(index_bits(257), 9);
-        assert_eq!(index_bits(32000), 15);
-        assert_eq!(index_bits(151_936), 18);
-        assert_eq!(index_bits(2), 1);
-    }
-
-    #[test]
-    fn logit_bytes_for_reference_settings() {
-        // Byte vocabulary, k = 50: 50·(8+8) bits -> 100 bytes (2 bytes per kept logit).
-        assert_eq!(logit_bytes_per_token(256, 50), 100);
-        // A 150k vocabulary with k = 100 (Peng et al.'s top-0.95-100): 100·(18+8) bits.
-        assert_eq!(logit_bytes_per_token(151_936, 100), 325);
-    }
 
     #[test]
     fn flops_follow_kaplan() {

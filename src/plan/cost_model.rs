@@ -14,14 +14,15 @@
 //! - **tensor operations** per step (a fixed cost each: dispatch, allocation, threading), about
 //!   60 + 70 per layer in training;
 //!
-//! and seconds = s_flop·flops + s_element·elements + s_op·ops. The three prices come from a
-//! short probe on this machine (`train::probe`) or, better, from the runs of the sweep that
-//! finished ([`Calibration::fit`]: non-negative least squares on their measured step times).
+//! and seconds = s_flop·flops + s_element·elements + s_op·ops. The three prices come from a short
+//! probe on this machine (`train::probe`, priced by [`Calibration::probe`]) or, better, from the
+//! runs of the sweep that finished ([`Calibration::fit`]: non-negative least squares on their
+//! measured step times).
 
 use serde::{Deserialize, Serialize};
 
 use super::run::{RunConfig, RunKind};
-use super::shape::ModelShape;
+use crate::model::ModelShape;
 use crate::spec::{Backend, DistillMode};
 
 /// The work of one step (an optimiser step, or one batch of a logit pass).
@@ -194,6 +195,18 @@ impl Calibration {
         steps(config) as f64 * self.step_seconds(&step_work(config, teacher))
     }
 
+    /// The prices fitted on the calibration probe ([`crate::train::probe`]) of `device`.
+    pub fn probe(device: &burn::tensor::Device, source: String) -> Option<Calibration> {
+        let samples: Vec<(StepWork, f64)> = crate::train::probe::probe_steps(device)
+            .iter()
+            .map(|p| {
+                let tokens = (p.context * p.seqs) as f64;
+                (training_work(&p.shape, p.context, tokens), p.seconds)
+            })
+            .collect();
+        Calibration::fit(&samples, source)
+    }
+
     /// The prices that best explain `samples` (work of a step, measured seconds per step):
     /// least squares on relative errors with every price ≥ 0 (each subset of prices is solved
     /// and the best feasible one kept). `None` with fewer than two samples.
@@ -322,7 +335,7 @@ mod tests {
 
     #[test]
     fn the_head_and_softmax_dominate_a_tiny_model() {
-        let shape = crate::plan::ShapeRule {
+        let shape = crate::model::ShapeRule {
             aspect_ratio: 32.0,
             head_dim: None,
             kv_groups: 1,

@@ -6,16 +6,20 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 use super::cost;
+use super::files::{Resolved, SweepFiles};
 use super::run::{
-    DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
-    RunId, RunKind, TokenizerRef, TrainConfig, Truncation,
+    DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind,
 };
-use super::shape::{ModelShape, ShapeRule};
+use crate::data::{DataConfig, TokenizerRef};
+use crate::distill::Truncation;
+use crate::model::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
     Alpha, Design, DistillMode, DistillSection, GroupSection, LossKind, ModelEntry, Schedule,
     SpecError, Sweep, Temperature, TokenBudget, TopK, TopP,
 };
+use crate::train::TrainConfig;
 
 /// A model of a group with the budgets and seeds it trains with.
 struct GroupModel {
@@ -56,9 +60,9 @@ pub struct Expansion {
     pub naive_flops: f64,
 }
 
-/// Expands `sweep` into runs.
-pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
-    let ctx = Context::new(sweep)?;
+/// Expands `sweep` into runs, with what the files it names say (`resolved`).
+pub fn expand(sweep: &Sweep, resolved: &Resolved) -> Result<Expansion, SpecError> {
+    let ctx = Context::new(sweep, resolved)?;
     let teachers = ctx.group_models(&sweep.file.teachers, "teachers", true)?;
     let students = ctx.group_models(&sweep.file.students, "students", false)?;
     check_labels(sweep, &teachers, &students)?;
@@ -77,6 +81,10 @@ pub fn expand(sweep: &Sweep) -> Result<Expansion, SpecError> {
 /// Settings shared by every run of the sweep.
 struct Context<'a> {
     sweep: &'a Sweep,
+    /// The files the sweep names.
+    files: &'a SweepFiles,
+    /// The vocabulary every model shares.
+    vocab: u64,
     rule: ShapeRule,
     /// RoPE θ and RMSNorm ε of the models the sweep trains.
     rope_theta: f64,
@@ -89,7 +97,7 @@ struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    fn new(sweep: &'a Sweep) -> Result<Self, SpecError> {
+    fn new(sweep: &'a Sweep, resolved: &'a Resolved) -> Result<Self, SpecError> {
         let f = &sweep.file;
         let m = &f.model;
         let context = m.context.get_ref().0;
@@ -106,7 +114,7 @@ impl<'a> Context<'a> {
             kv_groups: m.kv_groups.0,
             ffn_multiple: m.ffn_multiple.map(|f| f.0),
             tie_embeddings: m.tie_embeddings,
-            vocab: sweep.vocab,
+            vocab: resolved.vocab,
         };
         let data = DataConfig {
             corpus: corpus.kind,
@@ -124,12 +132,12 @@ impl<'a> Context<'a> {
                 .tokenizer
                 .as_ref()
                 .and_then(|t| t.file())
-                .zip(sweep.files.tokenizer.as_ref())
+                .zip(resolved.files.tokenizer.as_ref())
                 .map(|(path, file)| TokenizerRef {
                     path: path.to_string(),
                     sha256: file.sha256.clone(),
                 }),
-            vocab: sweep.vocab,
+            vocab: resolved.vocab,
             val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
             corpus_seed: corpus.seed.unwrap_or(0),
             synthetic_sources: corpus.sources.filter(|&n| n != 4),
@@ -154,7 +162,6 @@ impl<'a> Context<'a> {
             checkpoint_every: t.checkpoint_every.0,
             log_every: t.log_every.0,
             precision: t.precision,
-            tune: None,
         };
         let d = &f.distill;
         let distill = distill_points(d);
@@ -173,6 +180,8 @@ impl<'a> Context<'a> {
         }
         Ok(Context {
             sweep,
+            files: &resolved.files,
+            vocab: resolved.vocab,
             rule,
             rope_theta: m
                 .rope_theta
@@ -229,7 +238,7 @@ impl<'a> Context<'a> {
         for (i, entry) in g.models.iter().enumerate() {
             let entry_key = format!("{key}.models[{i}]");
             let e = entry.get_ref();
-            if let (true, Some(model)) = (teachers, self.sweep.files.teachers.get(&i)) {
+            if let (true, Some(model)) = (teachers, self.files.teachers.get(&i)) {
                 out.push(self.pretrained_model(e, model, entry_key, entry.span())?);
                 continue;
             }
@@ -373,7 +382,7 @@ impl<'a> Context<'a> {
             n_heads,
             n_kv_heads: e.n_kv_heads.map_or(n_heads, |c| c.0),
             d_ff: get(e.d_ff),
-            vocab: e.vocab.map_or(self.sweep.vocab, |c| c.0),
+            vocab: e.vocab.map_or(self.vocab, |c| c.0),
             tie_embeddings: e.tie_embeddings.unwrap_or(self.rule.tie_embeddings),
         };
         shape
@@ -520,6 +529,7 @@ impl Builder<'_, '_> {
                 lr: m.lr.unwrap_or(self.ctx.train.lr),
                 ..self.ctx.train(steps)
             }),
+            tune: None,
             distill: None,
             logits: None,
             backend: self.ctx.sweep.file.backend,
@@ -579,9 +589,9 @@ impl Builder<'_, '_> {
         tuning: &[RunId],
     ) -> RunConfig {
         let mut config = self.trained(RunKind::Student, m, steps, tokens, seed);
-        if let Some(train) = config.train.as_mut().filter(|_| !tuning.is_empty()) {
+        if config.train.is_some() && !tuning.is_empty() {
             let peaks = self.ctx.sweep.file.train.tune_lr.as_ref();
-            train.tune = Some(LrTuning {
+            config.tune = Some(LrTuning {
                 candidates: tuning.to_vec(),
                 peaks: peaks.map(|t| t.get_ref().clone()).unwrap_or_default(),
             });
@@ -650,8 +660,8 @@ impl Builder<'_, '_> {
             candidates.push(self.runs[index].id.clone());
         }
         let mut config = config;
-        if let Some(train) = config.train.as_mut() {
-            train.tune = Some(LrTuning {
+        if config.train.is_some() {
+            config.tune = Some(LrTuning {
                 candidates: candidates.clone(),
                 peaks,
             });
@@ -668,6 +678,7 @@ impl Builder<'_, '_> {
             tokens: 0,
             data: self.ctx.data(seed),
             train: None,
+            tune: None,
             distill: None,
             logits: None,
             backend: self.ctx.sweep.file.backend,
@@ -754,8 +765,7 @@ impl Builder<'_, '_> {
                                     labels.describe(point)
                                 );
                                 // a tuned teacher also trains its candidates
-                                let tuned =
-                                    teacher.config.train.as_ref().and_then(|t| t.tune.as_ref());
+                                let tuned = teacher.config.tune.as_ref();
                                 let teacher_train = teacher.flops
                                     * (1 + tuned.map_or(0, |t| t.candidates.len())) as f64;
                                 let online = cost::forward_flops(t.n, tokens);
@@ -853,6 +863,7 @@ impl Builder<'_, '_> {
                 tokens,
                 data: self.ctx.data(seed),
                 train: None,
+                tune: None,
                 distill: None,
                 logits: Some(LogitsConfig {
                     teacher: teacher.id.clone(),
@@ -924,7 +935,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
                 .logits
                 .as_ref()
                 .map_or(vocab, |l| l.truncation.top_k.kept(vocab));
-            cost::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
+            crate::distill::store::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
         }
         _ if config.model.pretrained.is_some() => 0, // read from its folder, never written
         _ => cost::checkpoint_bytes(params.total),

@@ -1,30 +1,32 @@
-//! Planning: model shapes and exact sizes, grid expansion into the run graph, cost estimates,
-//! and the plan's table, JSON and CSV renderings.
+//! Planning: the files a sweep names and the vocabulary they decide, grid expansion into the
+//! run graph (each run's resolved configuration and id), cost estimates, design checks, and
+//! the plan's table, JSON and CSV renderings.
 
 mod checks;
 mod cost;
 mod cost_model;
+mod files;
 mod grid;
 mod render;
 mod run;
-mod shape;
 
 pub use checks::{
     DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks,
     design_checks, measured_floor, passes, plateau_line,
 };
 pub use cost::{
-    Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, index_bits,
-    logit_bytes_per_token, training_flops,
+    Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, training_flops,
 };
 pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
+pub use files::{PretrainedEntry, Resolved, SweepFiles, resolve, resolve_files};
 pub use render::{PlanFormat, render};
 pub use run::{
-    DataConfig, DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig,
-    RunId, RunKind, TokenizerRef, TrainConfig, Truncation, teacher_candidates, tuned_on,
+    DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
+    RunKind, teacher_candidates, tuned_on,
 };
-pub use shape::{ModelShape, ParamCount, ShapeRule};
 
+use crate::data::DataConfig;
+use crate::model::ModelShape;
 use crate::spec::units::format_bytes;
 use crate::spec::{SpecError, Sweep};
 
@@ -59,7 +61,8 @@ pub struct Plan {
 impl Plan {
     /// Expands `sweep` into its run graph and checks it against the sweep's limits.
     pub fn build(sweep: &Sweep, options: &PlanOptions) -> Result<Plan, SpecError> {
-        let expansion = grid::expand(sweep)?;
+        let resolved = resolve_files(sweep)?;
+        let expansion = grid::expand(sweep, &resolved)?;
         let backend = sweep.file.backend;
         let calibration = match (options.flops_per_s, sweep.file.estimate.flops_per_s) {
             (Some(f), _) => Calibration::flops_only(f, "--flops-per-s"),

@@ -213,7 +213,7 @@ fn table(plan: &Plan) -> String {
     }
     table.set_header(header.clone());
     for run in &plan.runs {
-        let tuned_on = run.config.train.as_ref().and_then(|t| t.tune.as_ref());
+        let tuned_on = run.config.tune.as_ref();
         let mut after: Vec<String> = run
             .depends_on
             .iter()

@@ -6,14 +6,14 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::shape::{ModelShape, ParamCount};
-use crate::spec::Precision;
-use crate::spec::{
-    Alpha, Backend, CorpusKind, DistillMode, LossKind, Schedule, Temperature, TokenizerKind, TopK,
-    TopP, hex,
-};
+use crate::data::DataConfig;
+use crate::digest::hex;
+use crate::distill::Truncation;
+use crate::model::{ModelShape, ParamCount};
+use crate::spec::{Alpha, Backend, DistillMode, LossKind, Temperature};
+use crate::train::TrainConfig;
 
-/// What a run does (DESIGN.md §1).
+/// What a run does (`docs/src/reference/run-graph.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunKind {
@@ -126,93 +126,6 @@ pub struct PretrainedSource {
     pub weights_sha256: String,
 }
 
-/// Where tokens come from and in which order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DataConfig {
-    /// Corpus kind.
-    pub corpus: CorpusKind,
-    /// Corpus path as written in the sweep file (relative to it), if any.
-    pub path: Option<String>,
-    /// jsonl field or parquet column.
-    pub text_column: Option<String>,
-    /// Tokenizer (`None` for the synthetic corpus).
-    pub tokenizer: Option<TokenizerKind>,
-    /// For `tokenizer = file`: which file, and its content hash.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokenizer_file: Option<TokenizerRef>,
-    /// Vocabulary size.
-    pub vocab: u64,
-    /// Held-out tokens.
-    pub val_tokens: u64,
-    /// Seed of the synthetic generator.
-    pub corpus_seed: u64,
-    /// Sources of the synthetic world when fewer than all four (absent: all four, so runs of
-    /// the default world keep their ids).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub synthetic_sources: Option<u32>,
-    /// `Some(false)` for a synthetic world without copy events (absent: with copies).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub synthetic_copies: Option<bool>,
-    /// Sequence length.
-    pub context: u64,
-    /// Sequences per optimiser step (or per logit batch).
-    pub batch_seqs: u64,
-    /// Seed of the data order (and of initialisation for trained runs).
-    pub seed: u64,
-    /// A separate validation file or folder (relative to the sweep file), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub val_path: Option<String>,
-    /// Version of the held-out split rule of text corpora: 2 holds out whole documents with
-    /// duplicates dropped (`data::split`); 0 (absent) is the synthetic corpus, or a text run of
-    /// an older pdsweep that held out the corpus's last tokens.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub split: u32,
-}
-
-fn is_zero(v: &u32) -> bool {
-    *v == 0
-}
-
-/// A Hugging Face `tokenizer.json` a corpus is tokenised with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TokenizerRef {
-    /// The file as written in the sweep file (relative to the sweep file's folder).
-    pub path: String,
-    /// SHA-256 (hex) of its bytes: the token cache and the run ids key on it.
-    pub sha256: String,
-}
-
-/// Optimiser settings of a trained run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainConfig {
-    /// Learning-rate schedule.
-    pub lr: Schedule,
-    /// AdamW weight decay.
-    pub weight_decay: f64,
-    /// AdamW betas.
-    pub betas: [f64; 2],
-    /// Gradient-norm clip (0 = off).
-    pub grad_clip: f64,
-    /// Optimiser steps.
-    pub steps: u64,
-    /// Held-out evaluations over the run.
-    pub evals: u64,
-    /// Checkpoint interval in steps.
-    pub checkpoint_every: u64,
-    /// Training-loss logging interval in steps.
-    pub log_every: u64,
-    /// Arithmetic of the training step. Left out of the JSON (and so of the id) when f32, so
-    /// runs planned before mixed precision existed keep their ids; bf16 and f16 runs are new
-    /// runs, since their results differ.
-    #[serde(default, skip_serializing_if = "Precision::is_f32")]
-    pub precision: Precision,
-    /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate
-    /// is chosen from; for a teacher of a sweep with `[teachers] tune_lr`: its candidate runs
-    /// (`lr`'s peak is replaced by the best candidates' when the run starts; `run::tuning`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tune: Option<LrTuning>,
-}
-
 /// Where a run's peak learning rate comes from when it is tuned on other runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LrTuning {
@@ -225,15 +138,6 @@ pub struct LrTuning {
     /// configurations recorded before they were.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peaks: Vec<f64>,
-}
-
-/// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Truncation {
-    /// Nucleus mass.
-    pub top_p: TopP,
-    /// Most tokens kept.
-    pub top_k: TopK,
 }
 
 /// The distillation settings of a student run.
@@ -253,10 +157,32 @@ pub struct DistillConfig {
     pub teacher: RunId,
 }
 
-/// Everything needed to execute a run. Its JSON (less a tuned student's candidate runs, see
+impl DistillConfig {
+    /// The objective a student with these settings trains on, its teacher targets from
+    /// `source`.
+    pub fn objective<'a>(
+        &self,
+        source: crate::distill::TeacherSource<'a>,
+    ) -> crate::train::DistillObjective<'a> {
+        crate::train::DistillObjective {
+            loss: self.loss,
+            alpha: self.alpha,
+            temperature: self.temperature,
+            targets: crate::distill::TeacherTargets {
+                truncation: self.truncation,
+                source,
+                error: None,
+            },
+        }
+    }
+}
+
+/// Everything needed to execute a run. Its JSON (less a tuned run's candidate runs, see
 /// [`RunConfig::identity_json`]) is hashed into the run's id, so two plans that resolve a run
-/// identically give it the same id.
+/// identically give it the same id. The JSON is the sweep database's record of the run: its
+/// layout is fixed ([`RunConfigJson`]), whatever the shape of the types here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "RunConfigJson", from = "RunConfigJson")]
 pub struct RunConfig {
     /// What the run does.
     pub kind: RunKind,
@@ -268,14 +194,78 @@ pub struct RunConfig {
     pub data: DataConfig,
     /// Optimiser (trained runs only).
     pub train: Option<TrainConfig>,
+    /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate
+    /// is chosen from; for a teacher of a sweep with `[teachers] tune_lr`: its candidate runs
+    /// (`train.lr`'s peak is replaced by the best candidate's when the run starts;
+    /// `run::tuning`). Recorded inside `train` in the JSON.
+    pub tune: Option<LrTuning>,
     /// Distillation (students only).
     pub distill: Option<DistillConfig>,
     /// For `logits`: the teacher run and the truncation stored.
     pub logits: Option<LogitsConfig>,
     /// The backend the sweep asks for (not part of the id: results do not depend on it beyond
     /// floating-point noise, so moving a sweep to a GPU keeps its finished runs).
-    #[serde(skip)]
     pub backend: Backend,
+}
+
+/// A run configuration as the database records it (and its id hashes): `tune` sits inside
+/// `train`, after the optimiser settings; the backend is not recorded. Field order is part of
+/// the id.
+#[derive(Serialize, Deserialize)]
+struct RunConfigJson {
+    kind: RunKind,
+    model: ModelSpec,
+    tokens: u64,
+    data: DataConfig,
+    train: Option<TrainJson>,
+    distill: Option<DistillConfig>,
+    logits: Option<LogitsConfig>,
+}
+
+/// `train` as recorded: the optimiser settings, then the tuning.
+#[derive(Serialize, Deserialize)]
+struct TrainJson {
+    #[serde(flatten)]
+    config: TrainConfig,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tune: Option<LrTuning>,
+}
+
+impl From<RunConfig> for RunConfigJson {
+    fn from(c: RunConfig) -> Self {
+        RunConfigJson {
+            kind: c.kind,
+            model: c.model,
+            tokens: c.tokens,
+            data: c.data,
+            train: c.train.map(|config| TrainJson {
+                config,
+                tune: c.tune,
+            }),
+            distill: c.distill,
+            logits: c.logits,
+        }
+    }
+}
+
+impl From<RunConfigJson> for RunConfig {
+    fn from(j: RunConfigJson) -> Self {
+        let (train, tune) = match j.train {
+            Some(t) => (Some(t.config), t.tune),
+            None => (None, None),
+        };
+        RunConfig {
+            kind: j.kind,
+            model: j.model,
+            tokens: j.tokens,
+            data: j.data,
+            train,
+            tune,
+            distill: j.distill,
+            logits: j.logits,
+            backend: Backend::default(),
+        }
+    }
 }
 
 /// What a `logits` run stores.
@@ -288,26 +278,45 @@ pub struct LogitsConfig {
 }
 
 impl RunConfig {
+    /// The model's architecture at the run's context.
+    pub fn transformer(&self) -> crate::model::TransformerConfig {
+        self.model.transformer(self.data.context)
+    }
+
+    /// The model this run starts from, drawn from its seed ([`crate::train::init_model`]).
+    pub fn init_model(&self, device: &burn::tensor::Device) -> crate::model::Transformer {
+        crate::train::init_model(&self.transformer(), self.data.seed, device)
+    }
+
+    /// What the logit store of this `logits` run holds; `None` for another kind of run.
+    pub fn store_spec(&self) -> Option<crate::distill::logits_run::StoreSpec<'_>> {
+        let logits = self.logits.as_ref()?;
+        Some(crate::distill::logits_run::StoreSpec {
+            teacher_run: &logits.teacher.0,
+            truncation: logits.truncation,
+            data: &self.data,
+            tokens: self.tokens,
+        })
+    }
+
     /// This configuration as the JSON that is hashed and stored.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// The JSON hashed into the run's id: [`to_json`](Self::to_json) without a tuned
-    /// student's candidate runs (`train.tune.candidates`), which list every seed's baselines.
-    /// A student's identity is its own seed, shape, budget, distillation and the candidate
-    /// peaks; the rate it trains at is chosen when it starts and recorded with its result.
+    /// The JSON hashed into the run's id: [`to_json`](Self::to_json) without a tuned run's
+    /// candidate runs (`train.tune.candidates`), which list every seed's baselines. A student's
+    /// identity is its own seed, shape, budget, distillation and the candidate peaks; the rate
+    /// it trains at is chosen when it starts and recorded with its result.
     pub fn identity_json(&self) -> String {
-        let Some(tune) = self.train.as_ref().and_then(|t| t.tune.as_ref()) else {
+        let Some(tune) = self.tune.as_ref() else {
             return self.to_json();
         };
         let mut config = self.clone();
-        if let Some(train) = config.train.as_mut() {
-            train.tune = Some(LrTuning {
-                candidates: Vec::new(),
-                peaks: tune.peaks.clone(),
-            });
-        }
+        config.tune = Some(LrTuning {
+            candidates: Vec::new(),
+            peaks: tune.peaks.clone(),
+        });
         config.to_json()
     }
 }

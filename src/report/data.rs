@@ -406,6 +406,20 @@ pub enum GapVerdict {
 }
 
 impl CapacityGapView {
+    /// `30K student, 300K tokens, offline`: how the series is named in legends.
+    pub fn label(&self) -> String {
+        let mut label = format!(
+            "{} student, {} tokens",
+            self.student,
+            super::numbers::si(self.budget)
+        );
+        if !self.config.is_empty() {
+            label += ", ";
+            label += &self.config;
+        }
+        label
+    }
+
     /// Distinct student seeds among the points.
     pub fn seeds(&self) -> usize {
         let mut s: Vec<u64> = self.points.iter().map(|p| p.seed).collect();

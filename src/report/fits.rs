@@ -15,7 +15,6 @@ use super::data::{
     CapacityGapView, Estimate, GapVerdict, LawView, OptimalPoint, ReportData, TrendForm, TrendView,
 };
 use super::error::ReportError;
-use super::load::series_label;
 use crate::fit::{SCOPE_SUMMARY, current_call_floor};
 use crate::store::SweepDb;
 
@@ -236,7 +235,7 @@ fn rejudge(view: &CapacityGapView, curve: &Value) -> crate::fit::Optimum {
         &q,
         ci,
         num(&optimum["interior_fraction"]),
-        &|v| super::style::si(v),
+        &|v| super::numbers::si(v),
     )
 }
 
@@ -364,7 +363,7 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
     // Fitted T* replaces the grid's best teacher where the curve has an interior optimum.
     for view in &f.capacity_gap {
         if let Some(t) = view.t_star {
-            let label = series_label(view);
+            let label = view.label();
             f.optimal_teacher.points.retain(|p| p.label != label);
             f.optimal_teacher.points.push(OptimalPoint {
                 student_n: view.student_n,

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use super::data::{GapVerdict, LawView, ReportData, RunState, RunView, TrendView, sig};
 use super::figures::Figure;
+use super::numbers::si;
 use super::render::{Rendered, font_face_css};
-use super::style::si;
 use crate::plan::RunKind;
 
 /// A drawn figure with what the page says about it.
@@ -260,7 +260,7 @@ fn recommendation(h: &mut String, data: &ReportData) {
             "<p>Optimal teacher per student, from the fitted capacity-gap curves:</p><ul>\n",
         );
         for g in judged {
-            let label = super::load::series_label(g);
+            let label = g.label();
             let support = gap_support(g);
             let text = match (&g.t_star, &g.verdict) {
                 (Some(t), _) => format!(

@@ -14,8 +14,8 @@ use super::data::{
 };
 use super::error::ReportError;
 use super::fits;
+use crate::digest::hex;
 use crate::plan::RunKind;
-use crate::spec::hex;
 use crate::store::{RunRow, SweepDb};
 
 /// The sweep file the user named, if any (its path and text).
@@ -468,7 +468,7 @@ fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
             });
             Some(OptimalPoint {
                 student_n: v.student_n,
-                label: series_label(v),
+                label: v.label(),
                 t_star: t,
                 ci: None,
                 fitted: false,
@@ -477,20 +477,6 @@ fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
             })
         })
         .collect()
-}
-
-/// `30K, 300K tokens, offline` — how a capacity-gap series is named in legends.
-pub fn series_label(v: &CapacityGapView) -> String {
-    let mut label = format!(
-        "{} student, {} tokens",
-        v.student,
-        super::style::si(v.budget)
-    );
-    if !v.config.is_empty() {
-        label += ", ";
-        label += &v.config;
-    }
-    label
 }
 
 /// `git rev-parse HEAD` in `dir` (with ` (modified)` when its work tree has changes), or

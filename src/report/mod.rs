@@ -4,6 +4,7 @@
 //! ([`load`]) into plain views ([`data`]); fitted pieces enter in one place ([`fits`]); only
 //! [`write`] writes files.
 
+pub mod canvas;
 pub mod data;
 mod error;
 pub mod export;
@@ -13,6 +14,7 @@ pub mod font_subset;
 pub mod html;
 pub mod load;
 mod missing;
+pub mod numbers;
 pub mod render;
 pub mod style;
 pub mod write;

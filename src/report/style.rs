@@ -9,8 +9,9 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
+use super::canvas::{Area, Canvas};
 use super::error::ReportError;
-use super::render::{Area, Canvas};
+use super::numbers::{si, trim};
 
 /// Pixels per inch of the PNGs (and of the SVGs' coordinate system).
 pub const DPI: f64 = 300.0;
@@ -544,39 +545,6 @@ fn log_ticks(lo: f64, hi: f64, max: usize) -> (Vec<f64>, Vec<f64>) {
         .filter(|m| !major.iter().any(|t| (t - m).abs() < 1e-9))
         .collect();
     (major, minor)
-}
-
-fn trim(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
-}
-
-/// A count with a K/M/B/T suffix and up to three significant digits: `27.8K`, `1.9B`.
-pub fn si(v: f64) -> String {
-    let a = v.abs();
-    let (scaled, suffix) = if a >= 1e12 {
-        (v / 1e12, "T")
-    } else if a >= 1e9 {
-        (v / 1e9, "B")
-    } else if a >= 1e6 {
-        (v / 1e6, "M")
-    } else if a >= 1e3 {
-        (v / 1e3, "K")
-    } else {
-        (v, "")
-    };
-    let s = scaled.abs();
-    let digits = if s >= 100.0 {
-        0
-    } else if s >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{}{suffix}", trim(&format!("{scaled:.digits$}")))
 }
 
 /// `10¹²`, or `3×10¹²` for a value that is not a power of ten.

@@ -5,7 +5,6 @@
 //! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
 //! reports events to a callback.
 
-mod adopt;
 mod error;
 mod events;
 pub mod execute;
@@ -13,17 +12,16 @@ mod graph;
 pub mod lease;
 mod local;
 mod pools;
-mod pretrained;
 pub mod record;
 pub mod slurm;
-mod stacked;
 pub mod stacks;
 pub mod tuning;
 mod unit;
 
+pub use crate::store::{checkpoint_path, store_dir};
 pub use error::{RecordError, RunError};
 pub use events::RunEvent;
-pub use execute::{ExecEnv, Outcome, checkpoint_path, execute_unit, store_dir};
+pub use execute::{ExecEnv, Outcome, execute_unit};
 pub use graph::{EXECUTED, priority, unblock_counts};
 pub use local::{RunOptions, Summary, execute};
 pub use pools::threads_per_worker;

@@ -238,7 +238,7 @@ impl StackAdvisor {
         all.insert(key, measured);
         if let (Some(path), Ok(json)) = (&self.cache, serde_json::to_vec_pretty(&*all)) {
             // a cache that cannot be written only means measuring again next time
-            let _ = crate::data::write_atomic(path, &[&json]);
+            let _ = crate::atomic::write_atomic(path, &[&json]);
         }
     }
 }
@@ -260,7 +260,12 @@ fn climb(m: &mut Measured, config: &RunConfig, limit: usize, min: usize, device:
         if m.saturated {
             break;
         }
-        let Some(tokens_per_s) = probe::tokens_per_s(config, k, device) else {
+        let model = config.transformer();
+        let measured = config
+            .train
+            .as_ref()
+            .and_then(|train| probe::tokens_per_s(&model, &config.data, train, k, device));
+        let Some(tokens_per_s) = measured else {
             m.saturated = true;
             fresh = true;
             break;

@@ -86,7 +86,7 @@ pub fn resolve(
     db: &SweepDb,
     config: &RunConfig,
 ) -> Result<Option<Result<TunedLr, String>>, RunError> {
-    let Some(tune) = config.train.as_ref().and_then(|t| t.tune.as_ref()) else {
+    let Some(tune) = config.tune.as_ref() else {
         return Ok(None);
     };
     let mut finished = Vec::new();

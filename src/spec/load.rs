@@ -1,32 +1,16 @@
 //! Reading a sweep file: parse with key paths and spans, then run the checks that need the
-//! whole file. The result, [`Sweep`], keeps the source so later stages can point at a line.
+//! whole file.
 
-use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::error::{Location, SpecError};
-use super::files::SweepFiles;
-use super::schema::SweepFile;
-use super::validate;
+use crate::digest::hex;
 
-/// A parsed and checked sweep file.
-#[derive(Debug, Clone)]
-pub struct Sweep {
-    /// Where it was read from.
-    pub path: PathBuf,
-    /// Its text, for locating errors found later.
-    pub source: String,
-    /// SHA-256 of its bytes (hex).
-    pub hash: String,
-    /// The parsed content.
-    pub file: SweepFile,
-    /// The vocabulary every model of the sweep shares.
-    pub vocab: u64,
-    /// What the files the sweep names (tokenizer, pre-trained teachers) say.
-    pub files: SweepFiles,
-}
+use super::error::{Location, SpecError};
+use super::schema::SweepFile;
+use super::sweep::Sweep;
+use super::validate;
 
 impl Sweep {
     /// Reads and checks the sweep file at `path`.
@@ -42,43 +26,15 @@ impl Sweep {
     pub fn parse(path: &Path, source: String) -> Result<Sweep, SpecError> {
         let file = deserialize(path, &source)?;
         let hash = hex(&Sha256::digest(source.as_bytes()));
-        let mut sweep = Sweep {
+        let sweep = Sweep {
             path: path.to_path_buf(),
             source,
             hash,
             file,
-            vocab: 0,
-            files: SweepFiles::default(),
         };
-        (sweep.vocab, sweep.files) = validate::check(&sweep)?;
+        validate::check(&sweep)?;
         Ok(sweep)
     }
-
-    /// An error at `span` (a byte range of the source) about `key`. An empty span means the
-    /// value was a default, not written in the file, so the error names the key alone.
-    pub fn error_at(&self, span: Range<usize>, key: &str, message: impl Into<String>) -> SpecError {
-        if span.is_empty() {
-            SpecError::whole_file(&self.path, format!("key `{key}`: {}", message.into()))
-        } else {
-            SpecError::at(self.location(span.start, key), message)
-        }
-    }
-
-    /// The location of byte `offset`.
-    pub fn location(&self, offset: usize, key: &str) -> Location {
-        Location::from_offset(&self.path, &self.source, offset, key)
-    }
-}
-
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 15) as usize] as char);
-    }
-    out
 }
 
 fn deserialize(path: &Path, source: &str) -> Result<SweepFile, SpecError> {
@@ -128,7 +84,7 @@ fn refine_key(key: String, message: &str) -> String {
 
 fn hint_for(message: &str) -> Option<String> {
     if message.starts_with("unknown field") {
-        Some("check the spelling; README.md lists every key of a sweep file".into())
+        Some("check the spelling; the sweep-file reference (docs/src/reference/sweep-file.md) lists every key".into())
     } else if message.starts_with("missing field `teachers`")
         || message.starts_with("missing field `students`")
     {
@@ -155,7 +111,6 @@ mod tests {
     #[test]
     fn minimal_sweep_parses() {
         let sweep = parse(MINIMAL).unwrap();
-        assert_eq!(sweep.vocab, 256);
         assert_eq!(sweep.hash.len(), 64);
     }
 

@@ -1,22 +1,22 @@
-//! Checks that need more than one value of the sweep file: corpus consistency, the shared
-//! vocabulary, non-empty model groups, explicit shapes that are complete.
+//! Checks that need more than one value of the sweep file: corpus consistency, non-empty model
+//! groups, explicit shapes that are complete. The shared vocabulary, which the files a sweep
+//! names decide, is checked by `plan::files`.
 
 use toml::Spanned;
 
 use super::error::SpecError;
-use super::files::{self, SweepFiles};
-use super::load::Sweep;
 use super::schema::{CorpusSection, GroupSection, ModelEntry};
-use super::values::{CorpusKind, TokenizerKind};
+use super::sweep::Sweep;
+use super::values::CorpusKind;
 
 /// The vocabulary of the byte tokenizer.
 pub const BYTE_VOCAB: u64 = 256;
 /// The vocabulary of the synthetic corpus when nothing sets it.
 pub const DEFAULT_SYNTHETIC_VOCAB: u64 = 256;
 
-/// Runs every whole-file check and reads the files the sweep names (tokenizer, pre-trained
-/// teachers); returns the vocabulary all models share and what those files say.
-pub fn check(sweep: &Sweep) -> Result<(u64, SweepFiles), SpecError> {
+/// Runs every whole-file check that needs nothing but the file itself. (The files it names,
+/// and the vocabulary they decide, are checked when the sweep is planned: `plan::files`.)
+pub fn check(sweep: &Sweep) -> Result<(), SpecError> {
     let file = &sweep.file;
     check_group(sweep, &file.teachers, "teachers")?;
     check_group(sweep, &file.students, "students")?;
@@ -37,13 +37,7 @@ pub fn check(sweep: &Sweep) -> Result<(u64, SweepFiles), SpecError> {
         .as_ref()
         .map(|c| c.get_ref().clone())
         .unwrap_or_default();
-    check_corpus(sweep, &corpus)?;
-    let files = files::read(sweep)?;
-    let vocab = match pretrained_vocab(sweep, &corpus, &files)? {
-        Some(v) => v,
-        None => resolve_vocab(sweep, &corpus, &files)?,
-    };
-    Ok((vocab, files))
+    check_corpus(sweep, &corpus)
 }
 
 fn check_group(sweep: &Sweep, group: &Spanned<GroupSection>, key: &str) -> Result<(), SpecError> {
@@ -356,260 +350,4 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
         );
     }
     Ok(())
-}
-
-/// Every explicit `vocab` with where it was written.
-fn stated_vocabs(sweep: &Sweep) -> Vec<(u64, String, std::ops::Range<usize>)> {
-    let mut out = Vec::new();
-    for (group, key) in [
-        (&sweep.file.teachers, "teachers"),
-        (&sweep.file.students, "students"),
-    ] {
-        for (i, entry) in group.get_ref().models.iter().enumerate() {
-            if let Some(v) = entry.get_ref().vocab {
-                let label = match &entry.get_ref().name {
-                    Some(name) => format!("{key}.models[{i}] (`{name}`)"),
-                    None => format!("{key}.models[{i}]"),
-                };
-                out.push((v.0, label, entry.span()));
-            }
-        }
-    }
-    out
-}
-
-/// The vocabulary of a sweep with pre-trained teachers: theirs (they must agree), which the
-/// corpus tokenizer must fit and every stated `vocab` must equal. `None` without any.
-fn pretrained_vocab(
-    sweep: &Sweep,
-    corpus: &CorpusSection,
-    files: &SweepFiles,
-) -> Result<Option<u64>, SpecError> {
-    let entries = files.pretrained(sweep);
-    let Some(first) = entries.first() else {
-        return Ok(None);
-    };
-    let vocab = first.model.config.vocab;
-    let context = sweep.file.model.context.get_ref().0;
-    for e in &entries {
-        let c = &e.model.config;
-        if c.vocab != vocab {
-            return Err(sweep
-                .error_at(
-                    e.span.clone(),
-                    &e.key,
-                    format!(
-                        "vocabulary `{}` (config.json) differs from vocabulary `{vocab}` of `{}`; teachers and students must share one tokenizer",
-                        c.vocab, first.key
-                    ),
-                )
-                .with_hint("distil from teachers of one model family (one tokenizer) per sweep"));
-        }
-        if context > c.max_positions {
-            return Err(sweep
-                .error_at(
-                    sweep.file.model.context.span(),
-                    "model.context",
-                    format!(
-                        "context `{context}` is longer than the `max_position_embeddings` = `{}` of the teacher at `{}`",
-                        c.max_positions, e.key
-                    ),
-                )
-                .with_hint("lower `[model] context`"));
-        }
-        check_teacher_tokenizer(sweep, corpus, files, e)?;
-    }
-    if let Some((v, label, span)) = stated_vocabs(sweep)
-        .into_iter()
-        .find(|(v, _, _)| *v != vocab)
-    {
-        return Err(sweep
-            .error_at(
-                span,
-                &label,
-                format!(
-                    "vocabulary `{v}` of {label} differs from the pre-trained teachers' `{vocab}`"
-                ),
-            )
-            .with_hint("remove `vocab`: students take the teachers' vocabulary"));
-    }
-    match (corpus.kind, corpus.vocab_size.as_ref()) {
-        (CorpusKind::Synthetic, Some(v)) if v.get_ref().0 != vocab => Err(sweep
-            .error_at(
-                v.span(),
-                "corpus.vocab_size",
-                format!(
-                    "`{}` differs from the pre-trained teachers' vocabulary `{vocab}`",
-                    v.get_ref().0
-                ),
-            )
-            .with_hint("remove `vocab_size`")),
-        _ => Ok(Some(vocab)),
-    }
-}
-
-/// A pre-trained teacher must read the corpus's tokens as it was trained to: the corpus
-/// tokenizer must fit its vocabulary and be its own tokenizer when its folder has one.
-fn check_teacher_tokenizer(
-    sweep: &Sweep,
-    corpus: &CorpusSection,
-    files: &SweepFiles,
-    e: &files::PretrainedEntry,
-) -> Result<(), SpecError> {
-    let vocab = e.model.config.vocab;
-    let own = e.model.tokenizer.as_ref();
-    let hint = match own {
-        Some(t) => format!(
-            "set `[corpus] tokenizer` to the teacher's tokenizer, `{}`",
-            t.path.display()
-        ),
-        None => {
-            "set `[corpus] tokenizer` to the tokenizer.json the teacher was trained with".into()
-        }
-    };
-    let fail = |message: String| {
-        Err(sweep
-            .error_at(e.span.clone(), &e.key, message)
-            .with_hint(hint.clone()))
-    };
-    let kind = corpus.tokenizer.as_ref().map(|t| t.kind());
-    match (corpus.kind, kind, &files.tokenizer) {
-        (_, Some(TokenizerKind::File), Some(tokenizer)) => {
-            if tokenizer.vocab > vocab {
-                return fail(format!(
-                    "the corpus tokenizer `{}` has ids up to {}, beyond the teacher's vocabulary `{vocab}`",
-                    tokenizer.path.display(),
-                    tokenizer.vocab - 1
-                ));
-            }
-            match own.map(|t| t.same_vocabulary(tokenizer)) {
-                Some(Ok(false)) => fail(format!(
-                    "the teacher's own `{}` maps tokens differently from the corpus tokenizer `{}`",
-                    own.map(|t| t.path.display().to_string()).unwrap_or_default(),
-                    tokenizer.path.display()
-                )),
-                Some(Err(err)) => fail(err.to_string()),
-                _ => Ok(()),
-            }
-        }
-        (_, Some(TokenizerKind::Bpe), _) => fail(
-            "a pre-trained teacher needs the tokenizer it was trained with, and `bpe` trains a new one".into(),
-        ),
-        _ if own.is_some() => fail(format!(
-            "the teacher comes with its own tokenizer, but the corpus is tokenised by `{}`",
-            kind.map_or(corpus.kind.as_str(), |k| k.as_str())
-        )),
-        (CorpusKind::Synthetic, _, _) => Ok(()),
-        _ if vocab != BYTE_VOCAB => fail(format!(
-            "the teacher's vocabulary is `{vocab}`, but the `byte` tokenizer has 256 tokens"
-        )),
-        _ => Ok(()),
-    }
-}
-
-fn resolve_vocab(
-    sweep: &Sweep,
-    corpus: &CorpusSection,
-    files: &SweepFiles,
-) -> Result<u64, SpecError> {
-    let stated = stated_vocabs(sweep);
-    if let Some((first, rest)) = stated.split_first()
-        && let Some(other) = rest.iter().find(|(v, _, _)| *v != first.0)
-    {
-        return Err(sweep
-            .error_at(
-                other.2.clone(),
-                &other.1,
-                format!(
-                    "vocabulary `{}` of {} differs from vocabulary `{}` of {}; teacher and student must share one tokenizer",
-                    other.0, other.1, first.0, first.1
-                ),
-            )
-            .with_hint("give every model the same `vocab` (or leave `vocab` out to use the corpus tokenizer's)"));
-    }
-    let from_models = stated.first().map(|(v, _, _)| *v);
-    if let Some(file) = &files.tokenizer {
-        let vocab = from_models.unwrap_or(file.vocab);
-        if vocab < file.vocab {
-            let (_, label, span) = &stated[0];
-            return Err(sweep
-                .error_at(
-                    span.clone(),
-                    label,
-                    format!(
-                        "vocabulary `{vocab}` of {label} is smaller than the tokenizer's (`{}` has ids up to {})",
-                        file.path.display(),
-                        file.vocab - 1
-                    ),
-                )
-                .with_hint("remove `vocab` to use the tokenizer's, or raise it"));
-        }
-        return Ok(vocab);
-    }
-    let tokenizer = corpus
-        .tokenizer
-        .as_ref()
-        .map(|t| t.kind())
-        .unwrap_or_default();
-    let corpus_vocab = corpus
-        .vocab_size
-        .as_ref()
-        .map(|v| (v.get_ref().0, v.span()));
-    let vocab = match (corpus.kind, tokenizer, corpus_vocab) {
-        (CorpusKind::Synthetic, _, Some((v, _))) => v,
-        (CorpusKind::Synthetic, _, None) => from_models.unwrap_or(DEFAULT_SYNTHETIC_VOCAB),
-        (_, TokenizerKind::Byte, Some((v, span))) if v != BYTE_VOCAB => {
-            return Err(sweep
-                .error_at(
-                    span,
-                    "corpus.vocab_size",
-                    format!("the byte tokenizer has vocabulary 256, not `{v}`"),
-                )
-                .with_hint("remove `vocab_size`, or set `tokenizer = \"bpe\"`"));
-        }
-        // A tokenizer file returned above.
-        (_, TokenizerKind::Byte | TokenizerKind::File, _) => BYTE_VOCAB,
-        (_, TokenizerKind::Bpe, Some((v, _))) => v,
-        (_, TokenizerKind::Bpe, None) => match from_models {
-            Some(v) => v,
-            None => {
-                return Err(sweep
-                    .error_at(
-                        0..0,
-                        "corpus.vocab_size",
-                        "a `bpe` tokenizer needs `vocab_size`",
-                    )
-                    .with_hint("set `[corpus] vocab_size = 4096` (for example)"));
-            }
-        },
-    };
-    if vocab < 2 || vocab > u32::MAX as u64 {
-        return Err(sweep.error_at(
-            0..0,
-            "corpus.vocab_size",
-            format!("vocabulary `{vocab}` must lie in [2, 2^32)"),
-        ));
-    }
-    if tokenizer == TokenizerKind::Bpe
-        && corpus.kind != CorpusKind::Synthetic
-        && vocab <= BYTE_VOCAB
-    {
-        return Err(sweep
-            .error_at(
-                0..0,
-                "corpus.vocab_size",
-                format!("a byte-level bpe vocabulary must exceed 256, not `{vocab}`"),
-            )
-            .with_hint("raise `vocab_size`, or use `tokenizer = \"byte\"`"));
-    }
-    if let Some((v, label, span)) = stated.into_iter().find(|(v, _, _)| *v != vocab) {
-        return Err(sweep
-            .error_at(
-                span,
-                &label,
-                format!("vocabulary `{v}` of {label} differs from the corpus tokenizer's `{vocab}`"),
-            )
-            .with_hint("set `[corpus] vocab_size` to match (bpe or synthetic), or remove `vocab` from the model"));
-    }
-    Ok(vocab)
 }

@@ -156,7 +156,7 @@ impl SweepDb {
                 )
                 .map_err(fail)?;
             for run in &plan.runs {
-                if run.config.train.as_ref().is_some_and(|t| t.tune.is_some()) {
+                if run.config.tune.is_some() {
                     update_candidates
                         .execute(params![run.id.0, run.config_json])
                         .map_err(fail)?;

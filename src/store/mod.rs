@@ -3,6 +3,7 @@
 mod db;
 mod error;
 mod journal;
+mod layout;
 mod runs;
 mod schema;
 mod slurm;
@@ -12,6 +13,7 @@ mod tables;
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;
 pub use journal::{JOURNAL_ENV, JournalMode, journal_mode_for};
+pub use layout::{checkpoint_path, store_dir};
 pub use runs::{Metric, RunResult, STALE_AFTER_S, this_host, this_process};
 pub use slurm::{Session, SlurmTask, TaskEnd};
 pub use status::{RunStatus, remaining_seconds};

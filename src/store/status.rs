@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use rusqlite::params;
 use serde::Serialize;
 
-use crate::plan::{Calibration, ModelShape, RunConfig, StepWork, step_work};
+use crate::model::ModelShape;
+use crate::plan::{Calibration, RunConfig, StepWork, step_work};
 
 use super::db::SweepDb;
 use super::error::StoreError;

@@ -22,7 +22,8 @@ pub use edit::{Edit, apply};
 pub use expected::{CurveModel, expected_width};
 
 use crate::fit::{CapacityGap, Optimum, SweepFits, config_key};
-use crate::plan::{Calibration, ModelShape, Plan, PlanOptions, Run, RunId, RunKind};
+use crate::model::ModelShape;
+use crate::plan::{Calibration, Plan, PlanOptions, Run, RunId, RunKind};
 use crate::spec::Sweep;
 
 /// The most edits one suggestion chains (each is re-planned and re-simulated).

@@ -11,12 +11,13 @@ use std::time::Instant;
 use burn::tensor::Device;
 use serde::Serialize;
 
+use super::TrainConfig;
 use super::trainer::{TrainEvent, TrainJob, init_model, train};
 use super::utilization::{Utilization, forward_flops_per_token, train_flops_per_token};
 use super::{NextToken, TrainError};
-use crate::data::{self, Batcher, DataError};
+use crate::data::{self, Batcher, DataConfig, DataError};
 use crate::distill::{TruncateOn, teacher_support};
-use crate::plan::{DataConfig, ModelShape, ModelSpec, RunConfig, RunKind, TrainConfig};
+use crate::model::{ModelShape, TransformerConfig};
 use crate::spec::{Backend, CorpusKind, Precision, Schedule, TopK};
 
 /// What to measure.
@@ -114,57 +115,45 @@ pub fn run_bench(
     }
     let total_steps = spec.warmup + spec.steps.max(1);
     let tokens_per_step = spec.context * spec.batch_seqs;
-    let config = RunConfig {
-        kind: RunKind::Teacher,
-        model: ModelSpec {
-            label: "bench".into(),
-            target: None,
-            shape: spec.shape,
-            rope_theta: crate::model::DEFAULT_ROPE_THETA,
-            norm_eps: crate::model::DEFAULT_NORM_EPS,
-            pretrained: None,
-        },
-        tokens: total_steps * tokens_per_step,
-        data: DataConfig {
-            corpus: CorpusKind::Synthetic,
-            path: None,
-            text_column: None,
-            tokenizer: None,
-            tokenizer_file: None,
-            vocab: spec.shape.vocab,
-            val_tokens: 2 * (spec.context + 1),
-            corpus_seed: 0,
-            synthetic_sources: None,
-            synthetic_copies: None,
-            context: spec.context,
-            batch_seqs: spec.batch_seqs,
-            seed: 1,
-            val_path: None,
-            split: 0,
-        },
-        train: Some(TrainConfig {
-            lr: Schedule::constant(1e-4),
-            weight_decay: 0.1,
-            betas: [0.9, 0.95],
-            grad_clip: 1.0,
-            steps: total_steps,
-            evals: 1,
-            checkpoint_every: u64::MAX,
-            log_every: 1,
-            precision: spec.precision,
-            tune: None,
-        }),
-        distill: None,
-        logits: None,
-        backend,
+    let model = TransformerConfig::new(spec.shape, spec.context as usize);
+    let data_config = DataConfig {
+        corpus: CorpusKind::Synthetic,
+        path: None,
+        text_column: None,
+        tokenizer: None,
+        tokenizer_file: None,
+        vocab: spec.shape.vocab,
+        val_tokens: 2 * (spec.context + 1),
+        corpus_seed: 0,
+        synthetic_sources: None,
+        synthetic_copies: None,
+        context: spec.context,
+        batch_seqs: spec.batch_seqs,
+        seed: 1,
+        val_path: None,
+        split: 0,
     };
-    let prepared = data::prepare(&config.data, scratch, &scratch.join("cache"), config.tokens)?;
+    let train_config = TrainConfig {
+        lr: Schedule::constant(1e-4),
+        weight_decay: 0.1,
+        betas: [0.9, 0.95],
+        grad_clip: 1.0,
+        steps: total_steps,
+        evals: 1,
+        checkpoint_every: u64::MAX,
+        log_every: 1,
+        precision: spec.precision,
+    };
+    let tokens = total_steps * tokens_per_step;
+    let prepared = data::prepare(&data_config, scratch, &scratch.join("cache"), tokens)?;
     let step_s = match spec.logits_top_k {
         None => {
             let stop = AtomicBool::new(false);
             let job = TrainJob {
                 run_id: "bench",
-                config: &config,
+                model,
+                data_config: &data_config,
+                train: &train_config,
                 data: &prepared,
                 device,
                 backend,
@@ -183,7 +172,7 @@ pub fn run_bench(
             times
         }
         Some(k) => {
-            let teacher = init_model(&config, device);
+            let teacher = init_model(&model, data_config.seed, device);
             let batcher = Batcher::new(
                 &prepared.train,
                 spec.context as usize,

@@ -16,7 +16,7 @@ use burn::tensor::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::data::write_atomic;
+use crate::atomic::write_atomic;
 use crate::model::Transformer;
 
 const MAGIC: &[u8; 8] = b"PDSCKPT1";
@@ -133,7 +133,7 @@ pub fn content_hash(path: &Path) -> Result<String, CheckpointError> {
     if &header[..8] != MAGIC {
         return Err(corrupt("not a pdsweep checkpoint".into()));
     }
-    Ok(crate::spec::hex(&header[32..64]))
+    Ok(crate::digest::hex(&header[32..64]))
 }
 
 /// A verified checkpoint read back from disk.

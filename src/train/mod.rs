@@ -1,8 +1,10 @@
 //! Training: the loop, learning-rate and α schedules, objectives, checkpoints, the choice of
 //! compute device, mixed precision, and throughput (model FLOPs, MFU, benchmarks).
 
+pub mod agreement;
 pub mod bench;
 pub mod checkpoint;
+mod config;
 mod device;
 mod objective;
 pub mod precision;
@@ -12,9 +14,13 @@ pub mod stack;
 mod trainer;
 pub mod utilization;
 
+pub use agreement::agreement;
+pub use config::TrainConfig;
 pub use device::{Adapter, BackendError, MissingBackend, device_for, device_label, wgpu_adapters};
-pub use objective::{DistillTerm, LossTerms, NextToken, Objective, cross_entropy};
+pub use objective::{
+    DistillObjective, DistillTerm, LossTerms, NextToken, Objective, cross_entropy,
+};
 pub use trainer::{
-    TrainError, TrainEvent, TrainJob, TrainOutcome, batch_tensors, eval_rows, evaluate, init_model,
-    optimizer, train,
+    TrainError, TrainEvent, TrainJob, TrainOutcome, eval_rows, evaluate, init_model, optimizer,
+    train,
 };

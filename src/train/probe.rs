@@ -1,8 +1,7 @@
 //! The calibration probe: a few real training steps of three small models on a backend, each
 //! chosen so that one kind of work dominates (tensor operations, matrix products, element
-//! operations), timed and fitted into the prices of `plan::Calibration`. About two seconds on
-//! the CPU; `plan` and `run` use it before any run of the sweep was measured, and keep the
-//! result per machine (see `commands::estimate`).
+//! operations), timed. About two seconds on the CPU; `plan::Calibration::probe` fits the times
+//! into its prices before any run of the sweep was measured.
 
 use std::time::Instant;
 
@@ -10,8 +9,7 @@ use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::objective::cross_entropy;
-use crate::model::TransformerConfig;
-use crate::plan::{Calibration, ModelShape, StepWork, training_work};
+use crate::model::{ModelShape, TransformerConfig};
 
 /// Optimiser steps timed per probe model (after one untimed warm-up step).
 const TIMED_STEPS: usize = 3;
@@ -23,9 +21,22 @@ const MODELS: [(u64, u64, u64, u64, u64); 3] = [
     (32, 88, 4096, 32, 16),   // the vocabulary softmax dominates
 ];
 
-/// Measures the step time of the probe models on `device` and fits the prices.
-pub fn calibrate(device: &Device, source: String) -> Option<Calibration> {
-    let samples: Vec<(StepWork, f64)> = MODELS
+/// One probe model's timing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProbeStep {
+    /// The model.
+    pub shape: ModelShape,
+    /// Sequence length.
+    pub context: u64,
+    /// Sequences per step.
+    pub seqs: u64,
+    /// Median seconds per training step.
+    pub seconds: f64,
+}
+
+/// Times a few training steps of each probe model on `device`.
+pub fn probe_steps(device: &Device) -> Vec<ProbeStep> {
+    MODELS
         .iter()
         .map(|&(d, ff, vocab, context, seqs)| {
             let shape = ModelShape {
@@ -38,13 +49,14 @@ pub fn calibrate(device: &Device, source: String) -> Option<Calibration> {
                 tie_embeddings: true,
             };
             let seconds = time_steps(&shape, context as usize, seqs as usize, device);
-            (
-                training_work(&shape, context, (context * seqs) as f64),
+            ProbeStep {
+                shape,
+                context,
+                seqs,
                 seconds,
-            )
+            }
         })
-        .collect();
-    Calibration::fit(&samples, source)
+        .collect()
 }
 
 /// Median seconds per training step of `shape` on random tokens.

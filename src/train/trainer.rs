@@ -9,15 +9,16 @@ use std::time::Instant;
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Tensor};
 
+use super::TrainConfig;
 use super::checkpoint::{self, CheckpointError, CheckpointState};
 use super::objective::{Objective, cross_entropy};
 use super::precision::{self, LossScale, UnsupportedPrecision};
 use super::schedule;
-use crate::data::{Batch, Batcher, Prepared, Stream, eval_batches};
-use crate::model::Transformer;
-use crate::plan::{RunConfig, TrainConfig};
+use crate::data::DataConfig;
+use crate::data::{Batch, Batcher, Prepared, Stream, batch_tensors, eval_batches};
+use crate::model::{Transformer, TransformerConfig};
 use crate::spec::Backend;
 
 /// Rows per held-out evaluation batch (fewer at large vocabularies, see [`eval_rows`]).
@@ -129,8 +130,13 @@ pub enum TrainError {
 pub struct TrainJob<'a> {
     /// The run id (checkpoints are tied to it).
     pub run_id: &'a str,
-    /// The resolved configuration (must have `train`).
-    pub config: &'a RunConfig,
+    /// The model's architecture.
+    pub model: TransformerConfig,
+    /// The data settings: context, sequences per step and the seed (of the data order and of
+    /// initialisation).
+    pub data_config: &'a DataConfig,
+    /// The optimiser and loop settings.
+    pub train: &'a TrainConfig,
     /// Its data.
     pub data: &'a Prepared,
     /// The plain device (training uses its autodiff twin).
@@ -148,19 +154,18 @@ pub struct TrainJob<'a> {
 /// and materialising every parameter happen under this lock.
 static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Builds a fresh model for `config` on `device`, seeded by the run's seed. The weights depend
+/// Builds a fresh model of `model` on `device`, its weights drawn from `seed`. The weights depend
 /// only on the seed, whatever other threads of the process do meanwhile, and whatever the
 /// backend: they are always drawn on the CPU (burn's GPU backends have random generators of
 /// their own, so a model drawn on a GPU would start somewhere else than the same run on the
 /// CPU) and then copied to `device`.
-pub fn init_model(config: &RunConfig, device: &Device) -> Transformer {
-    let model_config = config.model.transformer(config.data.context);
+pub fn init_model(model_config: &TransformerConfig, seed: u64, device: &Device) -> Transformer {
     let host = Device::flex();
     let on_host = device.clone().without_autodiff() == host;
     let drawn = {
         let _alone = INIT.lock().unwrap_or_else(|e| e.into_inner());
         let at = if on_host { device } else { &host };
-        at.seed(config.data.seed);
+        at.seed(seed);
         let model = model_config.init(at);
         model.visit(&mut Materialize);
         model
@@ -208,14 +213,10 @@ pub(crate) fn start_or_resume<'a>(
     ),
     TrainError,
 > {
-    let cfg = job.config;
-    let train = cfg
-        .train
-        .as_ref()
-        .ok_or_else(|| TrainError::NoData("run has no training settings".into()))?;
+    let train = job.train;
     precision::check_supported(job.device, job.backend, train.precision)?;
     let ad = job.device.clone().autodiff();
-    let mut model = init_model(cfg, &ad);
+    let mut model = init_model(&job.model, job.data_config.seed, &ad);
     let mut optim = optimizer(train);
     let mut state = CheckpointState {
         run_id: job.run_id.into(),
@@ -241,7 +242,7 @@ pub fn train(
     objective: &mut dyn Objective,
     on_event: &mut dyn FnMut(TrainEvent),
 ) -> Result<TrainOutcome, TrainError> {
-    let cfg = job.config;
+    let cfg = job.data_config;
     let (train, mut model, mut optim, mut state) = start_or_resume(job)?;
     let ad = job.device.clone().autodiff();
     let compute = precision::compute_dtype(train.precision);
@@ -249,20 +250,14 @@ pub fn train(
         scale,
         good_steps: state.loss_scale_good_steps,
     });
-    let (context, rows) = (cfg.data.context as usize, cfg.data.batch_seqs as usize);
-    let batcher = Batcher::new(
-        &job.data.train,
-        context,
-        rows,
-        cfg.data.seed,
-        job.data.shuffle,
-    )
-    .ok_or_else(|| {
-        TrainError::NoData(format!(
-            "the training split has fewer than {} tokens",
-            context + 1
-        ))
-    })?;
+    let (context, rows) = (cfg.context as usize, cfg.batch_seqs as usize);
+    let batcher = Batcher::new(&job.data.train, context, rows, cfg.seed, job.data.shuffle)
+        .ok_or_else(|| {
+            TrainError::NoData(format!(
+                "the training split has fewer than {} tokens",
+                context + 1
+            ))
+        })?;
     let steps = train.steps;
     let tokens_per_step = (context * rows) as u64;
     let eval_every = steps.div_ceil(train.evals.max(1)).max(1);
@@ -446,14 +441,6 @@ pub(crate) fn train_step(
     }
     *model = optim.step(update.lr, model.clone(), grads);
     Ok(value)
-}
-
-/// The batch as `[batch, seq]` input and target tensors on `device`.
-pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
-    let shape = [batch.batch, batch.context];
-    let make =
-        |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), shape), device);
-    (make(&batch.inputs), make(&batch.targets))
 }
 
 /// The global L2 norm of all gradients (`None` when there are none).

@@ -9,7 +9,7 @@
 //! precision, so f32 and bf16 rows of a table compare against one yardstick. (The plan's cost
 //! model, 6·N·D, is the scaling-law convention and leaves the head and attention out.)
 
-use crate::plan::ModelShape;
+use crate::model::ModelShape;
 
 /// Training FLOPs per token of `shape` at sequence length `context` (forward and backward).
 pub fn train_flops_per_token(shape: &ModelShape, context: u64) -> f64 {

@@ -1,13 +1,17 @@
 //! `pdsweep export`: the sweep's runs, metrics and fits as polars tables, written by one
-//! [`Exporter`] per format (CSV, Parquet, JSON).
+//! [`Exporter`] per format (CSV, Parquet, JSON); and with `--models`, finished runs as Hugging
+//! Face model folders with a model card ([`export_models`]).
 
+mod card;
 mod csv;
 mod json;
+mod models;
 mod parquet;
 mod tables;
 
 pub use csv::Csv;
 pub use json::Json;
+pub use models::{ExportPaths, ExportSummary, export_models};
 pub use parquet::Parquet;
 pub use tables::{Tables, tables};
 

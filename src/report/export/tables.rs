@@ -236,7 +236,7 @@ fn raw_frame(
                             Value::Integer(i) => Some(i.to_string()),
                             Value::Real(x) => Some(x.to_string()),
                             Value::Text(s) => Some(s.clone()),
-                            Value::Blob(b) => Some(crate::spec::hex(b)),
+                            Value::Blob(b) => Some(crate::digest::hex(b)),
                         })
                         .collect::<Vec<_>>(),
                 ),

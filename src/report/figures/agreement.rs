@@ -3,9 +3,9 @@
 
 use super::Figure;
 use super::distill_gain::{StudentSeries, draw_series, legend, student_series};
+use crate::report::canvas::Area;
 use crate::report::data::ReportData;
 use crate::report::error::ReportError;
-use crate::report::render::Area;
 use crate::report::style::{self, Axis, TickFormat, with_legend};
 
 /// Agreement and KL against student size.

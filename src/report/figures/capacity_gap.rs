@@ -6,12 +6,13 @@
 //! with the direction to extend it, or why the optimum is not supported.
 
 use super::Figure;
+use crate::report::canvas::Area;
 use crate::report::data::{CapacityGapView, GapVerdict, ReportData};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
+use crate::report::numbers::si;
 use crate::report::style::{
     self, Axis, INK, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, faint, panel,
-    replicates, si, with_legend,
+    replicates, with_legend,
 };
 
 /// Student loss against teacher size.

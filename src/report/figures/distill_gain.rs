@@ -3,9 +3,9 @@
 
 use super::Figure;
 use crate::plan::RunKind;
+use crate::report::canvas::Area;
 use crate::report::data::{ReportData, RunView};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
 use crate::report::style::{
     self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, ordered_color, panel,
     replicates, size, with_legend,

@@ -5,12 +5,13 @@
 
 use super::Figure;
 use crate::plan::RunKind;
+use crate::report::canvas::Area;
 use crate::report::data::{Curve, ReportData};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
+use crate::report::numbers::si;
 use crate::report::style::{
     self, Axis, LegendEntry, LineKind, Marker, TickFormat, faint, ordered_color, panel, replicates,
-    si, size, with_legend,
+    size, with_legend,
 };
 
 /// Loss against compute, and against N per compute budget.

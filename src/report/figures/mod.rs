@@ -9,9 +9,9 @@ mod optimal_teacher;
 mod supervised_fits;
 mod training_curves;
 
+use super::canvas::Area;
 use super::data::ReportData;
 use super::error::ReportError;
-use super::render::Area;
 
 pub use agreement::Agreement;
 pub use capacity_gap::CapacityGap;

@@ -3,9 +3,9 @@
 //! the grid for each student.
 
 use super::Figure;
+use crate::report::canvas::Area;
 use crate::report::data::{OptimalTeacherView, ReportData, TrendView};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
 use crate::report::style::{
     self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, color, panel, with_legend,
 };

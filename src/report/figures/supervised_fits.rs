@@ -3,12 +3,13 @@
 
 use super::Figure;
 use crate::plan::RunKind;
+use crate::report::canvas::Area;
 use crate::report::data::{LawView, ReportData, SupervisedPoint, sig};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
+use crate::report::numbers::si;
 use crate::report::style::{
     self, Axis, LegendEntry, LineKind, MUTED, Marker, TickFormat, ordered_color, panel, replicates,
-    si, with_legend,
+    with_legend,
 };
 
 /// The supervised law and its data.

@@ -5,12 +5,13 @@
 
 use super::Figure;
 use crate::plan::RunKind;
+use crate::report::canvas::Area;
 use crate::report::data::{Curve, ReportData, RunState};
 use crate::report::error::ReportError;
-use crate::report::render::Area;
+use crate::report::numbers::si;
 use crate::report::style::{
     self, Axis, LegendEntry, LineKind, Marker, TickFormat, color, faint, ordered_color, panel,
-    replicates, si, with_legend,
+    replicates, with_legend,
 };
 
 /// The seeds of one model: one line (their mean) and its legend label.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Recorder;
-use crate::data::write_atomic;
+use crate::atomic::write_atomic;
 use crate::run::error::RecordError;
 use crate::store::{Metric, RunResult, this_host};
 use crate::train::TrainEvent;

@@ -14,7 +14,7 @@ use super::arrays::{ArrayPlan, ArrayRef, Candidate, array_spec, group};
 use super::queue::{JobState, Slurm, SlurmError};
 use super::script::{MANIFEST_VERSION, Manifest, SlurmPaths, batch_script};
 use super::settings::SlurmSettings;
-use crate::data::write_atomic;
+use crate::atomic::write_atomic;
 use crate::plan::{Calibration, RunConfig};
 use crate::run::error::{RecordError, RunError};
 use crate::run::graph::{EXECUTED, priority};

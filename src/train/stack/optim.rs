@@ -11,7 +11,7 @@ use burn::optim::ModuleOptimizer;
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use burn_pack::{Reader, Scalar, Tensor as PackTensor, Writer};
 
-use crate::plan::TrainConfig;
+use crate::train::TrainConfig;
 use crate::train::trainer::{ADAM_EPSILON, optimizer};
 
 /// One member's optimiser settings.

@@ -8,25 +8,28 @@ use burn::tensor::{Device, FloatDType, Tensor};
 
 use super::optim::{Hyper, StackedAdamW};
 use super::trainer::{StepInputs, stacked_step};
-use crate::data::Batch;
-use crate::model::{StackedTransformer, Transformer};
-use crate::plan::RunConfig;
+use crate::data::{Batch, DataConfig};
+use crate::model::{StackedTransformer, Transformer, TransformerConfig};
+use crate::train::TrainConfig;
 use crate::train::trainer::{Update, optimizer, train_step};
 use crate::train::{LossTerms, NextToken, init_model};
 
 /// Steps timed after one untimed warm-up step.
 const TIMED_STEPS: usize = 2;
 
-/// Training tokens per second, summed over the members, of a stack of `members` runs with
-/// `config`'s model, context, batch rows and optimiser on `device` (`members` = 1: one run
-/// alone, through the solo training step); the median of a few steps after a warm-up.
-pub fn tokens_per_s(config: &RunConfig, members: usize, device: &Device) -> Option<f64> {
-    let train = config.train.as_ref()?;
-    let (context, rows) = (
-        config.data.context as usize,
-        config.data.batch_seqs as usize,
-    );
-    let vocab = config.model.shape.vocab as i64;
+/// Training tokens per second, summed over the members, of a stack of `members` runs of
+/// `model` with `data`'s context and batch rows and `train`'s optimiser on `device` (`members`
+/// = 1: one run alone, through the solo training step); the median of a few steps after a
+/// warm-up.
+pub fn tokens_per_s(
+    model: &TransformerConfig,
+    data: &DataConfig,
+    train: &TrainConfig,
+    members: usize,
+    device: &Device,
+) -> Option<f64> {
+    let (context, rows) = (data.context as usize, data.batch_seqs as usize);
+    let vocab = model.shape.vocab as i64;
     let batch = |k: usize| {
         let tokens: Vec<i64> = (0..rows * context)
             .map(|i| ((i + 31 * k) as i64 * 7919 + 13) % vocab)
@@ -41,7 +44,7 @@ pub fn tokens_per_s(config: &RunConfig, members: usize, device: &Device) -> Opti
     let ad = device.clone().autodiff();
     let mut times = Vec::with_capacity(TIMED_STEPS);
     if members <= 1 {
-        let mut model = init_model(config, &ad);
+        let mut model = init_model(model, data.seed, &ad);
         let mut optim = optimizer(train);
         let batch = batch(0);
         for step in 0..=TIMED_STEPS {
@@ -66,7 +69,9 @@ pub fn tokens_per_s(config: &RunConfig, members: usize, device: &Device) -> Opti
             times.push(start.elapsed().as_secs_f64());
         }
     } else {
-        let models: Vec<Transformer> = (0..members).map(|_| init_model(config, device)).collect();
+        let models: Vec<Transformer> = (0..members)
+            .map(|_| init_model(model, data.seed, device))
+            .collect();
         let mut stack = StackedTransformer::stack(&models).ok()?;
         let shapes: Vec<[usize; 3]> = stack.weights.iter().map(Tensor::dims).collect();
         let hyper = vec![

@@ -15,7 +15,7 @@ use super::loss::stack_loss;
 use super::optim::{Hyper, MemberState, StackedAdamW, clip_per_member};
 use crate::data::{Batch, Batcher};
 use crate::model::{StackedTransformer, Transformer, solo_shapes, solo_weights};
-use crate::plan::TrainConfig;
+use crate::train::TrainConfig;
 use crate::train::checkpoint::{self, CheckpointError, CheckpointState};
 use crate::train::{
     LossTerms, Objective, TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, schedule,
@@ -121,7 +121,7 @@ fn start<'a>(
     member: StackMember<'a>,
 ) -> Result<(Member<'a>, Option<MemberState>), TrainError> {
     let StackMember { job, objective } = member;
-    let cfg = job.config;
+    let cfg = job.data_config;
     let (train, model, optim, state) = crate::train::trainer::start_or_resume(&job)?;
     let template = model.valid();
     let ids: Vec<ParamId> = solo_weights(&template)
@@ -135,20 +135,14 @@ fn start<'a>(
             reason,
         }
     })?;
-    let (context, rows) = (cfg.data.context as usize, cfg.data.batch_seqs as usize);
-    let batcher = Batcher::new(
-        &job.data.train,
-        context,
-        rows,
-        cfg.data.seed,
-        job.data.shuffle,
-    )
-    .ok_or_else(|| {
-        TrainError::NoData(format!(
-            "the training split has fewer than {} tokens",
-            context + 1
-        ))
-    })?;
+    let (context, rows) = (cfg.context as usize, cfg.batch_seqs as usize);
+    let batcher = Batcher::new(&job.data.train, context, rows, cfg.seed, job.data.shuffle)
+        .ok_or_else(|| {
+            TrainError::NoData(format!(
+                "the training split has fewer than {} tokens",
+                context + 1
+            ))
+        })?;
     let steps = train.steps;
     Ok((
         Member {
@@ -422,7 +416,7 @@ fn evaluate_member(m: &Member, stack: &StackedTransformer, pos: usize) -> (f64, 
     evaluate(
         &stack.member(pos, &m.template),
         &m.job.data.val,
-        m.job.config.data.context as usize,
+        m.job.data_config.context as usize,
         m.job.device,
         m.job.data.info.val_bytes_per_token,
     )

@@ -1,0 +1,121 @@
+//! A `logits` run: the finished teacher's pass over the student token stream into the logit
+//! store, with its progress as training events and the store's size and truncation recorded.
+
+use super::core::{Ctx, Step, add_extra, result_row};
+use super::teacher::load_teacher;
+use crate::distill::{TruncateOn, logits_run};
+use crate::run::error::{RecordError, RunError};
+use crate::run::events::RunEvent;
+use crate::run::record::Recorder;
+use crate::train::{self, TrainEvent};
+
+/// A `logits` run: the teacher's pass over the student token stream into the logit store.
+pub(crate) fn logits_pass(
+    ctx: &Ctx,
+    recorder: &mut dyn Recorder,
+    on_event: &mut dyn FnMut(RunEvent),
+) -> Result<Step, RunError> {
+    let Some(logits) = ctx.config.logits.as_ref() else {
+        return Ok(Step::Failed("logits run has no store settings".into()));
+    };
+    let (teacher, sha) = match load_teacher(ctx, &logits.teacher.0)? {
+        Ok(t) => t,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let Some(spec) = ctx.config.store_spec() else {
+        return Ok(Step::Failed("logits run has no store settings".into()));
+    };
+    let header = logits_run::expected_header(&ctx.run.id, &spec, &sha, &ctx.prepared.info.key);
+    let id = ctx.run.id.clone();
+    let total = ctx.config.tokens / header.block_positions.max(1);
+    on_event(RunEvent::Train {
+        id: id.clone(),
+        event: TrainEvent::Started {
+            steps: total,
+            start_step: 0,
+        },
+    });
+    let start = std::time::Instant::now();
+    let mut record_error: Option<RecordError> = None;
+    let mut progress = |done: u64, _total: u64| {
+        if done.is_multiple_of(10) || done == total {
+            if record_error.is_none()
+                && let Err(e) = recorder.heartbeat(&id)
+            {
+                record_error = Some(e);
+            }
+            let tokens = done * header.block_positions;
+            let tokens_per_s = tokens as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            let event = TrainEvent::Step {
+                step: done,
+                tokens,
+                loss: f64::NAN,
+                lr: 0.0,
+                tokens_per_s,
+                wall_s: start.elapsed().as_secs_f64(),
+            };
+            on_event(RunEvent::Train {
+                id: id.clone(),
+                event,
+            });
+        }
+    };
+    let dir = crate::run::store_dir(&ctx.env.results_dir, &ctx.run.id);
+    let pass = logits_run::PassDevice {
+        teacher: &teacher,
+        device: &ctx.device,
+        truncate_on: TruncateOn::for_backend(ctx.env.backend),
+    };
+    let written = logits_run::write_store(
+        &spec,
+        &header,
+        &pass,
+        &ctx.prepared,
+        &dir,
+        ctx.env.stop,
+        &mut progress,
+    );
+    if let Some(e) = record_error {
+        return Err(e.into());
+    }
+    let summary = match written {
+        Ok(s) => s,
+        Err(logits_run::LogitsError::Interrupted) => return Ok(Step::Interrupted),
+        Err(e) => return Ok(Step::Failed(e.to_string())),
+    };
+    let context = ctx.config.data.context as usize;
+    let (val_loss, val_bpb) = train::evaluate(
+        &teacher,
+        &ctx.prepared.val,
+        context,
+        &ctx.device,
+        ctx.prepared.info.val_bytes_per_token,
+    );
+    let mut row = result_row(ctx, val_loss, val_bpb, summary.wall_s, summary.tokens_per_s);
+    let truncated_on = match pass.truncate_on {
+        TruncateOn::Host => "host",
+        TruncateOn::Device => "device",
+    };
+    let extra = serde_json::json!({
+        "store_bytes": summary.bytes,
+        "positions": summary.positions,
+        "kept_entries": summary.entries,
+        "bytes_per_token": summary.bytes as f64 / summary.positions.max(1) as f64,
+        "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
+        "predicted_store_bytes": predicted_store_bytes(ctx),
+        "truncated_on": truncated_on,
+    });
+    add_extra(&mut row, extra);
+    Ok(Step::Done(row))
+}
+
+/// The plan's predicted disk bytes for the store of `ctx`'s run.
+fn predicted_store_bytes(ctx: &Ctx) -> u64 {
+    let vocab = ctx.config.data.vocab;
+    let kept = ctx
+        .config
+        .logits
+        .as_ref()
+        .map_or(0, |l| l.truncation.top_k.kept(vocab));
+    crate::distill::store::logit_bytes_per_token(vocab, kept) * ctx.config.tokens
+}

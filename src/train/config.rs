@@ -1,0 +1,33 @@
+//! A trained run's optimiser and loop settings: the learning-rate schedule, AdamW's decay and
+//! betas, clipping, steps, how often to evaluate, checkpoint and log, and the arithmetic of
+//! the step. Part of the run's resolved configuration, so part of its id.
+
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{Precision, Schedule};
+
+/// Optimiser settings of a trained run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Learning-rate schedule.
+    pub lr: Schedule,
+    /// AdamW weight decay.
+    pub weight_decay: f64,
+    /// AdamW betas.
+    pub betas: [f64; 2],
+    /// Gradient-norm clip (0 = off).
+    pub grad_clip: f64,
+    /// Optimiser steps.
+    pub steps: u64,
+    /// Held-out evaluations over the run.
+    pub evals: u64,
+    /// Checkpoint interval in steps.
+    pub checkpoint_every: u64,
+    /// Training-loss logging interval in steps.
+    pub log_every: u64,
+    /// Arithmetic of the training step. Left out of the JSON (and so of the id) when f32, so
+    /// runs planned before mixed precision existed keep their ids; bf16 and f16 runs are new
+    /// runs, since their results differ.
+    #[serde(default, skip_serializing_if = "Precision::is_f32")]
+    pub precision: Precision,
+}

@@ -1,0 +1,310 @@
+//! The fused CPU kernels against burn's own ops on the same flex device: every op's value and
+//! the gradients of every input, then a whole model (loss and every parameter's gradient).
+
+use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use pdsweep::kernels::{self, composite, composite_only};
+use pdsweep::model::ModelShape;
+use pdsweep::model::TransformerConfig;
+use pdsweep::spec::LossKind;
+
+fn device() -> Device {
+    let d = Device::flex();
+    d.seed(7);
+    d.autodiff()
+}
+
+fn random<const D: usize>(shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::random(shape, Distribution::Normal(0.0, 1.5), device).require_grad()
+}
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+        .fold(0.0f32, f32::max);
+    assert!(worst <= tol, "{what}: worst difference {worst} > {tol}");
+}
+
+/// Runs `op` fused and composed on clones of `inputs`; compares the outputs and the gradient
+/// of Σ w·out with respect to every input.
+fn compare<const D: usize, const O: usize>(
+    what: &str,
+    inputs: Vec<Tensor<D>>,
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let run = |fused: bool| {
+        let xs: Vec<Tensor<D>> = inputs
+            .iter()
+            .map(|t| Tensor::from_data(t.to_data(), &t.device()).require_grad())
+            .collect();
+        let out = if fused {
+            op(xs.clone())
+        } else {
+            composite_only(|| op(xs.clone()))
+        };
+        let w = Tensor::<O>::from_data(
+            TensorData::new(
+                (0..out.shape().num_elements())
+                    .map(|i| ((i as f32) * 0.37).sin())
+                    .collect::<Vec<f32>>(),
+                out.shape(),
+            ),
+            &out.device(),
+        );
+        let grads = (out.clone() * w).sum().backward();
+        let g: Vec<Vec<f32>> = xs.iter().map(|x| values(x.grad(&grads).unwrap())).collect();
+        (values(out), g)
+    };
+    let (out_f, g_f) = run(true);
+    let (out_c, g_c) = run(false);
+    assert_close(&format!("{what} value"), &out_f, &out_c, 2e-5);
+    for (i, (a, b)) in g_f.iter().zip(&g_c).enumerate() {
+        assert_close(&format!("{what} gradient of input {i}"), a, b, 1e-4);
+    }
+}
+
+#[test]
+fn swiglu_and_rms_norm_match_burn() {
+    let dev = device();
+    compare(
+        "swiglu",
+        vec![random([3, 7, 40], &dev), random([3, 7, 40], &dev)],
+        |x| kernels::swiglu(x[0].clone(), x[1].clone()),
+    );
+    let x = random([4, 9, 24], &dev);
+    let gamma: Tensor<3> = random([1, 1, 24], &dev);
+    compare("rms_norm", vec![x, gamma], |x| {
+        kernels::rms_norm(x[0].clone(), x[1].clone().reshape([24]), 1e-5)
+    });
+}
+
+#[test]
+fn linear_matches_burn_with_a_plain_and_a_transposed_weight() {
+    let dev = device();
+    compare(
+        "linear",
+        vec![random([3, 50, 24], &dev), random([1, 24, 40], &dev)],
+        |x| kernels::linear(x[0].clone(), x[1].clone().reshape([24, 40])),
+    );
+    compare(
+        "linear (transposed weight)",
+        vec![random([3, 50, 24], &dev), random([1, 40, 24], &dev)],
+        |x| kernels::linear(x[0].clone(), x[1].clone().reshape([40, 24]).transpose()),
+    );
+}
+
+#[test]
+fn cross_entropy_matches_burn() {
+    let dev = device();
+    let targets: Vec<i64> = (0..50).map(|i| (i * 13 % 37) as i64).collect();
+    let targets = Tensor::<1, Int>::from_data(TensorData::new(targets, [50]), &dev);
+    compare("cross_entropy", vec![random([50, 37], &dev)], |x| {
+        kernels::cross_entropy(x[0].clone(), targets.clone())
+    });
+}
+
+#[test]
+fn sparse_distillation_matches_burn_for_every_loss() {
+    let dev = device();
+    let (rows, vocab, width) = (30, 41, 6);
+    let ids: Vec<i64> = (0..rows * width).map(|i| (i * 7 % vocab) as i64).collect();
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, width]), &dev);
+    let lp: Vec<f32> = (0..rows * width)
+        .map(|i| -0.2 - (i % width) as f32 * 0.7)
+        .collect();
+    let lp = Tensor::<2>::from_data(TensorData::new(lp, [rows, width]), &dev);
+    let mask: Vec<f32> = (0..rows * width)
+        .map(|i| {
+            if i % width >= 4 && i % 3 == 0 {
+                0.0
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let mask = Tensor::<2>::from_data(TensorData::new(mask, [rows, width]), &dev);
+    for kind in [
+        LossKind::Kl,
+        LossKind::CeSoft,
+        LossKind::ReverseKl,
+        LossKind::Mse,
+    ] {
+        for tau in [0.5, 1.0, 2.0] {
+            compare(
+                &format!("{kind:?} τ={tau}"),
+                vec![random([rows, vocab], &dev)],
+                |x| {
+                    kernels::sparse_distill(
+                        x[0].clone(),
+                        ids.clone(),
+                        lp.clone(),
+                        mask.clone(),
+                        kind,
+                        tau,
+                    )
+                },
+            );
+        }
+    }
+}
+
+fn rope(seq: usize, hd: usize, dev: &Device) -> (Tensor<2>, Tensor<2>) {
+    let half = hd / 2;
+    let (mut c, mut s) = (vec![], vec![]);
+    for t in 0..seq {
+        for j in 0..hd {
+            let a = t as f64 * 10_000f64.powf(-2.0 * (j % half) as f64 / hd as f64);
+            c.push(a.cos() as f32);
+            s.push(a.sin() as f32);
+        }
+    }
+    (
+        Tensor::from_data(TensorData::new(c, [seq, hd]), dev),
+        Tensor::from_data(TensorData::new(s, [seq, hd]), dev),
+    )
+}
+
+#[test]
+fn attention_matches_burn_with_and_without_grouped_heads() {
+    let dev = device();
+    for (heads, kv_heads, hd, seq) in [(2, 2, 8, 33), (4, 2, 6, 17), (1, 1, 16, 40)] {
+        let (cos, sin) = rope(seq, hd, &dev);
+        compare(
+            &format!("attention {heads}/{kv_heads} heads"),
+            vec![
+                random([3, seq, heads * hd], &dev),
+                random([3, seq, kv_heads * hd], &dev),
+                random([3, seq, kv_heads * hd], &dev),
+            ],
+            |x| {
+                kernels::causal_attention(
+                    x[0].clone(),
+                    x[1].clone(),
+                    x[2].clone(),
+                    cos.clone(),
+                    sin.clone(),
+                    heads,
+                    kv_heads,
+                )
+            },
+        );
+    }
+}
+
+#[test]
+fn composite_ops_are_what_composite_only_runs() {
+    // the switch really switches: composite_only gives the composite op's exact bits
+    let dev = device();
+    let x = random([5, 11], &dev);
+    let t = Tensor::<1, Int>::from_data(TensorData::new(vec![1i64, 2, 3, 4, 5], [5]), &dev);
+    let a = values(composite_only(|| {
+        kernels::cross_entropy(x.clone(), t.clone())
+    }));
+    let b = values(composite::cross_entropy(x, t));
+    assert_eq!(a, b);
+}
+
+/// Every parameter's gradient, in visiting order.
+struct Grads<'a> {
+    grads: &'a burn::tensor::Gradients,
+    out: Vec<Vec<f32>>,
+}
+
+impl ModuleVisitor for Grads<'_> {
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        if let Some(g) = param.val().grad(self.grads) {
+            self.out.push(values(g));
+        }
+    }
+}
+
+#[test]
+fn a_whole_model_has_the_same_loss_and_gradients_fused_and_composed() {
+    for (n_heads, n_kv_heads, tie) in [(2, 2, true), (4, 2, false)] {
+        let shape = ModelShape {
+            d_model: 32,
+            n_layers: 2,
+            n_heads,
+            n_kv_heads,
+            d_ff: 96,
+            vocab: 64,
+            tie_embeddings: tie,
+        };
+        let dev = device();
+        let model = TransformerConfig::new(shape, 24).init(&dev);
+        let run = |fused: bool| {
+            let tokens: Vec<i64> = (0..3 * 25).map(|i| (i * 11 % 64) as i64).collect();
+            let x: Vec<i64> = tokens.chunks(25).flat_map(|c| c[..24].to_vec()).collect();
+            let y: Vec<i64> = tokens.chunks(25).flat_map(|c| c[1..].to_vec()).collect();
+            let x = Tensor::<2, Int>::from_data(TensorData::new(x, [3, 24]), &dev);
+            let y = Tensor::<2, Int>::from_data(TensorData::new(y, [3, 24]), &dev);
+            let step = || {
+                let loss =
+                    pdsweep::train::cross_entropy(model.forward(x.clone()), y.clone()).mean();
+                let value = loss.clone().into_scalar::<f32>();
+                (value, loss.backward())
+            };
+            let (value, grads) = if fused { step() } else { composite_only(step) };
+            let mut visitor = Grads {
+                grads: &grads,
+                out: vec![],
+            };
+            model.visit(&mut visitor);
+            (value, visitor.out)
+        };
+        let (loss_f, g_f) = run(true);
+        let (loss_c, g_c) = run(false);
+        assert!((loss_f - loss_c).abs() < 1e-5, "loss {loss_f} vs {loss_c}");
+        assert_eq!(g_f.len(), g_c.len());
+        for (i, (a, b)) in g_f.iter().zip(&g_c).enumerate() {
+            assert_close(&format!("parameter {i}"), a, b, 1e-4);
+        }
+    }
+}
+
+#[test]
+fn a_training_step_gives_the_same_bits_on_one_thread_and_on_three() {
+    // large enough that flex threads its matmuls and the kernels split their rows
+    let shape = ModelShape {
+        d_model: 128,
+        n_layers: 1,
+        n_heads: 4,
+        n_kv_heads: 4,
+        d_ff: 384,
+        vocab: 256,
+        tie_embeddings: true,
+    };
+    // one model for both runs (the device seed is process-wide: tests beside this one draw
+    // from it too)
+    let dev = device();
+    let model = TransformerConfig::new(shape, 64).init(&dev);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let tokens: Vec<i64> = (0..8 * 65).map(|i| (i * 37 % 256) as i64).collect();
+            let x: Vec<i64> = tokens.chunks(65).flat_map(|c| c[..64].to_vec()).collect();
+            let y: Vec<i64> = tokens.chunks(65).flat_map(|c| c[1..].to_vec()).collect();
+            let x = Tensor::<2, Int>::from_data(TensorData::new(x, [8, 64]), &dev);
+            let y = Tensor::<2, Int>::from_data(TensorData::new(y, [8, 64]), &dev);
+            let loss = pdsweep::train::cross_entropy(model.forward(x), y).mean();
+            let grads = loss.backward();
+            let mut visitor = Grads {
+                grads: &grads,
+                out: vec![],
+            };
+            model.visit(&mut visitor);
+            (values(loss), visitor.out)
+        })
+    };
+    assert_eq!(run(1), run(3));
+}

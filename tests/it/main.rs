@@ -1,0 +1,31 @@
+//! The integration tests: one binary (as ripgrep's `tests/integration/`), a module per topic,
+//! so the suite links burn, wgpu and polars once instead of once per file. Run one topic with
+//! `cargo test --release --test it TOPIC::` (for example `plan_cli::`).
+
+mod answers;
+mod common;
+mod crash_safety;
+mod data_corpora;
+mod device_truncate;
+mod distill_run;
+mod first_contact;
+mod fit_laws;
+mod gc;
+mod hf_fixture;
+mod hf_interop;
+mod ids;
+mod kernels;
+mod layers;
+mod lr_tuning;
+mod plan_cli;
+mod plan_db;
+mod pretrained_sweep;
+mod report;
+mod run_cli;
+mod run_stack;
+mod slurm;
+mod spec_fuzz;
+mod stack_train;
+mod suggest;
+mod train_engine;
+mod wgpu_backend;

@@ -1,0 +1,342 @@
+//! `pdsweep plan` through the real binary: JSON and CSV output, exact sizes of explicit shapes,
+//! every example sweep, and located errors for malformed files.
+
+use crate::common::{pdsweep, root, stderr, stdout};
+use serde_json::Value;
+
+fn plan_json(sweep: &str) -> Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = root().join(sweep);
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", path.to_str().unwrap(), "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("valid JSON on stdout")
+}
+
+#[test]
+fn quickstart_json_has_runs_and_totals() {
+    let plan = plan_json("sweeps/quickstart.toml");
+    let runs = plan["runs"].as_array().unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    for run in runs {
+        for key in [
+            "id",
+            "kind",
+            "name",
+            "params_total",
+            "params_non_embedding",
+            "tokens",
+            "flops",
+            "depends_on",
+        ] {
+            assert!(!run[key].is_null(), "run lacks `{key}`: {run}");
+        }
+        for dep in run["depends_on"].as_array().unwrap() {
+            assert!(
+                ids.contains(&dep.as_str().unwrap()),
+                "dangling dependency {dep}"
+            );
+        }
+        assert!(run["params_non_embedding"].as_u64() < run["params_total"].as_u64());
+    }
+    let kinds: std::collections::BTreeSet<&str> =
+        runs.iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds.into_iter().collect::<Vec<_>>(),
+        ["baseline", "logits", "student", "teacher"]
+    );
+    let totals = &plan["totals"];
+    let sum: f64 = runs.iter().map(|r| r["flops"].as_f64().unwrap()).sum();
+    assert!((totals["flops"].as_f64().unwrap() - sum).abs() <= 1e-9 * sum);
+    assert!(
+        totals["saved_flops"].as_f64().unwrap() > 0.0,
+        "sharing teachers must save compute"
+    );
+    assert_eq!(totals["runs"].as_u64().unwrap() as usize, runs.len());
+}
+
+#[test]
+fn students_depend_on_their_logit_store_or_teacher() {
+    let plan = plan_json("sweeps/quickstart.toml");
+    let runs = plan["runs"].as_array().unwrap();
+    let kind_of = |id: &str| {
+        runs.iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["kind"].as_str().unwrap().to_string())
+    };
+    for run in runs.iter().filter(|r| r["kind"] == "student") {
+        let dep = run["depends_on"][0].as_str().unwrap();
+        let expected = if run["distill"]["mode"] == "offline" {
+            "logits"
+        } else {
+            "teacher"
+        };
+        assert_eq!(kind_of(dep).as_deref(), Some(expected), "{}", run["name"]);
+    }
+    // one logit store per teacher, shared by every offline student of that teacher
+    let stores = runs.iter().filter(|r| r["kind"] == "logits").count();
+    let teachers = runs.iter().filter(|r| r["kind"] == "teacher").count();
+    assert_eq!(stores, teachers);
+}
+
+#[test]
+fn csv_has_one_row_per_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = root().join("sweeps/quickstart.toml");
+    let out = pdsweep(
+        tmp.path(),
+        &[
+            "plan",
+            path.to_str().unwrap(),
+            "--format",
+            "csv",
+            "--dry-run",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    assert_eq!(&header[0], "id");
+    assert!(header.iter().any(|h| h == "params_non_embedding"));
+    assert_eq!(
+        reader.records().count(),
+        plan_json("sweeps/quickstart.toml")["runs"]
+            .as_array()
+            .unwrap()
+            .len()
+    );
+}
+
+#[test]
+fn explicit_shape_reports_exact_counts() {
+    let plan = plan_json("tests/fixtures/tinyllama.toml");
+    let teacher = plan["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "teacher")
+        .unwrap();
+    assert_eq!(teacher["params_total"], 1_100_048_384u64);
+    assert_eq!(
+        teacher["params_non_embedding"],
+        1_100_048_384u64 - 2 * 65_536_000
+    );
+    assert_eq!(teacher["name"], "teacher-tinyllama-1.1b");
+}
+
+#[test]
+fn every_example_sweep_plans() {
+    for entry in std::fs::read_dir(root().join("sweeps")).unwrap() {
+        let path = entry.unwrap().path();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = pdsweep(tmp.path(), &["plan", path.to_str().unwrap(), "--dry-run"]);
+        assert!(out.status.success(), "{}: {}", path.display(), stderr(&out));
+        assert!(stdout(&out).contains("runs ("), "{}", path.display());
+    }
+}
+
+/// Writes `text` to a file, plans it, and returns (exit code, stderr).
+fn plan_text(text: &str) -> (i32, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("broken.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = pdsweep(tmp.path(), &["plan", "broken.toml"]);
+    (out.status.code().unwrap_or(-1), stderr(&out), stdout(&out))
+}
+
+const VALID: &str = "name = \"t\"\n[teachers]\nsizes = [\"2M\"]\n[students]\nsizes = [\"1M\"]\ntokens = [\"10M\"]\n";
+
+#[test]
+fn unknown_key_is_refused_with_file_line_and_key() {
+    let (code, err, out) = plan_text(&VALID.replace(
+        "[students]\n",
+        "[students]\nbaseline = true\ntemprature = 2\n",
+    ));
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert!(err.contains("broken.toml:6:1"), "{err}");
+    assert!(err.contains("key `students.temprature`"), "{err}");
+    assert_eq!(err.matches("error:").count(), 1, "one message: {err}");
+}
+
+#[test]
+fn wrong_type_and_bad_values_are_located() {
+    let cases = [
+        (
+            "sizes = [\"1M\"]",
+            "sizes = [true]",
+            "students.sizes[0]",
+            ":5:",
+        ),
+        (
+            "sizes = [\"2M\"]",
+            "sizes = [\"-2M\"]",
+            "teachers.sizes[0]",
+            ":3:",
+        ),
+        (
+            "tokens = [\"10M\"]",
+            "tokens = [\"0x\"]",
+            "students.tokens[0]",
+            ":6:",
+        ),
+        ("name = \"t\"", "name = \"t/../x\"", "name", ":1:"),
+    ];
+    for (from, to, key, line) in cases {
+        let (code, err, _) = plan_text(&VALID.replace(from, to));
+        assert_eq!(code, 2, "{to}: {err}");
+        assert!(err.contains(&format!("key `{key}`")), "{to}: {err}");
+        assert!(err.contains(line), "{to}: {err}");
+    }
+}
+
+#[test]
+fn empty_teacher_list_and_zero_run_axes_are_refused() {
+    let (code, err, _) = plan_text(&VALID.replace("sizes = [\"2M\"]", "sizes = []"));
+    assert_eq!(code, 2);
+    assert!(err.contains("`[teachers]` lists no models"), "{err}");
+    let (code, err, _) = plan_text(&format!("{VALID}[distill]\nloss = []\n"));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("key `distill.loss`") && err.contains("zero runs"),
+        "{err}"
+    );
+    let zero_pairs =
+        VALID.replace("\"2M\"", "\"500K\"") + "[constraints]\nrequire_teacher_larger = true\n";
+    let (code, err, _) = plan_text(&zero_pairs);
+    assert_eq!(code, 2);
+    assert!(err.contains("zero teacher–student pairs"), "{err}");
+}
+
+#[test]
+fn disk_budget_refuses_with_the_numbers() {
+    let (code, err, _) = plan_text(&format!("{VALID}[limits]\ndisk = \"10M\"\n"));
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("key `limits.disk`") && err.contains("but the budget is 9.5 MiB"),
+        "{err}"
+    );
+}
+
+#[test]
+fn vocabulary_mismatch_between_teacher_and_student_names_both() {
+    let text = "name = \"t\"\n[corpus]\nkind = \"synthetic\"\n[teachers]\n[[teachers.models]]\nname = \"big\"\nd_model = 64\nn_layers = 2\nn_heads = 4\nd_ff = 128\nvocab = 512\n[students]\n[[students.models]]\nname = \"small\"\nd_model = 32\nn_layers = 2\nn_heads = 2\nd_ff = 64\nvocab = 256\n";
+    let (code, err, _) = plan_text(text);
+    assert_eq!(code, 2);
+    assert!(err.contains("`big`") && err.contains("`small`"), "{err}");
+}
+
+#[test]
+fn missing_file_is_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = pdsweep(tmp.path(), &["plan", "nope.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("cannot read sweep file `nope.toml`"), "{err}");
+}
+
+#[test]
+fn size_command_counts_explicit_and_derived_shapes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "size",
+        "--d-model",
+        "4096",
+        "--n-layers",
+        "32",
+        "--n-heads",
+        "32",
+        "--d-ff",
+        "11008",
+        "--vocab",
+        "32000",
+        "--untied",
+        "--json",
+    ];
+    let out = pdsweep(tmp.path(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["params_total"], 6_738_415_616u64);
+    let out = pdsweep(tmp.path(), &["size", "1.9B", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let n = v["params_non_embedding"].as_f64().unwrap();
+    assert!((n / 1.9e9 - 1.0).abs() < 0.02, "{v}");
+    let out = pdsweep(
+        tmp.path(),
+        &[
+            "size",
+            "--d-model",
+            "100",
+            "--n-layers",
+            "2",
+            "--n-heads",
+            "3",
+            "--d-ff",
+            "64",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not divisible"));
+}
+
+/// The capacity-gap reference trained students for 122 optimiser steps without a word from the
+/// tool; a teacher grid that misses the prior optimum was not flagged either.
+#[test]
+fn plan_warns_on_a_122_step_student_and_on_a_grid_that_misses_the_prior_t_star() {
+    let sweep = r#"
+name = "thin"
+[model]
+context = 64
+[teachers]
+sizes = ["100K", "400K"]
+tokens = ["2M"]
+[students]
+sizes = ["20K"]
+tokens = ["976K"]
+[train]
+batch_tokens = "8K"
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("thin.toml"), sweep).unwrap();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("train for only 122 optimiser steps (fewer than 500)")
+            && text.contains("`student-20K-from-100K`")
+            && text.contains("lower `[train] batch_tokens`"),
+        "{text}"
+    );
+    // T* ≈ 2.5 · 20,640 ≈ 51.6K: the grid needs a teacher of at most 25.8K.
+    assert!(
+        text.contains("students of size `20K`")
+            && text.contains("T* ≈ 51600")
+            && text.contains("a teacher of at most 25800 (T*/2)"),
+        "{text}"
+    );
+    let strict = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe", "--strict"],
+    );
+    assert_eq!(strict.status.code(), Some(2));
+
+    // Longer students and a bracketing grid: no design warnings (the one seed is fine with only
+    // two teachers per student).
+    let fixed = sweep
+        .replace(r#"sizes = ["100K", "400K"]"#, r#"sizes = ["20K", "140K"]"#)
+        .replace(r#"tokens = ["976K"]"#, r#"tokens = ["5M"]"#)
+        .replace(r#"tokens = ["2M"]"#, r#"tokens = ["5M"]"#);
+    std::fs::write(tmp.path().join("thin.toml"), fixed).unwrap();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe", "--strict"],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(!stdout(&out).contains("warning"), "{}", stdout(&out));
+}
