@@ -1047,10 +1047,10 @@ fn svgs_embedded_the_whole_font_and_figures_were_not_the_documented_size() {
     // console, which fails the check): the page's and a standalone figure's.
     let _ = chromium_screenshot(&dir.join("index.html"), tmp.path());
     let _ = chromium_screenshot(&dir.join("capacity_gap.svg"), tmp.path());
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let guide = std::fs::read_to_string(root().join("docs/src/guide/reports.md")).expect("guide");
     assert!(
-        readme.contains("7 in wide (2100 px)"),
-        "the README states the real size"
+        guide.contains("7 in wide (2100 px)"),
+        "the report chapter states the real size"
     );
 }
 
