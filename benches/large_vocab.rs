@@ -141,7 +141,7 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
     let device = Device::flex();
     let teacher = teacher_run.config.init_model(&device);
     let spec = config.store_spec().expect("a logit pass's store");
-    let header = expected_header(&logits_run.id.0, &spec, "bench", &data.info.key);
+    let header = expected_header(logits_run.id.as_str(), &spec, "bench", &data.info.key);
     let stop = AtomicBool::new(false);
     let pass = PassDevice {
         teacher: &teacher,

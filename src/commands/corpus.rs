@@ -7,29 +7,26 @@ use std::path::Path;
 
 use pdsweep::data::{self, DataError};
 use pdsweep::plan::Plan;
+use pdsweep::store::SweepLayout;
 
 use super::UsageError;
 
-/// Prepares the corpus of `plan` (a no-op for the synthetic corpus). With `write_cache` false
-/// (`plan --dry-run`) the corpus is only read and checked, and nothing is written.
-pub fn prepare(
-    plan: &mut Plan,
-    sweep_file: &Path,
-    results_dir: &Path,
-    write_cache: bool,
-) -> anyhow::Result<()> {
+/// Prepares the corpus of `plan` (a no-op for the synthetic corpus), its files where `layout`
+/// says. With `write_cache` false (`plan --dry-run`) the corpus is only read and checked, and
+/// nothing is written.
+pub fn prepare(plan: &mut Plan, layout: &SweepLayout, write_cache: bool) -> anyhow::Result<()> {
     let Some(config) = plan.text_corpus().cloned() else {
         // The synthetic corpus: its held-out facts (unigram entropy, entropy rate) are cheap to
         // generate and feed the design checks.
         if let Some(run) = plan.runs.first() {
             let data = run.config.data.clone();
             let prepared =
-                data::prepare(&data, Path::new(""), results_dir, 0).map_err(user_error)?;
+                data::prepare(&data, Path::new(""), layout.root(), 0).map_err(user_error)?;
             plan.attach_corpus(prepared.info);
         }
         return Ok(());
     };
-    let base_dir = sweep_file.parent().unwrap_or(Path::new(""));
+    let base_dir = layout.sweep_dir();
     if !write_cache {
         let files = data::find_files(&config, base_dir).map_err(user_error)?;
         let column = config.text_column.as_deref().unwrap_or("text");
@@ -40,8 +37,7 @@ pub fn prepare(
         }
         return Ok(());
     }
-    let prepared =
-        data::prepare(&config, base_dir, &results_dir.join("cache"), 0).map_err(user_error)?;
+    let prepared = data::prepare(&config, base_dir, &layout.cache(), 0).map_err(user_error)?;
     plan.attach_corpus(prepared.info);
     Ok(())
 }

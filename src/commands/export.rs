@@ -36,9 +36,7 @@ pub fn export(cmd: ExportCommand) -> anyhow::Result<()> {
         );
     }
     let (located, db, data) = gather(cmd.sweep.as_deref(), &cmd.results)?;
-    let dir = cmd
-        .out
-        .unwrap_or_else(|| cmd.results.join(&located.name).join("export"));
+    let dir = cmd.out.unwrap_or_else(|| located.layout.export());
     let files = report::export(&db, &data, cmd.format, &dir)?;
     for f in files {
         println!("{}", f.display());

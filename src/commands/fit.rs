@@ -8,13 +8,13 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 
 use pdsweep::fit::{
     Busbridge, CapacityGap, Chinchilla, ColumnMap, FinishedRun, Fit, FitOptions, FitRecord,
-    FitSummary, GapCurve, LawKind, Optimiser, Optimum, SCOPE_DISTILL, SCOPE_SUPERVISED,
+    FitSummary, GapCurve, LawKind, Optimiser, Optimum, Role, SCOPE_DISTILL, SCOPE_SUPERVISED,
     SupervisedSource, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, finished_runs,
     fit, fit_sweep, paired_gains, read_csv, save_fits,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_count;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{SweepDb, SweepLayout};
 
 use super::UsageError;
 
@@ -162,7 +162,7 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
 /// The runs of `runs` that a fit on `seeds` uses: every teacher, and the students and
 /// baselines of those seeds. A seed no student or baseline has is a usage error naming it.
 fn of_seeds(runs: Vec<FinishedRun>, seeds: &[u64]) -> anyhow::Result<Vec<FinishedRun>> {
-    let replicated = |r: &FinishedRun| r.kind == "student" || r.kind == "baseline";
+    let replicated = |r: &FinishedRun| matches!(r.kind, Role::Student | Role::Baseline);
     let known: std::collections::BTreeSet<u64> = runs
         .iter()
         .filter(|r| replicated(r))
@@ -188,7 +188,7 @@ pub fn locate_db(target: &FitTarget, results: &Path) -> anyhow::Result<PathBuf> 
         FitTarget::Sweep(file) => {
             let sweep = Sweep::load(file)?;
             (
-                SweepDb::path_for(results, sweep.file.name.as_str()),
+                SweepLayout::for_file(file, results, sweep.file.name.as_str()).database(),
                 format!("run `pdsweep run {}` first", file.display()),
             )
         }

@@ -8,11 +8,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use pdsweep::plan::RunId;
 use pdsweep::run::lease::{Holder, Lease};
-use pdsweep::run::store_dir;
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_bytes;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{SweepDb, SweepLayout};
 
 use super::UsageError;
 
@@ -29,7 +29,7 @@ pub struct GcCommand {
 
 /// A logit store no run of the current plan reads.
 struct Orphan {
-    id: String,
+    id: RunId,
     name: Option<String>,
     path: PathBuf,
     bytes: u64,
@@ -39,8 +39,8 @@ struct Orphan {
 pub fn gc(cmd: GcCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
     let name = sweep.file.name.as_str();
-    let dir = cmd.results.join(name);
-    let db_path = SweepDb::path_for(&cmd.results, name);
+    let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, name);
+    let db_path = layout.database();
     if !db_path.exists() {
         return Err(UsageError(format!(
             "sweep `{name}` has no database at `{}`: nothing to collect",
@@ -50,7 +50,7 @@ pub fn gc(cmd: GcCommand) -> anyhow::Result<()> {
     }
     let _lease = match cmd.dry_run {
         true => None,
-        false => Some(Lease::acquire(&dir, Holder::Gc)?),
+        false => Some(Lease::acquire(&layout, Holder::Gc)?),
     };
     let db = SweepDb::open(&db_path)?;
     let plan = db.current_plan()?.ok_or_else(|| {
@@ -59,13 +59,13 @@ pub fn gc(cmd: GcCommand) -> anyhow::Result<()> {
             db_path.display()
         ))
     })?;
-    let planned: HashSet<String> = db.plan_runs(plan)?.into_iter().map(|r| r.id).collect();
-    let orphans = orphans(&db, &cmd.results.join(name), &planned)?;
+    let planned: HashSet<RunId> = db.plan_runs(plan)?.into_iter().map(|r| r.id).collect();
+    let orphans = orphans(&db, &layout, &planned)?;
     let total: u64 = orphans.iter().map(|o| o.bytes).sum();
     if orphans.is_empty() {
         println!(
             "every logit store in `{}` belongs to a run of the current plan: nothing to remove",
-            dir.join("logits").display()
+            layout.logit_stores().display()
         );
         return Ok(());
     }
@@ -105,26 +105,27 @@ pub fn gc(cmd: GcCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The store folders under `results_dir/logits` whose run is not in `planned`.
+/// The logit-store folders of `layout` whose run is not in `planned`.
 fn orphans(
     db: &SweepDb,
-    results_dir: &Path,
-    planned: &HashSet<String>,
+    layout: &SweepLayout,
+    planned: &HashSet<RunId>,
 ) -> anyhow::Result<Vec<Orphan>> {
-    let logits = results_dir.join("logits");
+    let logits = layout.logit_stores();
     let entries = match std::fs::read_dir(&logits) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(anyhow::anyhow!("cannot read `{}`: {e}", logits.display())),
     };
-    let names: std::collections::HashMap<String, String> =
+    let names: std::collections::HashMap<RunId, String> =
         db.runs()?.into_iter().map(|r| (r.id, r.name)).collect();
     let mut out = Vec::new();
     for entry in entries {
         let entry =
             entry.map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", logits.display()))?;
-        let id = entry.file_name().to_string_lossy().to_string();
-        let path = store_dir(results_dir, &id);
+        // a store's folder is named by the run that wrote it
+        let id = RunId::from_stored(entry.file_name().to_string_lossy().to_string());
+        let path = layout.logit_store(&id);
         if planned.contains(&id) || !path.is_dir() {
             continue;
         }

@@ -1,10 +1,12 @@
-//! Finding a sweep's database for the commands that read one (`report`, `export`): from a sweep
-//! file, a sweep name, or — with neither — the only sweep under the results folder.
+//! Finding a sweep for the commands that read one (`report`, `export`, `fit`): from a sweep
+//! file, a sweep name, or — with neither — the only sweep under the results folder; and where
+//! its files are ([`SweepLayout`]), built once here and passed down.
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use pdsweep::spec::Sweep;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{SweepDb, SweepLayout};
 
 use super::UsageError;
 
@@ -12,10 +14,33 @@ use super::UsageError;
 pub struct Located {
     /// The sweep's name.
     pub name: String,
-    /// Its database.
-    pub db_path: PathBuf,
+    /// Its files under `results/NAME/` (the sweep file's folder as [`Located::sweep_dir`]
+    /// finds it).
+    pub layout: SweepLayout,
     /// The sweep file, when one was named.
     pub sweep: Option<Sweep>,
+}
+
+impl Located {
+    /// Its database file.
+    pub fn db_path(&self) -> PathBuf {
+        self.layout.database()
+    }
+
+    /// The layout with the sweep file's folder: the file named, else the one its current plan
+    /// was made from (paths in run configurations are relative to it).
+    pub fn with_sweep_dir(&self, db: &SweepDb) -> anyhow::Result<SweepLayout> {
+        let sweep_file = match &self.sweep {
+            Some(s) => s.path.clone(),
+            None => {
+                let plan = db.current_plan()?.context("the sweep has no plan")?;
+                let info = db.plan_info(plan)?.context("the sweep's plan is missing")?;
+                PathBuf::from(info.sweep_path)
+            }
+        };
+        let sweep_dir = sweep_file.parent().map(PathBuf::from).unwrap_or_default();
+        Ok(SweepLayout::at(sweep_dir, self.layout.root()))
+    }
 }
 
 /// Finds the database of `sweep` (a sweep file or a sweep name) under `results`; without one,
@@ -31,23 +56,23 @@ pub fn locate(sweep: Option<&Path>, results: &Path) -> anyhow::Result<Located> {
         Some(path) if path.is_file() => {
             let sweep = Sweep::load(path)?;
             let name = sweep.file.name.to_string();
-            let db_path = SweepDb::path_for(results, &name);
-            if !db_path.exists() {
-                return Err(no_db(&name, &db_path, &path.display().to_string()).into());
+            let layout = SweepLayout::for_file(path, results, &name);
+            if !layout.database().exists() {
+                return Err(no_db(&name, &layout.database(), &path.display().to_string()).into());
             }
             Ok(Located {
                 name,
-                db_path,
+                layout,
                 sweep: Some(sweep),
             })
         }
         Some(name) => {
             let name = name.to_string_lossy().into_owned();
-            let db_path = SweepDb::path_for(results, &name);
-            if db_path.exists() {
+            let layout = SweepLayout::new(PathBuf::new(), results, &name);
+            if layout.database().exists() {
                 Ok(Located {
                     name,
-                    db_path,
+                    layout,
                     sweep: None,
                 })
             } else {
@@ -63,7 +88,11 @@ pub fn locate(sweep: Option<&Path>, results: &Path) -> anyhow::Result<Located> {
                 .map(|entries| {
                     entries
                         .filter_map(|e| e.ok())
-                        .filter(|e| e.path().join("sweep.db").is_file())
+                        .filter(|e| {
+                            SweepLayout::at(PathBuf::new(), e.path())
+                                .database()
+                                .is_file()
+                        })
                         .map(|e| e.file_name().to_string_lossy().into_owned())
                         .collect()
                 })
@@ -72,7 +101,7 @@ pub fn locate(sweep: Option<&Path>, results: &Path) -> anyhow::Result<Located> {
             match names.as_slice() {
                 [one] => Ok(Located {
                     name: one.clone(),
-                    db_path: SweepDb::path_for(results, one),
+                    layout: SweepLayout::new(PathBuf::new(), results, one),
                     sweep: None,
                 }),
                 [] => Err(UsageError(format!(
@@ -98,7 +127,7 @@ pub fn gather(
     results: &Path,
 ) -> anyhow::Result<(Located, SweepDb, pdsweep::report::data::ReportData)> {
     let located = locate(sweep, results)?;
-    let db = SweepDb::open(&located.db_path)?;
+    let db = SweepDb::open(&located.db_path())?;
     let source = located
         .sweep
         .as_ref()

@@ -8,7 +8,7 @@ use anyhow::Context;
 use pdsweep::plan::{Plan, PlanFormat, PlanOptions, render};
 use pdsweep::run::stacks;
 use pdsweep::spec::Sweep;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{SweepDb, SweepLayout};
 
 use super::UsageError;
 
@@ -39,7 +39,8 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
         return Err(UsageError(format!("--flops-per-s `{f}` must be a positive number")).into());
     }
     let sweep = Sweep::load(&cmd.sweep)?;
-    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, sweep.file.name.as_str());
+    let db_path = layout.database();
     let forced = cmd.flops_per_s.is_some() || sweep.file.estimate.flops_per_s.is_some();
     let db = db_path
         .exists()
@@ -52,8 +53,7 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
     };
     drop(db);
     let mut plan = Plan::build(&sweep, &options)?;
-    let results_dir = db_path.parent().unwrap_or(&cmd.results).to_path_buf();
-    super::corpus::prepare(&mut plan, &cmd.sweep, &results_dir, !cmd.dry_run)?;
+    super::corpus::prepare(&mut plan, &layout, !cmd.dry_run)?;
     let db = db_path
         .exists()
         .then(|| SweepDb::open(&db_path))

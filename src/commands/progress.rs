@@ -2,6 +2,8 @@
 //! and a line per evaluation, finished run and failure. It only consumes runner events.
 
 use std::collections::HashMap;
+
+use pdsweep::plan::RunId;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -14,7 +16,7 @@ use pdsweep::train::TrainEvent;
 pub struct ProgressView {
     multi: MultiProgress,
     overall: Option<ProgressBar>,
-    bars: HashMap<String, (String, ProgressBar)>,
+    bars: HashMap<RunId, (String, ProgressBar)>,
     /// The corpus last described, so it is described once.
     corpus: Option<String>,
     /// The time left last shown, and when.
@@ -142,7 +144,7 @@ impl ProgressView {
         }
     }
 
-    fn train(&mut self, id: &str, event: TrainEvent) {
+    fn train(&mut self, id: &RunId, event: TrainEvent) {
         let Some((name, bar)) = self.bars.get(id) else {
             return;
         };
@@ -200,6 +202,6 @@ fn style(template: &str) -> ProgressStyle {
         .progress_chars("=> ")
 }
 
-fn short(id: &str) -> String {
-    id.chars().take(8).collect()
+fn short(id: &RunId) -> String {
+    id.as_str().chars().take(8).collect()
 }

@@ -4,13 +4,11 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
-use anyhow::Context;
-
-use pdsweep::plan::{Plan, PlanOptions};
+use pdsweep::plan::{Plan, PlanOptions, RunId};
 use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::{RunOptions, StackAdvisor, StackPolicy, execute};
 use pdsweep::spec::Sweep;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{RunState, SweepDb, SweepLayout};
 
 use super::progress::ProgressView;
 
@@ -74,15 +72,11 @@ fn install_stop_handler() {
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
     let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
-    let db_path = SweepDb::path_for(&cmd.results, &plan.sweep_name);
+    let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, &plan.sweep_name);
+    let db_path = layout.database();
     // Before opening the database: refuses a database in use on another host.
-    let _lease = Lease::acquire(
-        db_path.parent().unwrap_or(std::path::Path::new(".")),
-        Holder::Run,
-    )?;
-    if let Some(dir) = db_path.parent() {
-        super::corpus::prepare(&mut plan, &cmd.sweep, dir, true)?;
-    }
+    let _lease = Lease::acquire(&layout, Holder::Run)?;
+    super::corpus::prepare(&mut plan, &layout, true)?;
     if let Some(corpus) = plan.corpus.as_ref().filter(|c| c.files > 0) {
         eprintln!(
             "corpus: {} ({} training tokens, {} held out; {})",
@@ -101,18 +95,12 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     install_stop_handler();
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
-    let sweep_dir = cmd.sweep.parent().map(PathBuf::from).unwrap_or_default();
-    let results_dir = db_path
-        .parent()
-        .map(PathBuf::from)
-        .context("the database path has no folder")?;
     let advisor = StackAdvisor::new(
         super::estimate::cache_file_named(&format!("stacks-{}.json", sweep.file.backend)),
         super::estimate::machine(sweep.file.backend),
     );
     let options = RunOptions {
-        sweep_dir,
-        results_dir,
+        layout,
         retry_failed: cmd.retry_failed,
         backend: sweep.file.backend,
         jobs: cmd.jobs,
@@ -158,18 +146,18 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
 /// Names of the plan's failed runs when every one of them is a learning-rate candidate of a
 /// tuned run (a rate that diverged is an answer, not a failure of the sweep); empty otherwise.
 fn diverged_candidates(db: &SweepDb, plan_id: i64, plan: &Plan) -> anyhow::Result<Vec<String>> {
-    let candidates: std::collections::HashSet<&str> = plan
+    let candidates: std::collections::HashSet<&RunId> = plan
         .runs
         .iter()
         .filter_map(|r| r.config.tune.as_ref())
-        .flat_map(|t| t.candidates.iter().map(|c| c.0.as_str()))
+        .flat_map(|t| t.candidates.iter())
         .collect();
     let failed: Vec<_> = db
         .plan_runs(plan_id)?
         .into_iter()
-        .filter(|r| r.state == "failed")
+        .filter(|r| r.state == RunState::Failed)
         .collect();
-    if failed.iter().any(|r| !candidates.contains(r.id.as_str())) {
+    if failed.iter().any(|r| !candidates.contains(&r.id)) {
         return Ok(Vec::new());
     }
     Ok(failed

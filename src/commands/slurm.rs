@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use pdsweep::plan::{Calibration, Plan, PlanOptions};
+use pdsweep::plan::{Calibration, Plan, PlanOptions, RunId};
 use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::slurm::arrays::{ArrayRef, group};
 use pdsweep::run::slurm::coordinator::{candidates, in_flight};
-use pdsweep::run::slurm::script::{SlurmPaths, batch_script};
+use pdsweep::run::slurm::script::batch_script;
 use pdsweep::run::slurm::{
     CoordinatorOptions, Slurm, SlurmEvent, SlurmFlags, SlurmSettings, coordinate,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::slurm::{SlurmMem, SlurmTime};
 use pdsweep::spec::units::format_duration;
-use pdsweep::store::{StoredRun, SweepDb};
+use pdsweep::store::{RunState, StoredRun, SweepDb, SweepLayout};
 
 use super::UsageError;
 use super::run::{Interrupted, RunsFailed};
@@ -74,12 +74,10 @@ pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
         flags(&cmd)?,
         std::env::current_exe().context("cannot find the running pdsweep executable")?,
     );
-    let db_path = SweepDb::path_for(&absolute(&cmd.results)?, &plan.sweep_name);
-    let results_dir = db_path
-        .parent()
-        .map(PathBuf::from)
-        .context("the database path has no folder")?;
+    // absolute paths: the jobs run elsewhere
     let sweep_dir = absolute(cmd.sweep.parent().unwrap_or(Path::new("")))?;
+    let layout = SweepLayout::new(sweep_dir, &absolute(&cmd.results)?, &plan.sweep_name);
+    let db_path = layout.database();
     // Job time limits ("auto") are priced on this machine until the sweep's own runs (on the
     // cluster's nodes) refine them.
     let calibration = match sweep.file.estimate.flops_per_s {
@@ -87,9 +85,9 @@ pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
         None => super::estimate::calibration(None, sweep.file.backend, true),
     };
     if cmd.dry_run {
-        return dry_run(&plan, &db_path, &results_dir, &settings, &cmd, &calibration);
+        return dry_run(&plan, &layout, &settings, &cmd, &calibration);
     }
-    let lease = Lease::acquire(&results_dir, Holder::Slurm)?;
+    let lease = Lease::acquire(&layout, Holder::Slurm)?;
     let mut slurm = Slurm::detect()?;
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
@@ -102,8 +100,7 @@ pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
     );
     let options = CoordinatorOptions {
         sweep_name: plan.sweep_name.clone(),
-        sweep_dir,
-        results_dir,
+        layout,
         backend: sweep.file.backend,
         calibration,
         settings,
@@ -148,7 +145,7 @@ fn db_failed(db: &SweepDb, plan_id: i64) -> anyhow::Result<usize> {
     Ok(db
         .plan_runs(plan_id)?
         .iter()
-        .filter(|r| r.state == "failed")
+        .filter(|r| r.state == RunState::Failed)
         .count())
 }
 
@@ -283,14 +280,14 @@ fn print_event(event: SlurmEvent) {
 /// Prints the scripts `pdsweep slurm` would submit now, from the database if there is one.
 fn dry_run(
     plan: &Plan,
-    db_path: &Path,
-    results_dir: &Path,
+    layout: &SweepLayout,
     settings: &SlurmSettings,
     cmd: &SlurmCommand,
     calibration: &Calibration,
 ) -> anyhow::Result<()> {
+    let db_path = layout.database();
     let (runs, open, calibration) = if db_path.exists() {
-        let db = SweepDb::open(db_path)?;
+        let db = SweepDb::open(&db_path)?;
         let plan_id = db.current_plan()?.unwrap_or_default();
         let backend = plan
             .runs
@@ -306,16 +303,16 @@ fn dry_run(
             .runs
             .iter()
             .map(|r| StoredRun {
-                id: r.id.0.clone(),
-                kind: r.kind().as_str().to_string(),
+                id: r.id.clone(),
+                kind: r.kind(),
                 name: r.name.clone(),
-                state: "planned".into(),
+                state: RunState::Planned,
                 config_json: r.config_json.clone(),
                 params_total: r.params.total as i64,
                 params_non_embedding: r.params.non_embedding as i64,
                 tokens: r.tokens() as i64,
                 flops: r.flops,
-                depends_on: r.depends_on.iter().map(|d| d.0.clone()).collect(),
+                depends_on: r.depends_on.clone(),
             })
             .collect();
         (runs, Vec::new(), calibration.clone())
@@ -323,10 +320,9 @@ fn dry_run(
     let retry = |_: &StoredRun| cmd.retry_failed;
     let wave = candidates(&runs, &open, &retry, settings, &calibration);
     let arrays = group(&wave, &in_flight(&open));
-    let paths = SlurmPaths::new(results_dir);
-    let name = |r: &str| {
+    let name = |r: &RunId| {
         runs.iter()
-            .find(|x| x.id == r)
+            .find(|x| &x.id == r)
             .map_or(r.to_string(), |x| x.name.clone())
     };
     println!(
@@ -357,8 +353,8 @@ fn dry_run(
                 a,
                 settings,
                 dependency.as_deref(),
-                &paths.manifest(&job_name),
-                &paths.logs()
+                &layout.slurm_manifest(&job_name),
+                &layout.slurm_logs()
             )
         );
     }

@@ -9,11 +9,11 @@ use comfy_table::Table;
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use serde_json::json;
 
-use pdsweep::plan::Calibration;
+use pdsweep::plan::{Calibration, RunId, RunKind};
 use pdsweep::run::slurm::Slurm;
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_duration;
-use pdsweep::store::{RunStatus, SweepDb};
+use pdsweep::store::{RunState, RunStatus, SweepDb, SweepLayout};
 
 use super::UsageError;
 
@@ -31,7 +31,8 @@ pub struct StatusCommand {
 /// Runs `pdsweep status`.
 pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
-    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, sweep.file.name.as_str());
+    let db_path = layout.database();
     if !db_path.exists() {
         return Err(UsageError(format!(
             "sweep `{}` has no database at `{}` yet\n\nhint: run `pdsweep plan {}` or `pdsweep run {}` first",
@@ -54,7 +55,7 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
     let jobs = slurm_jobs(&db, plan_id)?;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for r in &runs {
-        *counts.entry(r.state.clone()).or_default() += 1;
+        *counts.entry(r.state.to_string()).or_default() += 1;
     }
     if cmd.json {
         let value = json!({
@@ -92,7 +93,7 @@ struct JobLine {
 
 /// The latest Slurm job of each run that was ever submitted, with live states for the jobs
 /// still followed when Slurm's commands work here.
-fn slurm_jobs(db: &SweepDb, plan_id: i64) -> anyhow::Result<HashMap<String, JobLine>> {
+fn slurm_jobs(db: &SweepDb, plan_id: i64) -> anyhow::Result<HashMap<RunId, JobLine>> {
     let tasks = db.slurm_latest_tasks(plan_id)?;
     let mut live = HashMap::new();
     let mut open_jobs: Vec<String> = tasks
@@ -130,7 +131,7 @@ fn slurm_jobs(db: &SweepDb, plan_id: i64) -> anyhow::Result<HashMap<String, JobL
 }
 
 /// One line per run with a Slurm job the coordinator still follows.
-fn slurm_lines(runs: &[RunStatus], jobs: &HashMap<String, JobLine>) -> String {
+fn slurm_lines(runs: &[RunStatus], jobs: &HashMap<RunId, JobLine>) -> String {
     let mut out = String::new();
     for r in runs {
         if let Some(j) = jobs.get(&r.id).filter(|j| j.open) {
@@ -158,40 +159,35 @@ fn stack_note(label: &str, runs: &[RunStatus]) -> String {
     };
     let lead = runs
         .iter()
-        .find(|r| r.id == lead)
+        .find(|r| r.id.as_str() == lead)
         .map_or(lead, |r| r.name.as_str());
     format!(", in a stack of {members} led by {lead}")
 }
 
 fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {
-    let mut by_kind: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
+    let mut by_kind: BTreeMap<RunKind, BTreeMap<RunState, usize>> = BTreeMap::new();
     for r in runs {
         *by_kind
-            .entry(&r.kind)
+            .entry(r.kind)
             .or_default()
-            .entry(&r.state)
+            .entry(r.state)
             .or_default() += 1;
     }
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t.set_header(["kind", "planned", "running", "done", "failed"]);
     for (kind, states) in &by_kind {
-        let n = |s: &str| states.get(s).copied().unwrap_or(0).to_string();
-        t.add_row([
-            kind.to_string(),
-            n("planned"),
-            n("running"),
-            n("done"),
-            n("failed"),
-        ]);
+        let mut row = vec![kind.to_string()];
+        row.extend(RunState::ALL.map(|s| states.get(&s).copied().unwrap_or(0).to_string()));
+        t.add_row(row);
     }
-    let done = runs.iter().filter(|r| r.state == "done").count();
+    let done = runs.iter().filter(|r| r.state == RunState::Done).count();
     let mut out = format!(
         "sweep `{name}`: {done}/{} runs done, about {} left\n{t}\n",
         runs.len(),
         format_duration(eta)
     );
-    for r in runs.iter().filter(|r| r.state == "running") {
+    for r in runs.iter().filter(|r| r.state == RunState::Running) {
         let speed = r
             .tokens_per_s
             .map_or(String::new(), |s| format!(", {:.1}k tokens/s", s / 1e3));
@@ -205,7 +201,7 @@ fn table(name: &str, runs: &[RunStatus], eta: f64) -> String {
             100.0 * r.progress
         );
     }
-    for r in runs.iter().filter(|r| r.state == "failed") {
+    for r in runs.iter().filter(|r| r.state == RunState::Failed) {
         let first = r
             .error
             .as_deref()

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use pdsweep::fit::{
     FinishedRun, FitOptions, LawKind, SweepFitOptions, SweepFits, finished_runs, fit_sweep,
 };
-use pdsweep::plan::{MIN_STEPS, Plan, PlanOptions, measured_floor, plateau_line};
+use pdsweep::plan::{MIN_STEPS, Plan, PlanOptions, RunKind, measured_floor, plateau_line};
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::{format_count, format_duration};
-use pdsweep::store::{StoredRun, SweepDb};
+use pdsweep::store::{RunState, StoredRun, SweepDb, SweepLayout};
 use pdsweep::suggest::{Budget, Goal, Suggestion, Unconverged, suggest as propose};
 
 use super::UsageError;
@@ -52,7 +52,8 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
         .into());
     }
     let sweep = Sweep::load(&cmd.sweep)?;
-    let db_path = SweepDb::path_for(&cmd.results, sweep.file.name.as_str());
+    let db_path =
+        SweepLayout::for_file(&cmd.sweep, &cmd.results, sweep.file.name.as_str()).database();
     if !db_path.exists() {
         return Err(UsageError(format!(
             "no results for sweep `{}` (no {}): run it first\n\nhint: `pdsweep run {}`",
@@ -90,7 +91,7 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
         None => db.runs()?,
     }
     .into_iter()
-    .filter(|r| r.kind == "student" && r.state == "done")
+    .filter(|r| r.kind == RunKind::Student && r.state == RunState::Done)
     .collect();
     let unconverged = unconverged(&students, &fits, &runs, db.unigram_entropy()?);
     let s = propose(

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use pdsweep::plan::RunId;
 use pdsweep::run::record::FileRecorder;
 use pdsweep::run::slurm::{Slurm, work};
 use pdsweep::run::{Outcome, RunEvent};
@@ -121,8 +122,8 @@ fn array_task() -> Option<String> {
 }
 
 /// Prints a line for `event`; `names` maps run ids to names (learnt from `Preparing`).
-fn log_event(names: &mut HashMap<String, String>, event: RunEvent) {
-    let name = |id: &String| names.get(id).cloned().unwrap_or_else(|| id.clone());
+fn log_event(names: &mut HashMap<RunId, String>, event: RunEvent) {
+    let name = |id: &RunId| names.get(id).cloned().unwrap_or_else(|| id.to_string());
     let line = match event {
         RunEvent::Preparing { id, name } => {
             names.insert(id, name.clone());

@@ -35,6 +35,6 @@ pub use store::{
     SCOPE_TSTAR, StoredFit, current_call_floor, gap_key, save_fits, stored_fits, tstar_key,
 };
 pub use sweep::{
-    FinishedRun, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, config_key,
-    finished_runs, fit_sweep, law_optimum, tuned_baselines, tuned_rates,
+    FinishedRun, Role, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates,
+    config_key, finished_runs, fit_sweep, law_optimum, tuned_baselines, tuned_rates,
 };

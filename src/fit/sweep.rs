@@ -15,17 +15,17 @@ use super::data::{DataPoint, SupervisedSource};
 use super::error::FitError;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{Busbridge, Chinchilla, DistillLaw, LawKind};
+use crate::plan::{RunId, RunKind};
 use crate::run::tuning::best_peak;
-use crate::store::SweepDb;
+use crate::store::{RunState, SweepDb};
 
 /// One finished run as the fits use it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FinishedRun {
     /// Run id.
     pub id: String,
-    /// `teacher`, `student` or `baseline`; [`TEACHER_CANDIDATE`] for a teacher's learning-rate
-    /// candidate (`[teachers] tune_lr`), which no law uses: its tuned teacher adopts the best.
-    pub kind: String,
+    /// What the run is to the fits.
+    pub kind: Role,
     /// Non-embedding parameters.
     pub params: f64,
     /// Tokens trained on.
@@ -47,12 +47,57 @@ pub struct FinishedRun {
     pub lr_peak: Option<f64>,
 }
 
-/// The kind of a teacher's learning-rate candidate run (`[teachers] tune_lr`) among
-/// [`FinishedRun`]s.
-pub const TEACHER_CANDIDATE: &str = "teacher-candidate";
+/// What a finished run is to the fits: a run's kind, with a teacher's learning-rate candidate
+/// (`[teachers] tune_lr`) told apart, since no law uses it (its tuned teacher adopts the best).
+/// In JSON: `teacher`, `teacher-candidate`, `student`, `baseline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// A teacher (trained, tuned or pre-trained).
+    Teacher,
+    /// One of a tuned teacher's learning-rate candidates.
+    TeacherCandidate,
+    /// A distilled student.
+    Student,
+    /// A student size trained without a teacher.
+    Baseline,
+}
+
+impl Role {
+    /// The role named by its word (`teacher-candidate`, as [`Role`]'s `Display` writes it);
+    /// `None` for any other text.
+    pub fn parse(word: &str) -> Option<Role> {
+        [Role::Teacher, Role::TeacherCandidate, Role::Student, Role::Baseline]
+            .into_iter()
+            .find(|r| r.to_string() == word)
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Teacher => "teacher",
+            Role::TeacherCandidate => "teacher-candidate",
+            Role::Student => "student",
+            Role::Baseline => "baseline",
+        })
+    }
+}
+
+impl From<RunKind> for Role {
+    /// The role of a run of `kind` that is not a learning-rate candidate (a logit pass counts
+    /// as its teacher).
+    fn from(kind: RunKind) -> Role {
+        match kind {
+            RunKind::Teacher | RunKind::Logits => Role::Teacher,
+            RunKind::Student => Role::Student,
+            RunKind::Baseline => Role::Baseline,
+        }
+    }
+}
 
 /// The finished teacher, student and baseline runs of the sweep's current plan (a teacher's
-/// learning-rate candidates as [`TEACHER_CANDIDATE`]).
+/// learning-rate candidates as [`Role::TeacherCandidate`]).
 pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
     let runs = match db.current_plan()? {
         Some(plan) => db.plan_runs(plan)?,
@@ -62,20 +107,20 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
     let mut out = Vec::new();
     for r in runs
         .iter()
-        .filter(|r| r.state == "done" && r.kind != "logits")
+        .filter(|r| r.state == RunState::Done && r.kind != RunKind::Logits)
     {
         let Some((loss, _, _)) = db.result(&r.id)? else {
             continue;
         };
         let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
         let distill = &config["distill"];
-        let (teacher, key) = if r.kind == "student" {
+        let (teacher, key) = if r.kind == RunKind::Student {
             let teacher = distill["teacher"].as_str().map(str::to_string);
             (teacher, Some(config_key(distill)))
         } else {
             (None, None)
         };
-        let baseline_loss = if r.kind == "student" {
+        let baseline_loss = if r.kind == RunKind::Student {
             db.gain(&r.id)?.map(|g| loss + g)
         } else {
             None
@@ -88,13 +133,12 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
         } else {
             config["train"]["lr"]["peak"].as_f64()
         };
-        let kind = if candidates.contains(&r.id) {
-            TEACHER_CANDIDATE.to_string()
-        } else {
-            r.kind.clone()
+        let kind = match candidates.contains(&r.id) {
+            true => Role::TeacherCandidate,
+            false => Role::from(r.kind),
         };
         out.push(FinishedRun {
-            id: r.id.clone(),
+            id: r.id.to_string(),
             kind,
             params: r.params_non_embedding as f64,
             tokens: r.tokens as f64,
@@ -110,11 +154,8 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
 }
 
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among `runs`.
-fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::HashSet<String> {
-    crate::plan::teacher_candidates(
-        runs.iter()
-            .map(|r| (r.kind.as_str(), r.config_json.as_str())),
-    )
+fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::HashSet<RunId> {
+    crate::plan::teacher_candidates(runs.iter().map(|r| (r.kind, r.config_json.as_str())))
 }
 
 /// The learning rate a student size and budget was tuned to (`[train] tune_lr`), from its
@@ -122,9 +163,9 @@ fn teacher_candidates(runs: &[crate::store::StoredRun]) -> std::collections::Has
 /// from its candidate runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TunedRate {
-    /// `baseline` (a student size's rate) or `teacher`.
-    #[serde(default = "baseline_kind")]
-    pub kind: String,
+    /// [`Role::Baseline`] (a student size's rate, tuned on its baselines) or [`Role::Teacher`].
+    #[serde(default = "baseline_role")]
+    pub kind: Role,
     /// Non-embedding parameters.
     pub params: f64,
     /// Tokens.
@@ -139,14 +180,14 @@ pub struct TunedRate {
     pub students_elsewhere: Vec<(String, f64)>,
 }
 
-fn baseline_kind() -> String {
-    "baseline".into()
+fn baseline_role() -> Role {
+    Role::Baseline
 }
 
 impl TunedRate {
     /// Whether this is a teacher's rate (`[teachers] tune_lr`) rather than a student size's.
     pub fn is_teacher(&self) -> bool {
-        self.kind == "teacher"
+        self.kind == Role::Teacher
     }
 
     /// The sweep-file key that lists this rate's candidates.
@@ -176,14 +217,14 @@ impl TunedRate {
 /// The tuned rate of every student size and budget whose baselines tried several peaks, then
 /// of every teacher size and budget whose candidates did.
 pub fn tuned_rates(runs: &[FinishedRun]) -> Vec<TunedRate> {
-    let mut rates = rates_of(runs, "baseline");
-    rates.extend(rates_of(runs, TEACHER_CANDIDATE));
+    let mut rates = rates_of(runs, Role::Baseline);
+    rates.extend(rates_of(runs, Role::TeacherCandidate));
     rates
 }
 
 /// The tuned rates of the runs of kind `kind` (baselines or teacher candidates), per size and
 /// budget.
-fn rates_of(runs: &[FinishedRun], kind: &str) -> Vec<TunedRate> {
+fn rates_of(runs: &[FinishedRun], kind: Role) -> Vec<TunedRate> {
     let mut results: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
     for r in runs.iter().filter(|r| r.kind == kind) {
         if let Some(peak) = r.lr_peak {
@@ -193,7 +234,7 @@ fn rates_of(runs: &[FinishedRun], kind: &str) -> Vec<TunedRate> {
                 .push((peak, r.loss));
         }
     }
-    let teacher = kind == TEACHER_CANDIDATE;
+    let teacher = kind == Role::TeacherCandidate;
     results
         .into_iter()
         .filter_map(|((n, d), res)| {
@@ -204,11 +245,15 @@ fn rates_of(runs: &[FinishedRun], kind: &str) -> Vec<TunedRate> {
             let students_elsewhere = runs
                 .iter()
                 .filter(|_| !teacher)
-                .filter(|r| r.kind == "student" && r.params == params && r.tokens == tokens)
+                .filter(|r| r.kind == Role::Student && r.params == params && r.tokens == tokens)
                 .filter_map(|r| r.lr_peak.filter(|&p| p != peak).map(|p| (r.id.clone(), p)))
                 .collect();
             Some(TunedRate {
-                kind: if teacher { "teacher" } else { "baseline" }.into(),
+                kind: if teacher {
+                    Role::Teacher
+                } else {
+                    Role::Baseline
+                },
                 params,
                 tokens,
                 peak,
@@ -227,9 +272,9 @@ pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<()
         None => db.runs()?,
     };
     let teacher_candidates = teacher_candidates(&runs);
-    for r in runs.iter().filter(|r| r.state == "failed") {
+    for r in runs.iter().filter(|r| r.state == RunState::Failed) {
         let teacher = teacher_candidates.contains(&r.id);
-        if r.kind != "baseline" && !teacher {
+        if r.kind != RunKind::Baseline && !teacher {
             continue;
         }
         let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
@@ -257,13 +302,13 @@ pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<()
 /// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
 /// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
 pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
-    let best: BTreeMap<(u64, u64), f64> = rates_of(runs, "baseline")
+    let best: BTreeMap<(u64, u64), f64> = rates_of(runs, Role::Baseline)
         .into_iter()
         .map(|t| ((t.params.to_bits(), t.tokens.to_bits()), t.peak))
         .collect();
     runs.iter()
         .filter(|r| {
-            r.kind != "baseline"
+            r.kind != Role::Baseline
                 || match (
                     r.lr_peak,
                     best.get(&(r.params.to_bits(), r.tokens.to_bits())),
@@ -345,7 +390,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let mut skipped = Vec::new();
     let supervised_points: Vec<DataPoint> = runs
         .iter()
-        .filter(|r| r.kind == "teacher" || r.kind == "baseline")
+        .filter(|r| matches!(r.kind, Role::Teacher | Role::Baseline))
         .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .map(|r| DataPoint::supervised(r.params, r.tokens, r.loss))
         .collect();
@@ -369,7 +414,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
 
     // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
     let mut by_config: BTreeMap<String, Vec<Student>> = BTreeMap::new();
-    for s in runs.iter().filter(|r| r.kind == "student") {
+    for s in runs.iter().filter(|r| r.kind == Role::Student) {
         let (Some(t), Some(config)) = (s.teacher.as_deref().and_then(|t| by_id.get(t)), &s.config)
         else {
             continue;
@@ -543,7 +588,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
 /// (seed, held-out loss) of every finished baseline of `params` trained on `tokens`.
 fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<(u64, f64)> {
     runs.iter()
-        .filter(|r| r.kind == "baseline" && r.params == params && r.tokens == tokens)
+        .filter(|r| r.kind == Role::Baseline && r.params == params && r.tokens == tokens)
         .map(|r| (r.seed, r.loss))
         .collect()
 }
@@ -634,10 +679,10 @@ pub fn sample_law(fit: &Fit, i: usize) -> Option<SupervisedSource> {
 mod tests {
     use super::*;
 
-    fn run(kind: &str, params: f64, seed: u64, peak: f64, loss: f64) -> FinishedRun {
+    fn run(kind: Role, params: f64, seed: u64, peak: f64, loss: f64) -> FinishedRun {
         FinishedRun {
             id: format!("{kind}-{params}-{seed}-{peak}"),
-            kind: kind.into(),
+            kind,
             params,
             tokens: 1e6,
             loss,
@@ -652,29 +697,29 @@ mod tests {
     #[test]
     fn only_the_baselines_at_each_sizes_best_rate_are_kept() {
         let runs = vec![
-            run("baseline", 1e4, 1, 1e-3, 3.1),
-            run("baseline", 1e4, 2, 1e-3, 3.0),
-            run("baseline", 1e4, 1, 3e-3, 2.9),
-            run("baseline", 1e4, 2, 3e-3, 3.0),
+            run(Role::Baseline, 1e4, 1, 1e-3, 3.1),
+            run(Role::Baseline, 1e4, 2, 1e-3, 3.0),
+            run(Role::Baseline, 1e4, 1, 3e-3, 2.9),
+            run(Role::Baseline, 1e4, 2, 3e-3, 3.0),
             // another size, where the higher rate wins
-            run("baseline", 2e4, 1, 3e-3, 2.8),
-            run("baseline", 2e4, 1, 1e-2, 2.7),
+            run(Role::Baseline, 2e4, 1, 3e-3, 2.8),
+            run(Role::Baseline, 2e4, 1, 1e-2, 2.7),
             // teachers are kept whatever their rate
-            run("teacher", 1e5, 1, 1e-3, 2.5),
-            run("teacher", 1e5, 1, 3e-3, 2.4),
+            run(Role::Teacher, 1e5, 1, 1e-3, 2.5),
+            run(Role::Teacher, 1e5, 1, 3e-3, 2.4),
         ];
-        let kept: Vec<(String, f64, f64)> = tuned_baselines(&runs)
+        let kept: Vec<(Role, f64, f64)> = tuned_baselines(&runs)
             .into_iter()
             .map(|r| (r.kind, r.params, r.lr_peak.unwrap()))
             .collect();
         assert_eq!(
             kept,
             vec![
-                ("baseline".into(), 1e4, 3e-3),
-                ("baseline".into(), 1e4, 3e-3),
-                ("baseline".into(), 2e4, 1e-2),
-                ("teacher".into(), 1e5, 1e-3),
-                ("teacher".into(), 1e5, 3e-3),
+                (Role::Baseline, 1e4, 3e-3),
+                (Role::Baseline, 1e4, 3e-3),
+                (Role::Baseline, 2e4, 1e-2),
+                (Role::Teacher, 1e5, 1e-3),
+                (Role::Teacher, 1e5, 3e-3),
             ]
         );
     }
@@ -682,13 +727,13 @@ mod tests {
     #[test]
     fn students_trained_at_an_earlier_winner_are_named() {
         let runs = vec![
-            run("baseline", 1e4, 1, 1e-3, 3.1),
-            run("baseline", 1e4, 2, 1e-3, 3.0),
-            run("baseline", 1e4, 1, 3e-3, 2.9),
-            run("baseline", 1e4, 2, 3e-3, 3.0),
+            run(Role::Baseline, 1e4, 1, 1e-3, 3.1),
+            run(Role::Baseline, 1e4, 2, 1e-3, 3.0),
+            run(Role::Baseline, 1e4, 1, 3e-3, 2.9),
+            run(Role::Baseline, 1e4, 2, 3e-3, 3.0),
             // seed 1's student started when 1e-3 led; seed 2's at the winner
-            run("student", 1e4, 1, 1e-3, 2.8),
-            run("student", 1e4, 2, 3e-3, 2.7),
+            run(Role::Student, 1e4, 1, 1e-3, 2.8),
+            run(Role::Student, 1e4, 2, 3e-3, 2.7),
         ];
         let rates = tuned_rates(&runs);
         assert_eq!(rates.len(), 1);

@@ -290,7 +290,7 @@ fn single_seed(plan: &Plan) -> Vec<DesignWarning> {
             teachers
                 .entry((run.params.non_embedding, run.tokens()))
                 .or_default()
-                .insert(d.teacher.0.as_str());
+                .insert(d.teacher.as_str());
         }
     }
     if seeds.len() != 1 || !teachers.values().any(|t| t.len() >= 3) {

@@ -942,7 +942,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
     };
     let config_json = config.to_json();
     Run {
-        id: RunId::of_json(&config.identity_json()),
+        id: RunId::of(&config),
         name,
         config,
         config_json,
@@ -1134,7 +1134,7 @@ mod tests {
             );
             let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
             let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
-            plan.runs.iter().map(|r| r.id.0.clone()).collect()
+            plan.runs.iter().map(|r| r.id.to_string()).collect()
         };
         let plain = ids("");
         assert_eq!(plain, ids("precision = \"f32\"\n"));

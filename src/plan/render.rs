@@ -35,7 +35,7 @@ pub fn render(plan: &Plan, format: PlanFormat) -> String {
 fn names_by_id(plan: &Plan) -> HashMap<&str, &str> {
     plan.runs
         .iter()
-        .map(|r| (r.id.0.as_str(), r.name.as_str()))
+        .map(|r| (r.id.as_str(), r.name.as_str()))
         .collect()
 }
 
@@ -57,7 +57,7 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         .map(|d| &d.teacher)
         .or(c.logits.as_ref().map(|l| &l.teacher));
     json!({
-        "id": run.id.0,
+        "id": run.id,
         "kind": run.kind().as_str(),
         "name": run.name,
         "model": c.model.label,
@@ -71,8 +71,8 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         "seed": c.data.seed,
         "flops": run.flops,
         "disk_bytes": run.disk_bytes,
-        "depends_on": run.depends_on.iter().map(|d| d.0.clone()).collect::<Vec<_>>(),
-        "teacher": teacher.map(|t| names.get(t.0.as_str()).copied().unwrap_or(t.0.as_str())),
+        "depends_on": run.depends_on.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
+        "teacher": teacher.map(|t| names.get(t.as_str()).copied().unwrap_or(t.as_str())),
         "distill": c.distill.as_ref().map(|d| json!({
             "mode": d.mode, "loss": d.loss, "alpha": d.alpha, "temperature": d.temperature.0,
             "top_p": d.truncation.top_p.0, "top_k": d.truncation.top_k,
@@ -150,7 +150,7 @@ fn csv(plan: &Plan) -> String {
             .map(|d| &d.teacher)
             .or(c.logits.as_ref().map(|l| &l.teacher));
         let record = [
-            run.id.0.clone(),
+            run.id.to_string(),
             run.kind().to_string(),
             run.name.clone(),
             c.model.label.clone(),
@@ -170,7 +170,11 @@ fn csv(plan: &Plan) -> String {
             format!("{:e}", run.flops),
             run.disk_bytes.to_string(),
             teacher.map_or(String::new(), |t| {
-                names.get(t.0.as_str()).copied().unwrap_or(&t.0).to_string()
+                names
+                    .get(t.as_str())
+                    .copied()
+                    .unwrap_or(t.as_str())
+                    .to_string()
             }),
             d.map_or(String::new(), |d| d.mode.to_string()),
             d.map_or(String::new(), |d| d.loss.to_string()),
@@ -179,7 +183,7 @@ fn csv(plan: &Plan) -> String {
             trunc.map_or(String::new(), |t| t.top_k.to_string()),
             run.depends_on
                 .iter()
-                .map(|d| d.0.as_str())
+                .map(|d| d.as_str())
                 .collect::<Vec<_>>()
                 .join(";"),
             run_passes(plan, run).map_or(String::new(), |p| format!("{p:.4}")),
@@ -218,7 +222,13 @@ fn table(plan: &Plan) -> String {
             .depends_on
             .iter()
             .filter(|d| tuned_on.is_none_or(|t| !t.candidates.contains(d)))
-            .map(|d| names.get(d.0.as_str()).copied().unwrap_or(&d.0).to_string())
+            .map(|d| {
+                names
+                    .get(d.as_str())
+                    .copied()
+                    .unwrap_or(d.as_str())
+                    .to_string()
+            })
             .collect();
         if let Some(t) = tuned_on {
             let of = if run.kind() == RunKind::Teacher {
@@ -229,7 +239,7 @@ fn table(plan: &Plan) -> String {
             after.push(format!("lr tuned on {} {of}", t.candidates.len()));
         }
         let mut row = vec![
-            run.id.0[..8].to_string(),
+            run.id.as_str()[..8].to_string(),
             run.kind().to_string(),
             run.name.clone(),
             format_count(run.params.total as f64),

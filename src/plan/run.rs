@@ -45,6 +45,11 @@ impl RunKind {
             RunKind::Baseline => "baseline",
         }
     }
+
+    /// The kind named by its lower-case word; `None` for any other text.
+    pub fn parse(word: &str) -> Option<RunKind> {
+        RunKind::ALL.into_iter().find(|k| k.as_str() == word)
+    }
 }
 
 impl fmt::Display for RunKind {
@@ -53,13 +58,53 @@ impl fmt::Display for RunKind {
     }
 }
 
-/// A run id: the first 16 hex digits of SHA-256 over the run's resolved configuration as JSON.
+/// A run id: the first 16 hex digits of SHA-256 over the run's resolved configuration as JSON
+/// ([`RunConfig::identity_json`]). A new id is only ever made from a configuration
+/// ([`RunId::of`]); ids read back from where they were recorded keep what was written
+/// ([`RunId::from_stored`]). In JSON and SQLite it is the plain string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct RunId(pub String);
+#[serde(transparent)]
+pub struct RunId(String);
+
+impl RunId {
+    /// The id of `config`.
+    pub fn of(config: &RunConfig) -> RunId {
+        RunId(hex(&Sha256::digest(config.identity_json().as_bytes())[..8]))
+    }
+
+    /// An id as it was recorded (the sweep database, a run's files, a job's manifest): taken
+    /// as written, never computed.
+    pub fn from_stored(id: String) -> RunId {
+        RunId(id)
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
 
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for RunId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for RunId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for RunId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
     }
 }
 
@@ -325,7 +370,7 @@ impl RunConfig {
 /// read from its JSON; empty for a run that is not tuned. Schedulers treat these dependencies
 /// as settled once each is done or failed: a candidate that diverged is an answer ("this rate
 /// is too high"), not a blocker.
-pub fn tuned_on(config_json: &str) -> Vec<String> {
+pub fn tuned_on(config_json: &str) -> Vec<RunId> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(config_json) else {
         return Vec::new();
     };
@@ -333,7 +378,7 @@ pub fn tuned_on(config_json: &str) -> Vec<String> {
         .as_array()
         .map(|c| {
             c.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
+                .filter_map(|v| v.as_str().map(|id| RunId::from_stored(id.into())))
                 .collect()
         })
         .unwrap_or_default()
@@ -342,19 +387,12 @@ pub fn tuned_on(config_json: &str) -> Vec<String> {
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among runs given as
 /// (kind, configuration JSON): every run a teacher's learning rate is tuned on.
 pub fn teacher_candidates<'a>(
-    runs: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> std::collections::HashSet<String> {
+    runs: impl IntoIterator<Item = (RunKind, &'a str)>,
+) -> std::collections::HashSet<RunId> {
     runs.into_iter()
-        .filter(|(kind, _)| *kind == "teacher")
+        .filter(|(kind, _)| *kind == RunKind::Teacher)
         .flat_map(|(_, config)| tuned_on(config))
         .collect()
-}
-
-impl RunId {
-    /// The id of a configuration given as its JSON (see [`RunConfig::to_json`]).
-    pub fn of_json(json: &str) -> RunId {
-        RunId(hex(&Sha256::digest(json.as_bytes())[..8]))
-    }
 }
 
 /// A node of the run graph with its derived numbers.

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::RunKind;
+use crate::plan::{RunId, RunKind};
+pub use crate::store::RunState;
 
 /// Everything a report shows.
 #[derive(Debug, Clone, Default)]
@@ -91,46 +92,11 @@ pub struct Provenance {
     pub date_utc: String,
 }
 
-/// A run's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum RunState {
-    /// Not started.
-    Planned,
-    /// In progress.
-    Running,
-    /// Finished with a result.
-    Done,
-    /// Stopped with an error.
-    Failed,
-}
-
-impl RunState {
-    /// Parses the database's word (anything unknown counts as planned).
-    pub fn parse(s: &str) -> RunState {
-        match s {
-            "running" => RunState::Running,
-            "done" => RunState::Done,
-            "failed" => RunState::Failed,
-            _ => RunState::Planned,
-        }
-    }
-
-    /// The lower-case word.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Planned => "planned",
-            RunState::Running => "running",
-            RunState::Done => "done",
-            RunState::Failed => "failed",
-        }
-    }
-}
-
 /// A student's teacher.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TeacherRef {
     /// The teacher run's id.
-    pub id: String,
+    pub id: RunId,
     /// The teacher run's name.
     pub name: String,
     /// Its model label (`400K`).
@@ -145,7 +111,7 @@ pub struct TeacherRef {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunView {
     /// Run id.
-    pub id: String,
+    pub id: RunId,
     /// Kind.
     pub kind: RunKind,
     /// Name.
@@ -209,7 +175,7 @@ impl RunView {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Kind.
     pub kind: RunKind,
     /// Run name.

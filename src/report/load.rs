@@ -15,7 +15,7 @@ use super::data::{
 use super::error::ReportError;
 use super::fits;
 use crate::digest::hex;
-use crate::plan::RunKind;
+use crate::plan::{RunId, RunKind};
 use crate::store::{RunRow, SweepDb};
 
 /// The sweep file the user named, if any (its path and text).
@@ -43,10 +43,8 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
     for r in &mut runs {
         r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
     }
-    let candidate_ids = crate::plan::teacher_candidates(
-        rows.iter()
-            .map(|r| (r.kind.as_str(), r.config_json.as_str())),
-    );
+    let candidate_ids =
+        crate::plan::teacher_candidates(rows.iter().map(|r| (r.kind, r.config_json.as_str())));
     let (teacher_candidates, runs): (Vec<RunView>, Vec<RunView>) = runs
         .into_iter()
         .partition(|r| candidate_ids.contains(&r.id));
@@ -97,7 +95,7 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
 
 /// What each finished run recorded about its corpus, by run id (records that cannot be read
 /// are left out).
-fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<String, CorpusFacts>, ReportError> {
+fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<RunId, CorpusFacts>, ReportError> {
     let fail = |e| crate::store::StoreError::sql(db.path(), "read corpus facts", e);
     let mut stmt = db
         .conn()
@@ -105,7 +103,7 @@ fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<String, CorpusFacts>, ReportErr
         .map_err(fail)?;
     let rows = stmt
         .query_map([], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
+            Ok((r.get::<_, RunId>(0)?, r.get::<_, Option<String>>(1)?))
         })
         .map_err(fail)?
         .collect::<Result<Vec<_>, _>>()
@@ -118,7 +116,7 @@ fn corpus_facts(db: &SweepDb) -> Result<BTreeMap<String, CorpusFacts>, ReportErr
 
 /// The distinct corpora of the current plan's runs (by key), in run order; of several records
 /// of one corpus, the one with the most facts (a run recorded after the corpus checks knew more).
-fn distinct_corpora(runs: &[RunView], facts: &BTreeMap<String, CorpusFacts>) -> Vec<CorpusFacts> {
+fn distinct_corpora(runs: &[RunView], facts: &BTreeMap<RunId, CorpusFacts>) -> Vec<CorpusFacts> {
     let mut out: Vec<CorpusFacts> = Vec::new();
     for f in runs.iter().filter_map(|r| facts.get(&r.id)) {
         match out.iter_mut().find(|o| o.key == f.key) {
@@ -134,7 +132,7 @@ fn distinct_corpora(runs: &[RunView], facts: &BTreeMap<String, CorpusFacts>) -> 
 fn shared_settings(rows: &[RunRow]) -> Option<String> {
     let mut settings = rows
         .iter()
-        .filter(|r| r.kind == "student")
+        .filter(|r| r.kind == RunKind::Student)
         .map(|r| serde_json::from_str::<Value>(&r.config_json).unwrap_or(Value::Null))
         .map(|c| {
             let knobs = distill_knobs(&c);
@@ -153,15 +151,6 @@ fn shared_settings(rows: &[RunRow]) -> Option<String> {
         });
     let first = settings.next()?;
     settings.all(|s| s == first).then_some(first)
-}
-
-fn kind_of(s: &str) -> RunKind {
-    match s {
-        "teacher" => RunKind::Teacher,
-        "logits" => RunKind::Logits,
-        "student" => RunKind::Student,
-        _ => RunKind::Baseline,
-    }
 }
 
 /// The distillation knobs of a student's configuration, each as a short label.
@@ -207,7 +196,7 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
     let students: Vec<&BTreeMap<&str, String>> = rows
         .iter()
         .zip(&knobs)
-        .filter(|(r, _)| r.kind == "student")
+        .filter(|(r, _)| r.kind == RunKind::Student)
         .map(|(_, k)| k)
         .collect();
     if let Some(first) = students.first() {
@@ -236,17 +225,17 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
             (2 * n > students.len()).then_some((key, *top))
         })
         .collect();
-    let by_id: BTreeMap<&str, (&RunRow, &Value)> = rows
+    let by_id: BTreeMap<&RunId, (&RunRow, &Value)> = rows
         .iter()
         .zip(&configs)
-        .map(|(r, c)| (r.id.as_str(), (r, c)))
+        .map(|(r, c)| (&r.id, (r, c)))
         .collect();
     let label_of = |c: &Value| c["model"]["label"].as_str().unwrap_or("?").to_string();
     rows.iter()
         .zip(&configs)
         .zip(&knobs)
         .map(|((r, config), knobs)| {
-            let teacher = r.teacher_id.as_deref().map(|tid| match by_id.get(tid) {
+            let teacher = r.teacher_id.as_ref().map(|tid| match by_id.get(tid) {
                 Some((t, tc)) => TeacherRef {
                     id: t.id.clone(),
                     name: t.name.clone(),
@@ -255,14 +244,14 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                     val_loss: t.val_loss,
                 },
                 None => TeacherRef {
-                    id: tid.to_string(),
+                    id: tid.clone(),
                     name: r.teacher_name.clone().unwrap_or_else(|| tid.to_string()),
                     label: "?".into(),
                     n: f64::NAN,
                     val_loss: None,
                 },
             });
-            let distill = if r.kind == "student" {
+            let distill = if r.kind == RunKind::Student {
                 let differing: Vec<&str> = knobs
                     .iter()
                     .filter(|(k, v)| varying.contains(*k) && modal.get(*k) != Some(&v.as_str()))
@@ -276,10 +265,10 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
             } else {
                 String::new()
             };
-            let state = RunState::parse(&r.state);
+            let state = r.state;
             RunView {
                 id: r.id.clone(),
-                kind: kind_of(&r.kind),
+                kind: r.kind,
                 name: r.name.clone(),
                 state,
                 error: r.error.clone(),
@@ -307,13 +296,13 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
 
 fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, ReportError> {
     let metrics = db.metric_rows(plan_id)?;
-    let mut by_run: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    let mut by_run: BTreeMap<&RunId, Vec<(f64, f64)>> = BTreeMap::new();
     for m in metrics
         .iter()
         .filter(|m| m.kind == "val" && m.loss.is_finite())
     {
         by_run
-            .entry(m.run_id.as_str())
+            .entry(&m.run_id)
             .or_default()
             .push((m.tokens as f64, m.loss));
     }
@@ -323,9 +312,9 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
         .filter_map(|r| {
             // a tuned teacher that adopted its best candidate trained nothing itself: its
             // curve is the candidate's
-            let points = match by_run.remove(r.id.as_str()) {
+            let points = match by_run.remove(&r.id) {
                 Some(p) => p,
-                None => by_run.get(adopted_from(db, &r.id)?.as_str())?.clone(),
+                None => by_run.get(&adopted_from(db, &r.id)?)?.clone(),
             };
             Some(Curve {
                 run_id: r.id.clone(),
@@ -345,16 +334,18 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
 }
 
 /// The candidate a tuned teacher adopted (`results.extra_json` → `adopted_from`), if any.
-fn adopted_from(db: &SweepDb, id: &str) -> Option<String> {
+fn adopted_from(db: &SweepDb, id: &RunId) -> Option<RunId> {
     let extra = db.result_extra(id).ok()??;
     let extra: Value = serde_json::from_str(&extra).ok()?;
-    extra["adopted_from"].as_str().map(str::to_string)
+    extra["adopted_from"]
+        .as_str()
+        .map(|a| RunId::from_stored(a.to_string()))
 }
 
 /// Ids of the finished baselines at a learning rate that lost (`[train] tune_lr`): per student
 /// size and budget, every baseline not at the peak `run::tuning::best_peak` chooses (the rate
 /// the students trained at). Figures and gaps leave them out, as `fit` does.
-fn untuned_baselines(runs: &[RunView]) -> HashSet<String> {
+fn untuned_baselines(runs: &[RunView]) -> HashSet<RunId> {
     let mut groups: BTreeMap<(u64, u64), Vec<&RunView>> = BTreeMap::new();
     for b in runs
         .iter()

@@ -1,6 +1,7 @@
 //! What the runner reports while it works; the terminal view and tests consume these.
 
 use crate::data::CorpusInfo;
+use crate::plan::RunId;
 use crate::train::TrainEvent;
 
 /// A step of a sweep's execution.
@@ -21,14 +22,14 @@ pub enum RunEvent {
     /// Data for a run is being prepared (tokenising, generating).
     Preparing {
         /// Run id.
-        id: String,
+        id: RunId,
         /// Run name.
         name: String,
     },
     /// A run's data is ready.
     DataReady {
         /// Run id.
-        id: String,
+        id: RunId,
         /// Run name.
         name: String,
         /// Facts about the corpus (entropy rate for the synthetic corpus).
@@ -37,14 +38,14 @@ pub enum RunEvent {
     /// These runs (same shape) are about to train as one stack.
     Stacked {
         /// The members' ids.
-        ids: Vec<String>,
+        ids: Vec<RunId>,
         /// The members' names.
         names: Vec<String>,
     },
     /// A run started (or resumed).
     Started {
         /// Run id.
-        id: String,
+        id: RunId,
         /// Run name.
         name: String,
         /// Total steps.
@@ -55,14 +56,14 @@ pub enum RunEvent {
     /// Progress inside a run.
     Train {
         /// Run id.
-        id: String,
+        id: RunId,
         /// The training event.
         event: TrainEvent,
     },
     /// A run finished.
     Finished {
         /// Run id.
-        id: String,
+        id: RunId,
         /// Run name.
         name: String,
         /// Final held-out loss.
@@ -75,7 +76,7 @@ pub enum RunEvent {
     /// A run failed; the others go on.
     Failed {
         /// Run id.
-        id: String,
+        id: RunId,
         /// Run name.
         name: String,
         /// Why.

@@ -3,26 +3,24 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::plan::{RunId, RunKind};
 use crate::store::StoredRun;
 
 /// The kinds of run executed.
-pub const EXECUTED: [&str; 4] = ["teacher", "logits", "student", "baseline"];
+pub const EXECUTED: [RunKind; 4] = RunKind::ALL;
 
 /// For each run, how many runs depend on it directly or through others.
-pub fn unblock_counts(runs: &[StoredRun]) -> HashMap<String, usize> {
-    let mut dependents: HashMap<&str, Vec<&str>> = HashMap::new();
+pub fn unblock_counts(runs: &[StoredRun]) -> HashMap<RunId, usize> {
+    let mut dependents: HashMap<&RunId, Vec<&RunId>> = HashMap::new();
     for run in runs {
         for dep in &run.depends_on {
-            dependents
-                .entry(dep.as_str())
-                .or_default()
-                .push(run.id.as_str());
+            dependents.entry(dep).or_default().push(&run.id);
         }
     }
     runs.iter()
         .map(|run| {
             let mut seen = HashSet::new();
-            let mut stack = vec![run.id.as_str()];
+            let mut stack = vec![&run.id];
             while let Some(id) = stack.pop() {
                 for &next in dependents.get(id).map_or(&[][..], Vec::as_slice) {
                     if seen.insert(next) {
@@ -38,11 +36,11 @@ pub fn unblock_counts(runs: &[StoredRun]) -> HashMap<String, usize> {
 /// Tie-break among runs that unblock as many others: teachers (they unblock logit passes and
 /// students), then baselines (so a student's gain is known when it finishes), logit passes,
 /// students.
-pub fn priority(kind: &str) -> u8 {
+pub fn priority(kind: RunKind) -> u8 {
     match kind {
-        "teacher" => 0,
-        "baseline" => 1,
-        "logits" => 2,
-        _ => 3,
+        RunKind::Teacher => 0,
+        RunKind::Baseline => 1,
+        RunKind::Logits => 2,
+        RunKind::Student => 3,
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::this_host;
+use crate::store::{SweepLayout, this_host};
 
 /// How often the holder rewrites the lease.
 pub const RENEW_EVERY: Duration = Duration::from_secs(15);
@@ -148,15 +148,10 @@ pub struct Lease {
 }
 
 impl Lease {
-    /// The lease file of the sweep whose results folder is `results_dir`.
-    pub fn path_in(results_dir: &Path) -> PathBuf {
-        results_dir.join("lease.json")
-    }
-
-    /// Takes the lease of the sweep in `results_dir` for `holder`, or says who holds it.
-    pub fn acquire(results_dir: &Path, holder: Holder) -> Result<Lease, LeaseError> {
-        let path = Lease::path_in(results_dir);
-        std::fs::create_dir_all(results_dir).map_err(|e| LeaseError::Io {
+    /// Takes the lease of the sweep laid out as `layout` for `holder`, or says who holds it.
+    pub fn acquire(layout: &SweepLayout, holder: Holder) -> Result<Lease, LeaseError> {
+        let path = layout.lease();
+        std::fs::create_dir_all(layout.root()).map_err(|e| LeaseError::Io {
             action: "create the folder of",
             path: path.clone(),
             reason: e.to_string(),
@@ -352,33 +347,41 @@ mod tests {
             holder,
             renewed_unix: now_unix() - age_s,
         };
-        std::fs::write(Lease::path_in(dir), serde_json::to_string(&info).unwrap()).unwrap();
+        std::fs::write(
+            SweepLayout::at("", dir).lease(),
+            serde_json::to_string(&info).unwrap(),
+        )
+        .unwrap();
     }
 
     #[test]
     fn a_coordinator_excludes_another_and_the_lease_goes_when_it_ends() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Lease::acquire(dir.path(), Holder::Slurm).unwrap();
+        let first = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Slurm).unwrap();
         // this process again (as if a second coordinator): refused unless it is this very
         // process; a fresh lease of another host is refused for every holder
         fake(dir.path(), "elsewhere", 1, Holder::Slurm, 1.0);
-        let err = Lease::acquire(dir.path(), Holder::Slurm).err().unwrap();
+        let err = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Slurm)
+            .err()
+            .unwrap();
         assert!(
             err.to_string().contains("already has a coordinator"),
             "{err}"
         );
         assert!(err.to_string().contains("`elsewhere`"), "{err}");
-        let err = Lease::acquire(dir.path(), Holder::Run).err().unwrap();
+        let err = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Run)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("being run on Slurm"), "{err}");
         drop(first); // not its lease any more: left in place
-        assert!(Lease::path_in(dir.path()).exists());
+        assert!(SweepLayout::at("", dir.path()).lease().exists());
     }
 
     #[test]
     fn run_refuses_a_database_in_use_on_another_host_and_says_why() {
         let dir = tempfile::tempdir().unwrap();
         fake(dir.path(), "node-17", 4242, Holder::Run, 5.0);
-        let err = Lease::acquire(dir.path(), Holder::Run)
+        let err = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Run)
             .err()
             .unwrap()
             .to_string();
@@ -393,18 +396,23 @@ mod tests {
     fn stale_and_dead_holders_are_taken_over_and_local_runs_share() {
         let dir = tempfile::tempdir().unwrap();
         fake(dir.path(), "node-17", 4242, Holder::Slurm, 1000.0);
-        let lease = Lease::acquire(dir.path(), Holder::Slurm).unwrap();
+        let lease = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Slurm).unwrap();
         drop(lease);
-        assert!(!Lease::path_in(dir.path()).exists(), "removed when dropped");
+        assert!(
+            !SweepLayout::at("", dir.path()).lease().exists(),
+            "removed when dropped"
+        );
         // a dead process of this host
         fake(dir.path(), &this_host(), u32::MAX - 1, Holder::Slurm, 1.0);
-        let lease = Lease::acquire(dir.path(), Holder::Run).unwrap();
+        let lease = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Run).unwrap();
         // a second local run shares it with the first
-        let second = Lease::acquire(dir.path(), Holder::Run).unwrap();
+        let second = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Run).unwrap();
         assert!(!lease.lost() && !second.lost());
         // but a coordinator may not join a live local run
         fake(dir.path(), &this_host(), 1, Holder::Run, 1.0);
-        let err = Lease::acquire(dir.path(), Holder::Slurm).err().unwrap();
+        let err = Lease::acquire(&SweepLayout::at("", dir.path()), Holder::Slurm)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("being run locally"), "{err}");
     }
 }

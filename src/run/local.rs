@@ -4,7 +4,7 @@
 //! record it straight into the sweep database; a failing run is recorded and the others go on.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -19,16 +19,15 @@ use super::graph::{EXECUTED, priority, unblock_counts};
 use super::record::DbRecorder;
 use super::stacks::{CPU_MIN_STACK, StackAdvisor, StackPolicy, partners};
 use super::unit::WorkUnit;
+use crate::plan::RunId;
 use crate::spec::Backend;
-use crate::store::{StoredRun, SweepDb};
+use crate::store::{RunState, StoredRun, SweepDb, SweepLayout};
 use crate::train;
 
 /// How to execute a sweep on this machine.
 pub struct RunOptions<'a> {
-    /// The sweep file's folder (corpus paths are relative to it).
-    pub sweep_dir: PathBuf,
-    /// `results/NAME/`: checkpoints and caches go below it.
-    pub results_dir: PathBuf,
+    /// Where the sweep's files are.
+    pub layout: SweepLayout,
     /// Retry runs that failed before.
     pub retry_failed: bool,
     /// The backend to train on (from the sweep file; not part of a run's identity).
@@ -92,7 +91,7 @@ pub fn execute(
     let runs = db.plan_runs(plan_id)?;
     let pending = runs
         .iter()
-        .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done")
+        .filter(|r| EXECUTED.contains(&r.kind) && r.state != RunState::Done)
         .count();
     on_event(RunEvent::Pending { runs: pending });
     let in_memory = StackAdvisor::new(None, opts.backend.to_string());
@@ -110,8 +109,7 @@ pub fn execute(
         opts.devices.clone()
     };
     let env = ExecEnv {
-        sweep_dir: opts.sweep_dir.clone(),
-        results_dir: opts.results_dir.clone(),
+        layout: opts.layout.clone(),
         backend: opts.backend,
         stop: opts.stop,
     };
@@ -166,7 +164,7 @@ pub fn execute(
     summary.remaining = db
         .plan_runs(plan_id)?
         .iter()
-        .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done" && r.state != "failed")
+        .filter(|r| EXECUTED.contains(&r.kind) && !r.state.is_finished())
         .count();
     Ok(summary)
 }
@@ -177,14 +175,14 @@ struct Shared<'a> {
     /// Decides `--stack auto` sizes.
     advisor: &'a StackAdvisor,
     /// For each run, how many runs (transitively) wait for it.
-    unblocks: HashMap<String, usize>,
+    unblocks: HashMap<RunId, usize>,
     /// Runs being executed by this process now.
     active: AtomicUsize,
     /// Set when a worker hit an error that ends the execution.
     abort: AtomicBool,
     /// Runs that failed during this execution: `--retry-failed` tries a failed run once per
     /// execution, not again and again.
-    failed_here: Mutex<HashSet<String>>,
+    failed_here: Mutex<HashSet<RunId>>,
 }
 
 /// One worker: claim the most useful runnable run, execute it, repeat until nothing is left
@@ -289,19 +287,19 @@ fn claim_next(
     }
     runnable.sort_by_key(|r| {
         let unblocks = shared.unblocks.get(&r.id).copied().unwrap_or(0);
-        (std::cmp::Reverse(unblocks), priority(&r.kind))
+        (std::cmp::Reverse(unblocks), priority(r.kind))
     });
     // runs another worker or process holds are not candidates (a stale one is, as a lead)
     let free: Vec<StoredRun> = runnable
         .iter()
-        .filter(|r| r.state != "running")
+        .filter(|r| r.state != RunState::Running)
         .cloned()
         .collect();
     for lead in &runnable {
         let max = stack_size(lead, &free, shared, opts, device);
         let mut members = vec![lead];
         members.extend(partners(lead, &free, max));
-        let ids: Vec<&str> = members.iter().map(|r| r.id.as_str()).collect();
+        let ids: Vec<&RunId> = members.iter().map(|r| &r.id).collect();
         let claimed = db.claim_many(&ids, retry_failed, max > 1)?;
         if !claimed.is_empty() {
             return Ok(Some(

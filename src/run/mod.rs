@@ -18,7 +18,6 @@ pub mod stacks;
 pub mod tuning;
 mod unit;
 
-pub use crate::store::{checkpoint_path, store_dir};
 pub use error::{RecordError, RunError};
 pub use events::RunEvent;
 pub use execute::{ExecEnv, Outcome, execute_unit};

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::RunError;
-use crate::plan::RunConfig;
+use crate::plan::{RunConfig, RunId};
 use crate::store::SweepDb;
 
 /// The peak chosen for a run, and the evidence.
@@ -23,7 +23,7 @@ pub struct TunedLr {
     pub peak: f64,
     /// The candidate at that peak with the run's own seed: a student's gain is measured
     /// against it (its baseline); a teacher adopts it.
-    pub baseline: Option<String>,
+    pub baseline: Option<RunId>,
     /// Every candidate peak with the mean held-out loss of its finished runs and their count.
     pub candidates: Vec<PeakScore>,
 }
@@ -92,20 +92,20 @@ pub fn resolve(
     let mut finished = Vec::new();
     let mut same_seed = Vec::new();
     for id in &tune.candidates {
-        let Some(json) = db.run_config(&id.0)? else {
+        let Some(json) = db.run_config(id)? else {
             continue;
         };
         let candidate: RunConfig = serde_json::from_str(&json).map_err(|e| RunError::Config {
-            id: id.0.clone(),
+            id: id.to_string(),
             reason: e.to_string(),
         })?;
         let Some(peak) = candidate.train.as_ref().map(|t| t.lr.peak()) else {
             continue;
         };
         if candidate.data.seed == config.data.seed {
-            same_seed.push((peak, id.0.clone()));
+            same_seed.push((peak, id.clone()));
         }
-        if let Some((loss, _, _)) = db.result(&id.0)? {
+        if let Some((loss, _, _)) = db.result(id)? {
             finished.push((peak, loss));
         }
     }
@@ -115,7 +115,7 @@ pub fn resolve(
             "no candidate run to tune its learning rate on finished (candidates: {})",
             tune.candidates
                 .iter()
-                .map(|c| c.0.as_str())
+                .map(RunId::as_str)
                 .collect::<Vec<_>>()
                 .join(", ")
         ))));
@@ -187,7 +187,7 @@ mod tests {
     fn annotate_keeps_other_keys() {
         let tuned = TunedLr {
             peak: 3e-3,
-            baseline: Some("abc".into()),
+            baseline: Some(RunId::from_stored("abc".into())),
             candidates: scores(&[(3e-3, 2.0)]),
         };
         let out: serde_json::Value =

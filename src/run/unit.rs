@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::RunError;
 use super::tuning::{self, TunedLr};
-use crate::plan::RunConfig;
+use crate::plan::{RunConfig, RunId, RunKind};
 use crate::store::{StoredRun, SweepDb};
 
 /// The runs executed together by one executor call.
@@ -26,19 +26,19 @@ pub struct WorkUnit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UnitRun {
     /// Run id.
-    pub id: String,
+    pub id: RunId,
     /// Run name.
     pub name: String,
-    /// teacher, logits, student or baseline.
-    pub kind: String,
+    /// What it does.
+    pub kind: RunKind,
     /// The resolved configuration as stored (JSON).
     pub config_json: String,
     /// Planned FLOPs.
     pub flops: f64,
     /// The runs that must be done before this one, in the plan's order.
-    pub depends_on: Vec<String>,
+    pub depends_on: Vec<RunId>,
     /// Configurations (JSON) of the runs this one reads — its teacher, its logit store — by id.
-    pub related: BTreeMap<String, String>,
+    pub related: BTreeMap<RunId, String>,
     /// A tuned run's learning rate (`[train] tune_lr`), resolved from the database when the
     /// unit was built: the chosen peak, or why none could be chosen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,7 +83,7 @@ impl UnitRun {
         Ok(UnitRun {
             id: run.id.clone(),
             name: run.name.clone(),
-            kind: run.kind.clone(),
+            kind: run.kind,
             config_json: run.config_json.clone(),
             flops: run.flops,
             depends_on: run.depends_on.clone(),
@@ -100,7 +100,7 @@ impl UnitRun {
             Some(Ok(tuned)) => tuning::apply(&mut config, tuned),
             Some(Err(reason)) => {
                 return Err(RunError::Config {
-                    id: self.id.clone(),
+                    id: self.id.to_string(),
                     reason: reason.clone(),
                 });
             }
@@ -115,7 +115,7 @@ impl UnitRun {
     }
 
     /// The configuration of related run `id` (`Ok(None)` when the unit does not carry it).
-    pub fn related_config(&self, id: &str) -> Result<Option<RunConfig>, RunError> {
+    pub fn related_config(&self, id: &RunId) -> Result<Option<RunConfig>, RunError> {
         self.related
             .get(id)
             .map(|json| parse_config(id, json))
@@ -124,15 +124,15 @@ impl UnitRun {
 }
 
 /// The teacher a student or logit pass reads, if any.
-fn teacher_of(config: &RunConfig) -> Option<&String> {
+fn teacher_of(config: &RunConfig) -> Option<&RunId> {
     config
         .distill
         .as_ref()
-        .map(|d| &d.teacher.0)
-        .or_else(|| config.logits.as_ref().map(|l| &l.teacher.0))
+        .map(|d| &d.teacher)
+        .or_else(|| config.logits.as_ref().map(|l| &l.teacher))
 }
 
-fn parse_config(id: &str, json: &str) -> Result<RunConfig, RunError> {
+fn parse_config(id: &RunId, json: &str) -> Result<RunConfig, RunError> {
     serde_json::from_str(json).map_err(|e| RunError::Config {
         id: id.to_string(),
         reason: e.to_string(),

@@ -10,7 +10,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::error::StoreError;
 use super::journal::journal_mode_for;
 use super::schema::migrations;
-use crate::plan::{Plan, RunKind};
+use super::state::RunState;
+use crate::plan::{Plan, RunId, RunKind};
 
 /// The sweep database of one sweep.
 pub struct SweepDb {
@@ -37,13 +38,13 @@ pub struct PlanWrite {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredRun {
     /// Run id.
-    pub id: String,
+    pub id: RunId,
     /// Kind.
-    pub kind: String,
+    pub kind: RunKind,
     /// Name.
     pub name: String,
-    /// State: planned, running, done or failed.
-    pub state: String,
+    /// Where it stands.
+    pub state: RunState,
     /// The resolved configuration as JSON.
     pub config_json: String,
     /// Total parameters.
@@ -55,15 +56,10 @@ pub struct StoredRun {
     /// FLOPs.
     pub flops: f64,
     /// Dependencies.
-    pub depends_on: Vec<String>,
+    pub depends_on: Vec<RunId>,
 }
 
 impl SweepDb {
-    /// The database path for sweep `name` under `results_dir`: `results_dir/name/sweep.db`.
-    pub fn path_for(results_dir: &Path, name: &str) -> PathBuf {
-        results_dir.join(name).join("sweep.db")
-    }
-
     /// Opens (creating if needed) and migrates the database at `path`.
     pub fn open(path: &Path) -> Result<SweepDb, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -158,13 +154,13 @@ impl SweepDb {
             for run in &plan.runs {
                 if run.config.tune.is_some() {
                     update_candidates
-                        .execute(params![run.id.0, run.config_json])
+                        .execute(params![run.id, run.config_json])
                         .map_err(fail)?;
                 }
                 runs_added += insert_run
                     .execute(params![
-                        run.id.0,
-                        run.kind().as_str(),
+                        run.id,
+                        run.kind(),
                         run.name,
                         run.config_json,
                         to_i64(run.params.total),
@@ -176,12 +172,12 @@ impl SweepDb {
                     ])
                     .map_err(fail)?;
                 insert_member
-                    .execute(params![plan_id, run.id.0])
+                    .execute(params![plan_id, run.id])
                     .map_err(fail)?;
             }
             for run in &plan.runs {
                 for dep in &run.depends_on {
-                    insert_dep.execute(params![run.id.0, dep.0]).map_err(fail)?;
+                    insert_dep.execute(params![run.id, dep]).map_err(fail)?;
                 }
             }
         }
@@ -282,7 +278,7 @@ impl SweepDb {
             run.depends_on = deps
                 .query_map([&run.id], |r| r.get(0))
                 .map_err(fail)?
-                .collect::<Result<Vec<String>, _>>()
+                .collect::<Result<Vec<RunId>, _>>()
                 .map_err(fail)?;
         }
         Ok(runs)
@@ -291,8 +287,8 @@ impl SweepDb {
     /// Sets a run's state (used by the runner and by tests that simulate finished runs).
     pub fn set_state(
         &self,
-        run_id: &str,
-        state: &str,
+        run_id: &RunId,
+        state: RunState,
         error: Option<&str>,
     ) -> Result<(), StoreError> {
         self.conn
@@ -307,7 +303,7 @@ impl SweepDb {
     /// Makes a finished logit pass whose store was removed (`pdsweep gc`) a planned run again:
     /// its result row (the teacher's held-out loss, also in the teacher's own result) is
     /// deleted, so a later plan that needs the store re-creates it instead of failing.
-    pub fn replan_logits(&self, run_id: &str) -> Result<(), StoreError> {
+    pub fn replan_logits(&self, run_id: &RunId) -> Result<(), StoreError> {
         let fail = |e| StoreError::sql(&self.path, "re-plan a logit pass", e);
         let tx = self.conn.unchecked_transaction().map_err(fail)?;
         tx.execute(

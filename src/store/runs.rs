@@ -5,6 +5,8 @@ use rusqlite::{OptionalExtension, params};
 
 use super::db::{StoredRun, SweepDb};
 use super::error::StoreError;
+use super::state::RunState;
+use crate::plan::{RunId, RunKind};
 
 /// A `running` run whose heartbeat is older than this many seconds belongs to a process that
 /// died; another process may take it over.
@@ -101,38 +103,38 @@ impl SweepDb {
     pub fn runnable(
         &self,
         plan_id: i64,
-        kinds: &[&str],
+        kinds: &[RunKind],
         retry_failed: bool,
     ) -> Result<Vec<StoredRun>, StoreError> {
         let runs = self.plan_runs(plan_id)?;
-        let done: std::collections::HashSet<&str> = runs
+        let done: std::collections::HashSet<&RunId> = runs
             .iter()
-            .filter(|r| r.state == "done")
-            .map(|r| r.id.as_str())
+            .filter(|r| r.state == RunState::Done)
+            .map(|r| &r.id)
             .collect();
-        let failed: std::collections::HashSet<&str> = runs
+        let failed: std::collections::HashSet<&RunId> = runs
             .iter()
-            .filter(|r| r.state == "failed")
-            .map(|r| r.id.as_str())
+            .filter(|r| r.state == RunState::Failed)
+            .map(|r| &r.id)
             .collect();
         // a failed learning-rate candidate settles its dependents (see `plan::tuned_on`)
         let settled = |r: &StoredRun| {
-            let tuned = if r.depends_on.iter().any(|d| failed.contains(d.as_str())) {
+            let tuned = if r.depends_on.iter().any(|d| failed.contains(d)) {
                 crate::plan::tuned_on(&r.config_json)
             } else {
                 Vec::new()
             };
-            r.depends_on.iter().all(|d| {
-                done.contains(d.as_str()) || (failed.contains(d.as_str()) && tuned.contains(d))
-            })
+            r.depends_on
+                .iter()
+                .all(|d| done.contains(d) || (failed.contains(d) && tuned.contains(d)))
         };
         Ok(runs
             .iter()
-            .filter(|r| kinds.contains(&r.kind.as_str()))
-            .filter(|r| {
-                r.state == "planned"
-                    || r.state == "running"
-                    || (retry_failed && r.state == "failed")
+            .filter(|r| kinds.contains(&r.kind))
+            .filter(|r| match r.state {
+                RunState::Planned | RunState::Running => true,
+                RunState::Failed => retry_failed,
+                RunState::Done => false,
             })
             .filter(|r| settled(r))
             .cloned()
@@ -142,7 +144,7 @@ impl SweepDb {
     /// Claims run `id` for this process: succeeds only if it is `planned`, `failed` (when
     /// `retry_failed`), or `running` with a stale heartbeat and not submitted to Slurm (a
     /// queued job has no heartbeat; its coordinator follows it). Atomic in SQLite.
-    pub fn claim(&self, id: &str, retry_failed: bool) -> Result<bool, StoreError> {
+    pub fn claim(&self, id: &RunId, retry_failed: bool) -> Result<bool, StoreError> {
         let sql = format!(
             "UPDATE runs SET state = 'running', error = NULL, started_at = {NOW}, heartbeat_at = {NOW},
                  attempts = attempts + 1, owner = ?4
@@ -166,17 +168,17 @@ impl SweepDb {
     /// or held elsewhere is left out).
     pub fn claim_many(
         &self,
-        ids: &[&str],
+        ids: &[&RunId],
         retry_failed: bool,
         stacked: bool,
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<RunId>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "claim runs", e);
         self.conn().execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
         let claimed = (|| {
             let mut claimed = Vec::with_capacity(ids.len());
             for &id in ids {
                 if self.claim(id, retry_failed)? {
-                    claimed.push(id.to_string());
+                    claimed.push(id.clone());
                 }
             }
             let label =
@@ -230,7 +232,7 @@ impl SweepDb {
     }
 
     /// Records that run `id` is alive.
-    pub fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+    pub fn heartbeat(&self, id: &RunId) -> Result<(), StoreError> {
         self.conn()
             .execute(
                 &format!("UPDATE runs SET heartbeat_at = {NOW} WHERE id = ?1"),
@@ -242,7 +244,7 @@ impl SweepDb {
 
     /// Records a metric row (replacing the row of the same run, kind and step, so a resumed run
     /// never duplicates one).
-    pub fn record_metric(&self, id: &str, m: &Metric) -> Result<(), StoreError> {
+    pub fn record_metric(&self, id: &RunId, m: &Metric) -> Result<(), StoreError> {
         self.conn()
             .execute(
                 "INSERT OR REPLACE INTO metrics (run_id, kind, step, tokens, loss, bpb, lr, tokens_per_s, wall_s)
@@ -254,7 +256,7 @@ impl SweepDb {
     }
 
     /// Stores the result of run `id` and marks it `done`, in one transaction.
-    pub fn finish(&mut self, id: &str, r: &RunResult) -> Result<(), StoreError> {
+    pub fn finish(&mut self, id: &RunId, r: &RunResult) -> Result<(), StoreError> {
         let path = self.path().to_path_buf();
         let fail = |e| StoreError::sql(&path, "record a result", e);
         let tx = self.conn_mut().transaction().map_err(fail)?;
@@ -292,7 +294,7 @@ impl SweepDb {
     }
 
     /// Marks run `id` `failed` with `error`; its metrics so far are kept.
-    pub fn fail(&self, id: &str, error: &str) -> Result<(), StoreError> {
+    pub fn fail(&self, id: &RunId, error: &str) -> Result<(), StoreError> {
         self.conn()
             .execute(&format!("UPDATE runs SET state = 'failed', error = ?2, finished_at = {NOW} WHERE id = ?1"), params![id, error])
             .map_err(|e| StoreError::sql(self.path(), "record a failure", e))?;
@@ -300,7 +302,7 @@ impl SweepDb {
     }
 
     /// Returns run `id` to `planned` (an interrupted run, resumed from its checkpoint later).
-    pub fn release(&self, id: &str) -> Result<(), StoreError> {
+    pub fn release(&self, id: &RunId) -> Result<(), StoreError> {
         self.conn()
             .execute("UPDATE runs SET state = 'planned', heartbeat_at = NULL WHERE id = ?1 AND state = 'running'", [id])
             .map_err(|e| StoreError::sql(self.path(), "release a run", e))?;
@@ -308,7 +310,7 @@ impl SweepDb {
     }
 
     /// The stored configuration of run `id` (JSON), if the run exists.
-    pub fn run_config(&self, id: &str) -> Result<Option<String>, StoreError> {
+    pub fn run_config(&self, id: &RunId) -> Result<Option<String>, StoreError> {
         self.conn()
             .query_row("SELECT config_json FROM runs WHERE id = ?1", [id], |r| {
                 r.get(0)
@@ -319,7 +321,7 @@ impl SweepDb {
 
     /// A finished student's distillation gain (matching baseline's held-out loss minus its own),
     /// once both have finished.
-    pub fn gain(&self, id: &str) -> Result<Option<f64>, StoreError> {
+    pub fn gain(&self, id: &RunId) -> Result<Option<f64>, StoreError> {
         self.conn()
             .query_row(
                 "SELECT gain FROM student_gain WHERE run_id = ?1",
@@ -331,7 +333,7 @@ impl SweepDb {
     }
 
     /// A student's agreement and KL with its teacher, if recorded.
-    pub fn agreement(&self, id: &str) -> Result<Option<(f64, f64)>, StoreError> {
+    pub fn agreement(&self, id: &RunId) -> Result<Option<(f64, f64)>, StoreError> {
         self.conn()
             .query_row(
                 "SELECT agreement, kl_teacher_student FROM results WHERE run_id = ?1 AND agreement IS NOT NULL",
@@ -343,7 +345,7 @@ impl SweepDb {
     }
 
     /// The stored result of run `id`, if finished: (val_loss, val_bpb, tokens_per_s).
-    pub fn result(&self, id: &str) -> Result<Option<(f64, f64, f64)>, StoreError> {
+    pub fn result(&self, id: &RunId) -> Result<Option<(f64, f64, f64)>, StoreError> {
         self.conn()
             .query_row(
                 "SELECT val_loss, val_bpb, tokens_per_s FROM results WHERE run_id = ?1",
@@ -356,7 +358,7 @@ impl SweepDb {
 
     /// The extra JSON recorded with run `id`'s result (a tuned student's chosen rate under
     /// `lr`), if it finished and recorded one.
-    pub fn result_extra(&self, id: &str) -> Result<Option<String>, StoreError> {
+    pub fn result_extra(&self, id: &RunId) -> Result<Option<String>, StoreError> {
         self.conn()
             .query_row(
                 "SELECT extra_json FROM results WHERE run_id = ?1",
@@ -383,7 +385,7 @@ impl SweepDb {
     }
 
     /// Held-out metric rows of run `id` as (step, tokens, loss).
-    pub fn val_curve(&self, id: &str) -> Result<Vec<(u64, u64, f64)>, StoreError> {
+    pub fn val_curve(&self, id: &RunId) -> Result<Vec<(u64, u64, f64)>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read metrics", e);
         let mut stmt = self
             .conn()

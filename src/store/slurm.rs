@@ -6,6 +6,7 @@ use rusqlite::params;
 
 use super::db::SweepDb;
 use super::error::StoreError;
+use crate::plan::{RunId, RunKind};
 
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
@@ -13,11 +14,11 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlurmTask {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Run name.
     pub run_name: String,
     /// Run kind.
-    pub kind: String,
+    pub kind: RunKind,
     /// 1 for the first submission of the run, 2 for its resubmission, ...
     pub attempt: u32,
     /// The submission (`sbatch` call) it belongs to.
@@ -80,10 +81,10 @@ impl SweepDb {
     pub fn slurm_submit(
         &mut self,
         job_name: &str,
-        kind: &str,
+        kind: RunKind,
         script: &str,
         dependency: Option<&str>,
-        tasks: &[(String, u32)],
+        tasks: &[(RunId, u32)],
     ) -> Result<i64, StoreError> {
         let path = self.path().to_path_buf();
         let fail = |e| StoreError::sql(&path, "record a Slurm submission", e);
@@ -142,7 +143,7 @@ impl SweepDb {
     }
 
     /// Every attempt of run `run_id`, oldest first.
-    pub fn slurm_tasks_of(&self, run_id: &str) -> Result<Vec<SlurmTask>, StoreError> {
+    pub fn slurm_tasks_of(&self, run_id: &RunId) -> Result<Vec<SlurmTask>, StoreError> {
         self.query_tasks(
             &format!("SELECT {TASK_COLUMNS} WHERE t.run_id = ?1 ORDER BY t.attempt"),
             [run_id],
@@ -192,7 +193,7 @@ impl SweepDb {
     /// Records the Slurm state last seen for an attempt (and Slurm's reason).
     pub fn slurm_task_state(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         attempt: u32,
         state: &str,
         reason: Option<&str>,
@@ -208,7 +209,7 @@ impl SweepDb {
     }
 
     /// Records that an attempt started its run (counted in the run's `attempts`), once.
-    pub fn slurm_task_started(&mut self, run_id: &str, attempt: u32) -> Result<(), StoreError> {
+    pub fn slurm_task_started(&mut self, run_id: &RunId, attempt: u32) -> Result<(), StoreError> {
         let path = self.path().to_path_buf();
         let fail = |e| StoreError::sql(&path, "record a Slurm job's start", e);
         let tx = self.conn_mut().transaction().map_err(fail)?;
@@ -232,7 +233,7 @@ impl SweepDb {
     /// says, in one transaction. A run already `done` stays done.
     pub fn slurm_end_task(
         &mut self,
-        run_id: &str,
+        run_id: &RunId,
         attempt: u32,
         state: &str,
         reason: Option<&str>,
@@ -277,7 +278,7 @@ impl SweepDb {
     /// and the step it started from, once known.
     pub fn record_session(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         session: &str,
         host: Option<&str>,
         start_step: Option<u64>,
@@ -295,7 +296,7 @@ impl SweepDb {
     }
 
     /// The sessions of run `run_id`, oldest first.
-    pub fn sessions(&self, run_id: &str) -> Result<Vec<Session>, StoreError> {
+    pub fn sessions(&self, run_id: &RunId) -> Result<Vec<Session>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read a run's sessions", e);
         let mut stmt = self
             .conn()
@@ -320,7 +321,7 @@ impl SweepDb {
     /// changes nothing) and the step its session started from.
     pub fn ingest_segments(
         &mut self,
-        run_id: &str,
+        run_id: &RunId,
         segments: &[(&str, Option<u64>, Vec<super::Metric>)],
     ) -> Result<(), StoreError> {
         let path = self.path().to_path_buf();

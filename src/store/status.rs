@@ -7,22 +7,23 @@ use rusqlite::params;
 use serde::Serialize;
 
 use crate::model::ModelShape;
-use crate::plan::{Calibration, RunConfig, StepWork, step_work};
+use crate::plan::{Calibration, RunConfig, RunId, RunKind, StepWork, step_work};
 
 use super::db::SweepDb;
 use super::error::StoreError;
+use super::state::RunState;
 
 /// One run's standing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunStatus {
     /// Run id.
-    pub id: String,
+    pub id: RunId,
     /// Kind.
-    pub kind: String,
+    pub kind: RunKind,
     /// Name.
     pub name: String,
-    /// planned, running, done or failed.
-    pub state: String,
+    /// Where it stands.
+    pub state: RunState,
     /// Fraction of its tokens done (1 when done).
     pub progress: f64,
     /// The failure reason, if failed.
@@ -57,10 +58,10 @@ impl SweepDb {
             .map_err(fail)?;
         let rows = stmt
             .query_map(params![plan_id], |r| {
-                let state: String = r.get(3)?;
+                let state: RunState = r.get(3)?;
                 let tokens = r.get::<_, i64>(5)?.max(0) as u64;
                 let done_tokens: Option<i64> = r.get(7)?;
-                let progress = if state == "done" {
+                let progress = if state == RunState::Done {
                     1.0
                 } else {
                     done_tokens.map_or(0.0, |d| (d.max(0) as f64 / tokens.max(1) as f64).min(1.0))
@@ -96,7 +97,7 @@ impl SweepDb {
                  WHERE s.backend = ?1 AND s.tokens_per_s > 0",
             )
             .map_err(fail)?;
-        let rows: Vec<(String, f64)> = stmt
+        let rows: Vec<(RunId, f64)> = stmt
             .query_map([backend], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(fail)?
             .collect::<Result<_, _>>()
@@ -138,13 +139,13 @@ impl SweepDb {
     }
 
     /// Every run's resolved configuration, by id (unreadable ones are left out).
-    fn run_configs(&self) -> Result<HashMap<String, RunConfig>, StoreError> {
+    fn run_configs(&self) -> Result<HashMap<RunId, RunConfig>, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "read run configurations", e);
         let mut stmt = self
             .conn()
             .prepare("SELECT id, config_json FROM runs")
             .map_err(fail)?;
-        let rows: Vec<(String, String)> = stmt
+        let rows: Vec<(RunId, String)> = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(fail)?
             .collect::<Result<_, _>>()
@@ -159,9 +160,9 @@ impl SweepDb {
 /// The shape of the teacher of a student (online students pay its forward passes).
 fn teacher_shape<'a>(
     config: &RunConfig,
-    configs: &'a HashMap<String, RunConfig>,
+    configs: &'a HashMap<RunId, RunConfig>,
 ) -> Option<&'a ModelShape> {
-    let teacher = &config.distill.as_ref()?.teacher.0;
+    let teacher = &config.distill.as_ref()?.teacher;
     configs.get(teacher).map(|t| &t.model.shape)
 }
 
@@ -169,14 +170,14 @@ fn teacher_shape<'a>(
 /// else its remaining share of the time `calibration` predicts for it.
 pub fn remaining_seconds(
     run: &RunStatus,
-    configs: &HashMap<String, RunConfig>,
+    configs: &HashMap<RunId, RunConfig>,
     calibration: &Calibration,
 ) -> f64 {
-    if run.state == "done" || run.state == "failed" {
+    if run.state.is_finished() {
         return 0.0;
     }
     let left = 1.0 - run.progress;
-    if run.state == "running"
+    if run.state == RunState::Running
         && let Some(tps) = run.tokens_per_s.filter(|t| *t > 0.0)
     {
         return run.tokens as f64 * left / tps;

@@ -5,18 +5,20 @@ use rusqlite::{OptionalExtension, params};
 
 use super::db::SweepDb;
 use super::error::StoreError;
+use super::state::RunState;
+use crate::plan::{RunId, RunKind};
 
 /// A run of a plan with everything known about it (result columns are `None` until it is done).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunRow {
     /// Run id.
-    pub id: String,
-    /// teacher, logits, student or baseline.
-    pub kind: String,
+    pub id: RunId,
+    /// Its kind.
+    pub kind: RunKind,
     /// Name.
     pub name: String,
-    /// planned, running, done or failed.
-    pub state: String,
+    /// Where it stands.
+    pub state: RunState,
     /// The failure reason, if failed.
     pub error: Option<String>,
     /// The resolved configuration as JSON.
@@ -30,7 +32,7 @@ pub struct RunRow {
     /// Planned FLOPs.
     pub flops: f64,
     /// Students and logit runs: the teacher run's id.
-    pub teacher_id: Option<String>,
+    pub teacher_id: Option<RunId>,
     /// Students and logit runs: the teacher run's name.
     pub teacher_name: Option<String>,
     /// Held-out loss (nats/token).
@@ -54,14 +56,14 @@ pub struct RunRow {
     /// Students: matching baseline's held-out loss minus this student's.
     pub gain: Option<f64>,
     /// Students: the matching baseline's id.
-    pub baseline_id: Option<String>,
+    pub baseline_id: Option<RunId>,
 }
 
 /// One metric row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricRow {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// `train` or `val`.
     pub kind: String,
     /// Steps completed.

@@ -3,6 +3,7 @@
 //! by the student with the shard's name.
 
 use crate::common::{pdsweep, stderr};
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 
 const SWEEP: &str = r#"
@@ -65,7 +66,10 @@ fn students_learn_from_their_teacher_in_both_modes_and_a_damaged_shard_is_refuse
     }
     // the store's real size is within 5 % of the plan's prediction
     let store = by_name("logits-120K-k16");
-    let folder = tmp.path().join("results/distill/logits").join(&store.id);
+    let folder = tmp
+        .path()
+        .join("results/distill/logits")
+        .join(store.id.as_str());
     let shards: Vec<_> = std::fs::read_dir(&folder)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -90,7 +94,7 @@ fn students_learn_from_their_teacher_in_both_modes_and_a_damaged_shard_is_refuse
     data[at] ^= 0x20;
     std::fs::write(shard, data).unwrap();
     let student = by_name("student-20K-from-120K-offline");
-    db.set_state(&student.id, "planned", None).unwrap();
+    db.set_state(&student.id, RunState::Planned, None).unwrap();
     std::fs::remove_file(
         tmp.path()
             .join("results/distill/checkpoints")
@@ -112,5 +116,5 @@ fn students_learn_from_their_teacher_in_both_modes_and_a_damaged_shard_is_refuse
         .find(|r| r.id == student.id)
         .unwrap()
         .state;
-    assert_eq!(state, "failed");
+    assert_eq!(state, RunState::Failed);
 }

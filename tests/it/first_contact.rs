@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{pdsweep, stderr, stdout};
 use pdsweep::plan::RunConfig;
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 
 const PLAYS: [&str; 4] = [
@@ -113,7 +114,7 @@ fn fresh_sweep_with_two_jobs_finishes(tokenizer: &str) {
         "a teacher, a store per seed, 2 students, 2 baselines"
     );
     for run in &runs {
-        assert_eq!(run.state, "done", "{}", run.name);
+        assert_eq!(run.state, RunState::Done, "{}", run.name);
     }
     let cache = tmp.path().join("results/mine/cache");
     let caches = |prefix: &str| {

@@ -195,7 +195,7 @@ fn synthetic_sweep() -> Vec<FinishedRun> {
         let id = format!("{kind}{}", runs.len());
         runs.push(FinishedRun {
             id: id.clone(),
-            kind: kind.into(),
+            kind: pdsweep::fit::Role::parse(kind).unwrap(),
             params,
             tokens,
             loss,

@@ -186,7 +186,7 @@ fn models_pdsweep_trained_and_exported_load_in_transformers_with_equal_logits() 
         let folder = dir.join("models").join(&run.name);
         let config: RunConfig = serde_json::from_str(&run.config_json).unwrap();
         let ckpt = dir.join(format!("results/teach/checkpoints/{}.ckpt", run.id));
-        let loaded = checkpoint::load(&ckpt, &run.id).unwrap().unwrap();
+        let loaded = checkpoint::load(&ckpt, run.id.as_str()).unwrap().unwrap();
         let model = loaded.model(config.init_model(&device)).unwrap();
         let ours = logits(&model, &tokens, &device);
         let reference = folder.join("reference_logits.safetensors");

@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use crate::common::{dump, pdsweep, stderr};
+use pdsweep::plan::RunKind;
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 
 const SWEEP: &str = r#"
@@ -45,11 +47,11 @@ fn changing_a_knob_adds_runs_and_keeps_old_results() {
         let runs = db.runs().unwrap();
         let teacher = runs
             .iter()
-            .find(|r| r.kind == "teacher")
+            .find(|r| r.kind == RunKind::Teacher)
             .unwrap()
             .id
             .clone();
-        db.set_state(&teacher, "done", None).unwrap();
+        db.set_state(&teacher, RunState::Done, None).unwrap();
         (runs, teacher)
     };
     plan(
@@ -66,20 +68,20 @@ fn changing_a_knob_adds_runs_and_keeps_old_results() {
         );
     }
     let students =
-        |rs: &[pdsweep::store::StoredRun]| rs.iter().filter(|r| r.kind == "student").count();
+        |rs: &[pdsweep::store::StoredRun]| rs.iter().filter(|r| r.kind == RunKind::Student).count();
     assert_eq!(
         students(&runs),
         2 * students(&old_runs),
         "τ = 2 adds one student per pair"
     );
     assert_eq!(
-        runs.iter().filter(|r| r.kind == "teacher").count(),
+        runs.iter().filter(|r| r.kind == RunKind::Teacher).count(),
         2,
         "teachers are shared, not re-planned"
     );
     assert_eq!(
         runs.iter().find(|r| r.id == finished).unwrap().state,
-        "done"
+        RunState::Done
     );
     let current = db.current_plan().unwrap().unwrap();
     assert_eq!(db.plan_runs(current).unwrap().len(), runs.len());
@@ -149,22 +151,25 @@ fn runs_of_a_dead_process_are_requeued_and_claims_are_exclusive() {
     );
     rusqlite::Connection::open(&path)
         .unwrap()
-        .execute("UPDATE runs SET owner = ?1 WHERE id = ?2", [&dead, b])
+        .execute(
+            "UPDATE runs SET owner = ?1 WHERE id = ?2",
+            [&dead, b.as_str()],
+        )
         .unwrap();
     assert_eq!(
         other.requeue_dead().unwrap(),
         1,
         "only the dead process's run"
     );
-    let states: Vec<(String, String)> = other
+    let states: Vec<(pdsweep::plan::RunId, RunState)> = other
         .runs()
         .unwrap()
         .into_iter()
         .map(|r| (r.id, r.state))
         .collect();
-    assert!(states.contains(&(b.clone(), "planned".into())));
+    assert!(states.contains(&(b.clone(), RunState::Planned)));
     assert!(
-        states.contains(&(a.clone(), "running".into())),
+        states.contains(&(a.clone(), RunState::Running)),
         "a live process keeps its run"
     );
 }

@@ -7,6 +7,7 @@
 use crate::hf_fixture as fixture;
 
 use crate::common::{pdsweep, stderr, stdout};
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 
 fn sweep(teacher: &str, tokenizer_line: &str) -> String {
@@ -81,7 +82,7 @@ fn a_pretrained_teacher_and_a_tokenizer_json_corpus_run_end_to_end() {
         assert!(kinds.contains(&kind), "{kind} in {kinds:?}");
     }
     for r in &runs {
-        assert_eq!(r.state, "done", "{}", r.name);
+        assert_eq!(r.state, RunState::Done, "{}", r.name);
     }
     let by_name = |name: &str| runs.iter().find(|r| r.name == name).unwrap();
     let teacher = by_name("teacher-imported");

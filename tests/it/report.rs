@@ -865,7 +865,7 @@ fn more_series_than_a_legend_carries_are_split_across_panels() {
     for i in 0..24 {
         let mut c = template.clone();
         let t = 1e3 * 1.3f64.powi(i);
-        c.run_id = format!("extra{i}");
+        c.run_id = pdsweep::plan::RunId::from_stored(format!("extra{i}"));
         c.teacher = Some((format!("T{i}"), t));
         c.points = c
             .points

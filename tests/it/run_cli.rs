@@ -3,6 +3,8 @@
 //! skipped on the next run, and a missing corpus is refused before anything runs.
 
 use crate::common::{pdsweep, stderr};
+use pdsweep::plan::RunKind;
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 
 const SWEEP: &str = r#"
@@ -35,7 +37,7 @@ fn run_trains_every_run_and_records_it() {
             .iter()
             .find(|r| r.name == name)
             .unwrap_or_else(|| panic!("no run {name}"));
-        assert_eq!(run.state, "done", "{name}");
+        assert_eq!(run.state, RunState::Done, "{name}");
         assert_eq!(
             db.val_curve(&run.id).unwrap().len(),
             2,
@@ -59,9 +61,9 @@ fn run_trains_every_run_and_records_it() {
     assert!(large < 5.0, "far below the uniform 5.55 nats: {large}");
     for run in runs
         .iter()
-        .filter(|r| r.kind == "student" || r.kind == "logits")
+        .filter(|r| r.kind == RunKind::Student || r.kind == RunKind::Logits)
     {
-        assert_eq!(run.state, "done", "{}", run.name);
+        assert_eq!(run.state, RunState::Done, "{}", run.name);
     }
     assert!(
         tmp.path()

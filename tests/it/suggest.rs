@@ -75,7 +75,7 @@ fn simulate_with_noise(plan: &Plan, tstar: f64, run_sd: impl Fn(f64) -> f64) -> 
         };
         out.push(FinishedRun {
             id: r.id.to_string(),
-            kind: r.kind().as_str().to_string(),
+            kind: r.kind().into(),
             params: r.params.non_embedding as f64,
             tokens: r.tokens() as f64,
             loss,

@@ -27,6 +27,7 @@ use pdsweep::data::{Prepared, prepare};
 use pdsweep::distill::{TeacherSource, TruncateOn};
 use pdsweep::plan::{Plan, PlanOptions, RunConfig, RunKind};
 use pdsweep::spec::{Backend, Precision, Sweep};
+use pdsweep::store::RunState;
 use pdsweep::store::SweepDb;
 use pdsweep::train::stack::{StackMember, train_stack};
 use pdsweep::train::{NextToken, Objective, TrainEvent, TrainJob, train};
@@ -395,7 +396,7 @@ fn sweep_losses(backend: &str) -> (Vec<(String, f64)>, tempfile::TempDir) {
     let db = SweepDb::open(&tmp.path().join("results/gpu/sweep.db")).unwrap();
     let mut losses = Vec::new();
     for run in db.runs().unwrap() {
-        assert_eq!(run.state, "done", "{backend}: {}", run.name);
+        assert_eq!(run.state, RunState::Done, "{backend}: {}", run.name);
         losses.push((run.name.clone(), db.result(&run.id).unwrap().unwrap().0));
     }
     losses.sort_by(|a, b| a.0.cmp(&b.0));

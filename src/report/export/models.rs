@@ -12,15 +12,14 @@ use serde_json::{Map, Value};
 use super::card::Card;
 use crate::hf::{HfError, LlamaConfig, SINGLE, read_config, write_safetensors};
 use crate::plan::{RunConfig, RunKind};
-use crate::store::{RunRow, SweepDb};
+use crate::store::{RunRow, RunState, SweepDb, SweepLayout};
 use crate::train::checkpoint;
 
 /// Where things are for an export.
 pub struct ExportPaths<'a> {
-    /// The sweep file's folder (corpus, tokenizer and pre-trained paths are relative to it).
-    pub sweep_dir: &'a Path,
-    /// `results/NAME/` (checkpoints and caches).
-    pub results_dir: &'a Path,
+    /// Where the sweep's files are (its corpus, tokenizer and pre-trained paths are relative
+    /// to its sweep file's folder; checkpoints and caches are under `results/NAME/`).
+    pub layout: &'a SweepLayout,
     /// The folder that receives one sub-folder per run.
     pub out: &'a Path,
 }
@@ -56,21 +55,22 @@ pub fn export_models(
     };
     let info = db.plan_info(plan).map_err(db_error)?;
     let rows = db.run_rows(plan).map_err(db_error)?;
-    if let Some(missing) = only
-        .iter()
-        .find(|o| !rows.iter().any(|r| &r.name == *o || &r.id == *o))
-    {
+    if let Some(missing) = only.iter().find(|o| {
+        !rows
+            .iter()
+            .any(|r| &r.name == *o || r.id.as_str() == o.as_str())
+    }) {
         return Err(read_error(
             db.path(),
             format!("the current plan has no run named `{missing}`"),
         ));
     }
     let device = Device::flex();
-    let token_ids = special_token_ids(&rows, paths.sweep_dir);
+    let token_ids = special_token_ids(&rows, paths.layout.sweep_dir());
     let mut summary = ExportSummary::default();
     for row in &rows {
-        let wanted = only.is_empty() || only.iter().any(|o| o == &row.name || o == &row.id);
-        if !wanted || row.kind == RunKind::Logits.as_str() {
+        let wanted = only.is_empty() || only.iter().any(|o| o == &row.name || o == row.id.as_str());
+        if !wanted || row.kind == RunKind::Logits {
             continue;
         }
         let config: RunConfig =
@@ -82,7 +82,7 @@ pub fn export_models(
             ));
             continue;
         }
-        if row.state != "done" {
+        if row.state != RunState::Done {
             summary
                 .skipped
                 .push((row.name.clone(), format!("not finished (`{}`)", row.state)));
@@ -146,11 +146,8 @@ fn export_run(
     device: &Device,
 ) -> Result<(), HfError> {
     let id = &card.run.id;
-    let ckpt = paths
-        .results_dir
-        .join("checkpoints")
-        .join(format!("{id}.ckpt"));
-    let loaded = checkpoint::load(&ckpt, id)
+    let ckpt = paths.layout.checkpoint(id);
+    let loaded = checkpoint::load(&ckpt, id.as_str())
         .map_err(|e| read_error(&ckpt, e))?
         .ok_or_else(|| read_error(&ckpt, "the run is done but its checkpoint is missing"))?;
     let model = loaded
@@ -179,8 +176,8 @@ fn export_run(
     )?;
     read_config(dir)?; // what was written reads back as the same architecture
     write_safetensors(&dir.join(SINGLE), &model.named_weights())?;
-    let cache = paths.results_dir.join("cache");
-    if let Some(tokenizer) = crate::data::tokenizer_json(&config.data, paths.sweep_dir, &cache) {
+    let (sweep_dir, cache) = (paths.layout.sweep_dir(), paths.layout.cache());
+    if let Some(tokenizer) = crate::data::tokenizer_json(&config.data, sweep_dir, &cache) {
         copy(&tokenizer, &dir.join("tokenizer.json"))?;
         let beside = |name: &str| tokenizer.parent().map(|p| p.join(name));
         let mut has_config = false;

@@ -62,7 +62,7 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
     let runs_df = frame(
         "runs",
         vec![
-            s("id", &|r| Some(r.id.clone())),
+            s("id", &|r| Some(r.id.to_string())),
             s("kind", &|r| Some(r.kind.to_string())),
             s("name", &|r| Some(r.name.clone())),
             s("state", &|r| Some(r.state.as_str().to_string())),
@@ -73,7 +73,9 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
             i("tokens", &|r| Some(r.tokens as i64)),
             x("flops", &|r| Some(r.flops)),
             s("teacher", &|r| r.teacher.as_ref().map(|t| t.name.clone())),
-            s("teacher_id", &|r| r.teacher.as_ref().map(|t| t.id.clone())),
+            s("teacher_id", &|r| {
+                r.teacher.as_ref().map(|t| t.id.to_string())
+            }),
             i("teacher_params_non_embedding", &|r| {
                 r.teacher
                     .as_ref()

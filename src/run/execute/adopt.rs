@@ -10,14 +10,13 @@ use std::time::Instant;
 
 use super::core::{Ctx, Step, add_extra, result_row};
 use crate::model::Transformer;
-use crate::plan::RunKind;
+use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
-use crate::store::checkpoint_path;
 use crate::train::{self, checkpoint};
 
 /// The candidate run `ctx`'s teacher can adopt: a tuned teacher whose chosen candidate has its
 /// configuration (less the tuning) and a checkpoint on disk. `None`: train as usual.
-pub(crate) fn adoptable(ctx: &Ctx) -> Result<Option<String>, RunError> {
+pub(crate) fn adoptable(ctx: &Ctx) -> Result<Option<RunId>, RunError> {
     if ctx.config.kind != RunKind::Teacher {
         return Ok(None);
     }
@@ -29,12 +28,12 @@ pub(crate) fn adoptable(ctx: &Ctx) -> Result<Option<String>, RunError> {
     };
     let mut mine = ctx.config.clone();
     mine.tune = None;
-    let on_disk = checkpoint_path(&ctx.env.results_dir, &candidate).is_file();
+    let on_disk = ctx.env.layout.checkpoint(&candidate).is_file();
     Ok((theirs == mine && on_disk).then_some(candidate))
 }
 
 /// Adopts `candidate`'s final checkpoint as `ctx`'s teacher and measures it.
-pub(crate) fn adopt(ctx: &Ctx, candidate: &str) -> Step {
+pub(crate) fn adopt(ctx: &Ctx, candidate: &RunId) -> Step {
     let start = Instant::now();
     let model = match adopted_model(ctx, candidate) {
         Ok(m) => m,
@@ -54,14 +53,11 @@ pub(crate) fn adopt(ctx: &Ctx, candidate: &str) -> Step {
 
 /// Relabels `candidate`'s checkpoint as the teacher's and loads the model from it; the error
 /// names the checkpoint that is missing or damaged.
-fn adopted_model(ctx: &Ctx, candidate: &str) -> Result<Transformer, String> {
+fn adopted_model(ctx: &Ctx, candidate: &RunId) -> Result<Transformer, String> {
     let id = &ctx.run.id;
-    let results = &ctx.env.results_dir;
-    let (src, dst) = (
-        checkpoint_path(results, candidate),
-        checkpoint_path(results, id),
-    );
-    checkpoint::relabel(&src, candidate, &dst, id)
+    let layout = &ctx.env.layout;
+    let (src, dst) = (layout.checkpoint(candidate), layout.checkpoint(id));
+    checkpoint::relabel(&src, candidate.as_str(), &dst, id.as_str())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| {
             format!(
@@ -69,7 +65,7 @@ fn adopted_model(ctx: &Ctx, candidate: &str) -> Result<Transformer, String> {
                 src.display()
             )
         })?;
-    let loaded = checkpoint::load(&dst, id)
+    let loaded = checkpoint::load(&dst, id.as_str())
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("checkpoint `{}` is missing", dst.display()))?;
     loaded

@@ -2,7 +2,7 @@
 //! configuration, data, device), how it begins (recorded as begun, data prepared), how its work
 //! ended ([`Step`]), its result row, and how its end is recorded.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use burn::tensor::Device;
@@ -15,15 +15,14 @@ use crate::run::events::RunEvent;
 use crate::run::record::Recorder;
 use crate::run::unit::UnitRun;
 use crate::spec::Backend;
-use crate::store::RunResult;
+use crate::store::{RunResult, SweepLayout};
 use crate::train::{self, TrainError, TrainJob};
 
 /// Where and how units execute (the same for every unit of a sweep).
 pub struct ExecEnv<'a> {
-    /// The sweep file's folder (corpus paths are relative to it).
-    pub sweep_dir: PathBuf,
-    /// `results/NAME/`: checkpoints, logit stores and caches go below it.
-    pub results_dir: PathBuf,
+    /// Where the sweep's files are: its sweep file's folder (corpus paths are relative to it)
+    /// and `results/NAME/` (checkpoints, logit stores, caches).
+    pub layout: SweepLayout,
     /// The backend to train on (from the sweep file; not part of a run's identity).
     pub backend: Backend,
     /// Set to stop gracefully: the current step ends, a checkpoint is written, the run is
@@ -72,8 +71,8 @@ pub(crate) fn begin<'a>(
         id: run.id.clone(),
         name: run.name.clone(),
     });
-    let cache = env.results_dir.join("cache");
-    let prepared = match data::prepare(&config.data, &env.sweep_dir, &cache, config.tokens) {
+    let (sweep_dir, cache) = (env.layout.sweep_dir(), env.layout.cache());
+    let prepared = match data::prepare(&config.data, sweep_dir, &cache, config.tokens) {
         Ok(p) => p,
         Err(e) => return Ok(Err(e.to_string())),
     };
@@ -228,7 +227,7 @@ impl Ctx<'_> {
     /// without training settings.
     pub(crate) fn train_job<'c>(&'c self, checkpoint: &'c Path) -> Option<TrainJob<'c>> {
         Some(TrainJob {
-            run_id: &self.run.id,
+            run_id: self.run.id.as_str(),
             model: self.config.transformer(),
             data_config: &self.config.data,
             train: self.config.train.as_ref()?,

@@ -18,14 +18,15 @@ pub(crate) fn logits_pass(
     let Some(logits) = ctx.config.logits.as_ref() else {
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
-    let (teacher, sha) = match load_teacher(ctx, &logits.teacher.0)? {
+    let (teacher, sha) = match load_teacher(ctx, &logits.teacher)? {
         Ok(t) => t,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
     let Some(spec) = ctx.config.store_spec() else {
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
-    let header = logits_run::expected_header(&ctx.run.id, &spec, &sha, &ctx.prepared.info.key);
+    let header =
+        logits_run::expected_header(ctx.run.id.as_str(), &spec, &sha, &ctx.prepared.info.key);
     let id = ctx.run.id.clone();
     let total = ctx.config.tokens / header.block_positions.max(1);
     on_event(RunEvent::Train {
@@ -60,7 +61,7 @@ pub(crate) fn logits_pass(
             });
         }
     };
-    let dir = crate::run::store_dir(&ctx.env.results_dir, &ctx.run.id);
+    let dir = ctx.env.layout.logit_store(&ctx.run.id);
     let pass = logits_run::PassDevice {
         teacher: &teacher,
         device: &ctx.device,

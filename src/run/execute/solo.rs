@@ -86,7 +86,7 @@ fn pretrained_run(ctx: &Ctx) -> Step {
     let Some(source) = &ctx.config.model.pretrained else {
         return Step::Failed("run has no pre-trained source".into());
     };
-    let dir = &ctx.env.sweep_dir;
+    let dir = ctx.env.layout.sweep_dir();
     match pretrained::measure(&ctx.config, source, dir, &ctx.prepared, &ctx.device) {
         Ok(m) => {
             // no training throughput (0 keeps it out of time estimates); the scoring speed
@@ -110,7 +110,7 @@ fn train_run(
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Step, RunError> {
     let id = &ctx.run.id;
-    let checkpoint = crate::run::checkpoint_path(&ctx.env.results_dir, id);
+    let checkpoint = ctx.env.layout.checkpoint(id);
     let Some(job) = ctx.train_job(&checkpoint) else {
         return Ok(Step::Failed("run has no training settings".into()));
     };

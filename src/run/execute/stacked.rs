@@ -13,12 +13,11 @@ use burn::tensor::Device;
 use super::core::{Ctx, ExecEnv, Outcome, Step, begin, end, fail, panic_reason, trained};
 use super::teacher::{student_objective, student_teacher};
 use crate::model::Transformer;
-use crate::plan::RunKind;
+use crate::plan::{RunId, RunKind};
 use crate::run::error::{RecordError, RunError};
 use crate::run::events::RunEvent;
 use crate::run::record::Recorder;
 use crate::run::unit::WorkUnit;
-use crate::store::checkpoint_path;
 use crate::train::stack::{StackMember, train_stack};
 use crate::train::{DistillObjective, NextToken, Objective, TrainEvent};
 
@@ -156,9 +155,9 @@ fn train_members(
     }
     let checkpoints: Vec<PathBuf> = members
         .iter()
-        .map(|(_, ctx, _)| checkpoint_path(&env.results_dir, &ctx.run.id))
+        .map(|(_, ctx, _)| env.layout.checkpoint(&ctx.run.id))
         .collect();
-    let ids: Vec<&String> = members.iter().map(|(_, ctx, _)| &ctx.run.id).collect();
+    let ids: Vec<&RunId> = members.iter().map(|(_, ctx, _)| &ctx.run.id).collect();
     let stack_members: Vec<StackMember> = members
         .iter()
         .zip(&checkpoints)

@@ -6,7 +6,7 @@ use super::core::Ctx;
 use super::pretrained;
 use crate::distill::{StoreReader, TeacherSource, TruncateOn, logits_run};
 use crate::model::Transformer;
-use crate::plan::RunKind;
+use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
 use crate::run::unit::UnitRun;
 use crate::spec::DistillMode;
@@ -16,7 +16,7 @@ use crate::train::{self, DistillObjective, checkpoint};
 /// checkpoint's content hash; `Err` with the reason the run fails otherwise.
 pub(crate) fn load_teacher(
     ctx: &Ctx,
-    teacher_id: &str,
+    teacher_id: &RunId,
 ) -> Result<Result<(Transformer, String), String>, RunError> {
     let Some(teacher) = ctx.run.related_config(teacher_id)? else {
         return Ok(Err(format!(
@@ -24,11 +24,11 @@ pub(crate) fn load_teacher(
         )));
     };
     if let Some(source) = &teacher.model.pretrained {
-        let dir = &ctx.env.sweep_dir;
+        let dir = ctx.env.layout.sweep_dir();
         return Ok(pretrained::load(&teacher, source, dir, &ctx.device));
     }
-    let path = crate::run::checkpoint_path(&ctx.env.results_dir, teacher_id);
-    let loaded = match checkpoint::load(&path, teacher_id) {
+    let path = ctx.env.layout.checkpoint(teacher_id);
+    let loaded = match checkpoint::load(&path, teacher_id.as_str()) {
         Ok(Some(l)) => l,
         Ok(None) => {
             return Ok(Err(format!(
@@ -53,7 +53,7 @@ pub(crate) fn student_teacher(
     ctx: &Ctx,
 ) -> Result<Result<(Transformer, String), String>, RunError> {
     match ctx.config.distill.as_ref() {
-        Some(distill) => load_teacher(ctx, &distill.teacher.0),
+        Some(distill) => load_teacher(ctx, &distill.teacher),
         None => Ok(Err("student run has no distillation settings".into())),
     }
 }
@@ -87,9 +87,13 @@ pub(crate) fn student_objective<'a>(
             let Some(spec) = store.store_spec() else {
                 return Ok(Err(format!("run `{store_id}` is not a logit store")));
             };
-            let header =
-                logits_run::expected_header(store_id, &spec, teacher_sha, &ctx.prepared.info.key);
-            let dir = crate::run::store_dir(&ctx.env.results_dir, store_id);
+            let header = logits_run::expected_header(
+                store_id.as_str(),
+                &spec,
+                teacher_sha,
+                &ctx.prepared.info.key,
+            );
+            let dir = ctx.env.layout.logit_store(store_id);
             TeacherSource::Offline(Box::new(StoreReader::new(
                 &dir,
                 header.clone(),
@@ -101,7 +105,7 @@ pub(crate) fn student_objective<'a>(
 }
 
 /// The logit store among `run`'s dependencies (a tuned student also waits for baselines).
-fn logit_store_of(run: &UnitRun) -> Result<Option<&String>, RunError> {
+fn logit_store_of(run: &UnitRun) -> Result<Option<&RunId>, RunError> {
     for id in &run.depends_on {
         if run
             .related_config(id)?

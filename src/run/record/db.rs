@@ -1,6 +1,7 @@
 //! Recording into the sweep database directly: what `pdsweep run` does on one machine.
 
 use super::Recorder;
+use crate::plan::RunId;
 use crate::run::error::RecordError;
 use crate::store::{Metric, RunResult, SweepDb};
 use crate::train::TrainEvent;
@@ -18,7 +19,7 @@ impl<'a> DbRecorder<'a> {
 }
 
 impl Recorder for DbRecorder<'_> {
-    fn event(&mut self, id: &str, event: &TrainEvent) -> Result<(), RecordError> {
+    fn event(&mut self, id: &RunId, event: &TrainEvent) -> Result<(), RecordError> {
         if let Some(metric) = metric_of(event) {
             self.db.record_metric(id, &metric)?;
         }
@@ -28,23 +29,23 @@ impl Recorder for DbRecorder<'_> {
         Ok(())
     }
 
-    fn heartbeat(&mut self, id: &str) -> Result<(), RecordError> {
+    fn heartbeat(&mut self, id: &RunId) -> Result<(), RecordError> {
         Ok(self.db.heartbeat(id)?)
     }
 
-    fn finish(&mut self, id: &str, result: &RunResult) -> Result<(), RecordError> {
+    fn finish(&mut self, id: &RunId, result: &RunResult) -> Result<(), RecordError> {
         Ok(self.db.finish(id, result)?)
     }
 
-    fn fail(&mut self, id: &str, reason: &str) -> Result<(), RecordError> {
+    fn fail(&mut self, id: &RunId, reason: &str) -> Result<(), RecordError> {
         Ok(self.db.fail(id, reason)?)
     }
 
-    fn release(&mut self, id: &str) -> Result<(), RecordError> {
+    fn release(&mut self, id: &RunId) -> Result<(), RecordError> {
         Ok(self.db.release(id)?)
     }
 
-    fn gain(&mut self, id: &str) -> Option<f64> {
+    fn gain(&mut self, id: &RunId) -> Option<f64> {
         self.db.gain(id).ok().flatten()
     }
 }

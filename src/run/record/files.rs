@@ -6,27 +6,18 @@
 //! checkpoint has moved past. The coordinator reads them back ([`RunFiles`]) and ingests them.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::Recorder;
 use crate::atomic::write_atomic;
+use crate::plan::RunId;
 use crate::run::error::RecordError;
-use crate::store::{Metric, RunResult, this_host};
+use crate::store::{Metric, RunResult, SweepLayout, this_host};
 use crate::train::TrainEvent;
 
 use super::db::metric_of;
-
-/// The folder holding the files of every run of a sweep recorded by jobs.
-pub fn runs_dir(results_dir: &Path) -> PathBuf {
-    results_dir.join("slurm").join("runs")
-}
-
-/// The folder of run `id`'s files.
-pub fn run_dir(results_dir: &Path, id: &str) -> PathBuf {
-    runs_dir(results_dir).join(id)
-}
 
 /// A session's start: written when a job (or its restart after a requeue) begins a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,16 +104,16 @@ pub struct FailedFile {
 
 /// Records a job's runs into their own files.
 pub struct FileRecorder {
-    results_dir: PathBuf,
+    layout: SweepLayout,
     session: String,
     next_segment: u64,
 }
 
 impl FileRecorder {
-    /// A recorder for session `session` of runs under `results_dir`.
-    pub fn new(results_dir: &Path, session: &str) -> Self {
+    /// A recorder for session `session` of runs of the sweep laid out as `layout`.
+    pub fn new(layout: &SweepLayout, session: &str) -> Self {
         FileRecorder {
-            results_dir: results_dir.to_path_buf(),
+            layout: layout.clone(),
             session: session.to_string(),
             next_segment: 0,
         }
@@ -149,25 +140,28 @@ impl FileRecorder {
         write_atomic(path, &[&bytes]).map_err(|e| RecordError::file("write", path, e))
     }
 
-    fn segment(&mut self, id: &str, segment: &Segment) -> Result<(), RecordError> {
+    fn segment(&mut self, id: &RunId, segment: &Segment) -> Result<(), RecordError> {
         self.next_segment += 1;
         let name = format!("m-{}-{:06}.json", self.session, self.next_segment);
-        self.write(&run_dir(&self.results_dir, id).join(name), segment)
+        self.write(&self.layout.slurm_run(id).join(name), segment)
     }
 }
 
 impl Recorder for FileRecorder {
-    fn begin(&mut self, id: &str) -> Result<(), RecordError> {
+    fn begin(&mut self, id: &RunId) -> Result<(), RecordError> {
         let start = StartFile {
             session: self.session.clone(),
             host: this_host(),
             pid: std::process::id(),
         };
-        let path = run_dir(&self.results_dir, id).join(format!("start-{}.json", self.session));
+        let path = self
+            .layout
+            .slurm_run(id)
+            .join(format!("start-{}.json", self.session));
         self.write(&path, &start)
     }
 
-    fn event(&mut self, id: &str, event: &TrainEvent) -> Result<(), RecordError> {
+    fn event(&mut self, id: &RunId, event: &TrainEvent) -> Result<(), RecordError> {
         let segment = match (event, metric_of(event)) {
             (TrainEvent::Started { start_step, .. }, _) => Segment {
                 session: self.session.clone(),
@@ -184,23 +178,23 @@ impl Recorder for FileRecorder {
         self.segment(id, &segment)
     }
 
-    fn heartbeat(&mut self, _id: &str) -> Result<(), RecordError> {
+    fn heartbeat(&mut self, _id: &RunId) -> Result<(), RecordError> {
         Ok(()) // Slurm knows whether the job lives
     }
 
-    fn finish(&mut self, id: &str, result: &RunResult) -> Result<(), RecordError> {
-        self.write(&run_dir(&self.results_dir, id).join("result.json"), result)
+    fn finish(&mut self, id: &RunId, result: &RunResult) -> Result<(), RecordError> {
+        self.write(&self.layout.slurm_run(id).join("result.json"), result)
     }
 
-    fn fail(&mut self, id: &str, reason: &str) -> Result<(), RecordError> {
+    fn fail(&mut self, id: &RunId, reason: &str) -> Result<(), RecordError> {
         let failed = FailedFile {
             reason: reason.to_string(),
             session: self.session.clone(),
         };
-        self.write(&run_dir(&self.results_dir, id).join("failed.json"), &failed)
+        self.write(&self.layout.slurm_run(id).join("failed.json"), &failed)
     }
 
-    fn release(&mut self, _id: &str) -> Result<(), RecordError> {
+    fn release(&mut self, _id: &RunId) -> Result<(), RecordError> {
         Ok(()) // every row is already in its segment; the checkpoint holds the rest
     }
 }
@@ -222,11 +216,11 @@ impl RunFiles {
     /// Reads run `id`'s files, skipping segments named in `seen` (already ingested). A missing
     /// folder is an empty record; an unreadable file is an error naming it.
     pub fn read(
-        results_dir: &Path,
-        id: &str,
+        layout: &SweepLayout,
+        id: &RunId,
         seen: &std::collections::HashSet<String>,
     ) -> Result<RunFiles, RecordError> {
-        let dir = run_dir(results_dir, id);
+        let dir = layout.slurm_run(id);
         let mut files = RunFiles::default();
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -265,6 +259,10 @@ fn parse<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, RecordError> {
 mod tests {
     use super::*;
 
+    fn id(s: &str) -> RunId {
+        RunId::from_stored(s.into())
+    }
+
     fn result() -> RunResult {
         RunResult {
             val_loss: 2.5,
@@ -287,10 +285,10 @@ mod tests {
     #[test]
     fn what_a_job_records_reads_back_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let mut rec = FileRecorder::new(dir.path(), "12_3.0");
-        rec.begin("run1").unwrap();
+        let mut rec = FileRecorder::new(&SweepLayout::at("", dir.path()), "12_3.0");
+        rec.begin(&id("run1")).unwrap();
         rec.event(
-            "run1",
+            &id("run1"),
             &TrainEvent::Started {
                 steps: 10,
                 start_step: 4,
@@ -298,7 +296,7 @@ mod tests {
         )
         .unwrap();
         rec.event(
-            "run1",
+            &id("run1"),
             &TrainEvent::Step {
                 step: 5,
                 tokens: 10_240,
@@ -309,10 +307,10 @@ mod tests {
             },
         )
         .unwrap();
-        rec.event("run1", &TrainEvent::Checkpoint { step: 5 })
+        rec.event(&id("run1"), &TrainEvent::Checkpoint { step: 5 })
             .unwrap();
         rec.event(
-            "run1",
+            &id("run1"),
             &TrainEvent::Eval {
                 step: 10,
                 tokens: 20_480,
@@ -322,8 +320,13 @@ mod tests {
             },
         )
         .unwrap();
-        rec.finish("run1", &result()).unwrap();
-        let files = RunFiles::read(dir.path(), "run1", &Default::default()).unwrap();
+        rec.finish(&id("run1"), &result()).unwrap();
+        let files = RunFiles::read(
+            &SweepLayout::at("", dir.path()),
+            &id("run1"),
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(files.starts["12_3.0"].host, this_host());
         assert_eq!(files.segments.len(), 3, "{:?}", files.segments.keys());
         let first = files.segments.values().next().unwrap();
@@ -344,13 +347,13 @@ mod tests {
         // segments already ingested are skipped; a folder without files is empty
         let seen = files.segments.keys().cloned().collect();
         assert!(
-            RunFiles::read(dir.path(), "run1", &seen)
+            RunFiles::read(&SweepLayout::at("", dir.path()), &id("run1"), &seen)
                 .unwrap()
                 .segments
                 .is_empty()
         );
         assert_eq!(
-            RunFiles::read(dir.path(), "nothing", &seen).unwrap(),
+            RunFiles::read(&SweepLayout::at("", dir.path()), &id("nothing"), &seen).unwrap(),
             RunFiles::default()
         );
     }
@@ -358,11 +361,18 @@ mod tests {
     #[test]
     fn a_damaged_file_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut rec = FileRecorder::new(dir.path(), "7_0.0");
-        rec.fail("r", "training diverged at step 3").unwrap();
-        let path = run_dir(dir.path(), "r").join("result.json");
+        let mut rec = FileRecorder::new(&SweepLayout::at("", dir.path()), "7_0.0");
+        rec.fail(&id("r"), "training diverged at step 3").unwrap();
+        let path = SweepLayout::at("", dir.path())
+            .slurm_run(&id("r"))
+            .join("result.json");
         std::fs::write(&path, b"{\"val_loss\": 2.").unwrap();
-        let err = RunFiles::read(dir.path(), "r", &Default::default()).unwrap_err();
+        let err = RunFiles::read(
+            &SweepLayout::at("", dir.path()),
+            &id("r"),
+            &Default::default(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("result.json"), "{err}");
     }
 }

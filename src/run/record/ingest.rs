@@ -3,32 +3,32 @@
 //! rows with the same values), oldest session first so a resumed session's rows win.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
 
 use super::files::RunFiles;
+use crate::plan::RunId;
 use crate::run::error::RecordError;
-use crate::store::SweepDb;
+use crate::store::{SweepDb, SweepLayout};
 
 /// Ingests runs' files, remembering which segments it has read.
 pub struct Ingester {
-    results_dir: PathBuf,
-    seen: HashMap<String, HashSet<String>>,
+    layout: SweepLayout,
+    seen: HashMap<RunId, HashSet<String>>,
 }
 
 impl Ingester {
-    /// An ingester for the sweep whose results folder is `results_dir`.
-    pub fn new(results_dir: &Path) -> Self {
+    /// An ingester for the sweep laid out as `layout`.
+    pub fn new(layout: &SweepLayout) -> Self {
         Ingester {
-            results_dir: results_dir.to_path_buf(),
+            layout: layout.clone(),
             seen: HashMap::new(),
         }
     }
 
     /// Reads run `run_id`'s files and records new sessions and metric rows in `db`; returns
     /// what the files say (the result or failure is left to the caller).
-    pub fn ingest(&mut self, db: &mut SweepDb, run_id: &str) -> Result<RunFiles, RecordError> {
-        let seen = self.seen.entry(run_id.to_string()).or_default();
-        let files = RunFiles::read(&self.results_dir, run_id, seen)?;
+    pub fn ingest(&mut self, db: &mut SweepDb, run_id: &RunId) -> Result<RunFiles, RecordError> {
+        let seen = self.seen.entry(run_id.clone()).or_default();
+        let files = RunFiles::read(&self.layout, run_id, seen)?;
         for (session, start) in &files.starts {
             db.record_session(run_id, session, Some(&start.host), None)?;
         }
@@ -73,6 +73,10 @@ fn segment_order(name: &str) -> (u8, Vec<u64>, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn id(s: &str) -> RunId {
+        RunId::from_stored(s.into())
+    }
     use crate::run::record::{FileRecorder, Recorder};
     use crate::train::TrainEvent;
 
@@ -118,34 +122,34 @@ mod tests {
             tokens_per_s: 1.0,
             wall_s: 1.0,
         };
-        let mut first = FileRecorder::new(dir.path(), "9_0.0");
-        first.begin("r").unwrap();
+        let mut first = FileRecorder::new(&SweepLayout::at("", dir.path()), "9_0.0");
+        first.begin(&id("r")).unwrap();
         first
             .event(
-                "r",
+                &id("r"),
                 &TrainEvent::Started {
                     steps: 40,
                     start_step: 0,
                 },
             )
             .unwrap();
-        first.event("r", &step(10, 3.0)).unwrap();
-        first.event("r", &step(20, 2.9)).unwrap();
-        let mut second = FileRecorder::new(dir.path(), "9_0.1");
-        second.begin("r").unwrap();
+        first.event(&id("r"), &step(10, 3.0)).unwrap();
+        first.event(&id("r"), &step(20, 2.9)).unwrap();
+        let mut second = FileRecorder::new(&SweepLayout::at("", dir.path()), "9_0.1");
+        second.begin(&id("r")).unwrap();
         second
             .event(
-                "r",
+                &id("r"),
                 &TrainEvent::Started {
                     steps: 40,
                     start_step: 16,
                 },
             )
             .unwrap();
-        second.event("r", &step(20, 2.8)).unwrap();
-        second.event("r", &step(30, 2.7)).unwrap();
-        let mut ingester = Ingester::new(dir.path());
-        ingester.ingest(&mut db, "r").unwrap();
+        second.event(&id("r"), &step(20, 2.8)).unwrap();
+        second.event(&id("r"), &step(30, 2.7)).unwrap();
+        let mut ingester = Ingester::new(&SweepLayout::at("", dir.path()));
+        ingester.ingest(&mut db, &id("r")).unwrap();
         let rows = |db: &SweepDb| -> Vec<(i64, f64)> {
             db.conn()
                 .prepare("SELECT step, loss FROM metrics WHERE run_id = 'r' ORDER BY step")
@@ -157,9 +161,11 @@ mod tests {
         };
         assert_eq!(rows(&db), [(10, 3.0), (20, 2.8), (30, 2.7)]);
         // a fresh coordinator ingests everything again: same rows
-        Ingester::new(dir.path()).ingest(&mut db, "r").unwrap();
+        Ingester::new(&SweepLayout::at("", dir.path()))
+            .ingest(&mut db, &id("r"))
+            .unwrap();
         assert_eq!(rows(&db), [(10, 3.0), (20, 2.8), (30, 2.7)]);
-        let sessions = db.sessions("r").unwrap();
+        let sessions = db.sessions(&id("r")).unwrap();
         let starts: Vec<_> = sessions
             .iter()
             .map(|s| (s.session.as_str(), s.start_step))

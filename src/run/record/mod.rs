@@ -7,32 +7,33 @@ mod files;
 mod ingest;
 
 pub use db::DbRecorder;
-pub use files::{FailedFile, FileRecorder, RunFiles, StartFile, run_dir, runs_dir};
+pub use files::{FailedFile, FileRecorder, RunFiles, StartFile};
 pub use ingest::Ingester;
 
 use super::error::RecordError;
+use crate::plan::RunId;
 use crate::store::RunResult;
 use crate::train::TrainEvent;
 
 /// Where a run's metrics and end are recorded.
 pub trait Recorder {
     /// Run `id` begins in this process (before its data is prepared).
-    fn begin(&mut self, _id: &str) -> Result<(), RecordError> {
+    fn begin(&mut self, _id: &RunId) -> Result<(), RecordError> {
         Ok(())
     }
     /// A training event of run `id`: metric rows for steps and evaluations, a sign of life for
     /// the others.
-    fn event(&mut self, id: &str, event: &TrainEvent) -> Result<(), RecordError>;
+    fn event(&mut self, id: &RunId, event: &TrainEvent) -> Result<(), RecordError>;
     /// Run `id` is alive (runs without metric rows, such as logit passes, call this).
-    fn heartbeat(&mut self, id: &str) -> Result<(), RecordError>;
+    fn heartbeat(&mut self, id: &RunId) -> Result<(), RecordError>;
     /// Run `id` finished with `result`.
-    fn finish(&mut self, id: &str, result: &RunResult) -> Result<(), RecordError>;
+    fn finish(&mut self, id: &RunId, result: &RunResult) -> Result<(), RecordError>;
     /// Run `id` failed for `reason` (its metrics so far are kept).
-    fn fail(&mut self, id: &str, reason: &str) -> Result<(), RecordError>;
+    fn fail(&mut self, id: &RunId, reason: &str) -> Result<(), RecordError>;
     /// Run `id` stopped before its end (a stop request; it resumes from its checkpoint).
-    fn release(&mut self, id: &str) -> Result<(), RecordError>;
+    fn release(&mut self, id: &RunId) -> Result<(), RecordError>;
     /// A finished student's gain over its baseline, where this recorder can tell.
-    fn gain(&mut self, _id: &str) -> Option<f64> {
+    fn gain(&mut self, _id: &RunId) -> Option<f64> {
         None
     }
 }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use super::settings::Resources;
+use crate::plan::{RunId, RunKind};
 use crate::run::graph::priority;
 
 /// The most tasks in one array (Slurm's default `MaxArraySize` is 1001: indices 0 to 1000).
@@ -17,13 +18,13 @@ pub const MAX_TASKS: usize = 1000;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// Run id.
-    pub id: String,
+    pub id: RunId,
     /// Kind.
-    pub kind: String,
+    pub kind: RunKind,
     /// What its job asks for.
     pub resources: Resources,
     /// The runs it waits for that are not done (each is in flight, or a candidate too).
-    pub waits_for: Vec<String>,
+    pub waits_for: Vec<RunId>,
 }
 
 /// An array job: one already submitted, or one of this batch of submissions.
@@ -68,58 +69,58 @@ impl Dependency {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrayPlan {
     /// The kind of its runs.
-    pub kind: String,
+    pub kind: RunKind,
     /// What each task asks for.
     pub resources: Resources,
     /// (array index, run id), in index order.
-    pub tasks: Vec<(u32, String)>,
+    pub tasks: Vec<(u32, RunId)>,
     /// What it waits for.
     pub dependency: Dependency,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Key {
-    Free(String, Resources, usize),
-    Corr(String, Resources, ArrayRef, usize),
-    AfterOk(String, Resources, Vec<(ArrayRef, u32)>, usize),
+    Free(RunKind, Resources, usize),
+    Corr(RunKind, Resources, ArrayRef, usize),
+    AfterOk(RunKind, Resources, Vec<(ArrayRef, u32)>, usize),
 }
 
 /// Groups `candidates` into arrays, in an order where every array comes after the arrays it
 /// waits for. `in_flight` gives the (array job id, index) of runs submitted before.
 pub fn group(
     candidates: &[Candidate],
-    in_flight: &HashMap<String, (String, u32)>,
+    in_flight: &HashMap<RunId, (String, u32)>,
 ) -> Vec<ArrayPlan> {
     let mut order: Vec<&Candidate> = candidates.iter().collect();
-    order.sort_by_key(|c| priority(&c.kind)); // stable: teachers, baselines, logit passes, students
+    order.sort_by_key(|c| priority(c.kind)); // stable: teachers, baselines, logit passes, students
     let mut arrays: Vec<ArrayPlan> = Vec::new();
     let mut by_key: HashMap<Key, usize> = HashMap::new();
-    let mut placed: HashMap<&str, (ArrayRef, u32)> = HashMap::new();
+    let mut placed: HashMap<&RunId, (ArrayRef, u32)> = HashMap::new();
     for c in order {
         let deps: Vec<(ArrayRef, u32)> = c
             .waits_for
             .iter()
             .filter_map(|d| {
-                placed.get(d.as_str()).cloned().or_else(|| {
+                placed.get(d).cloned().or_else(|| {
                     in_flight
                         .get(d)
                         .map(|(job, i)| (ArrayRef::Job(job.clone()), *i))
                 })
             })
             .collect();
-        let (kind, res) = (c.kind.clone(), c.resources.clone());
+        let (kind, res) = (c.kind, c.resources.clone());
         let (array, index) = match deps.as_slice() {
             [] => sequential(
                 &mut arrays,
                 &mut by_key,
-                |n| Key::Free(kind.clone(), res.clone(), n),
+                |n| Key::Free(kind, res.clone(), n),
                 c,
                 Dependency::None,
             ),
             [(dep, i)] => {
                 let mut layer = 0;
                 loop {
-                    let key = Key::Corr(kind.clone(), res.clone(), dep.clone(), layer);
+                    let key = Key::Corr(kind, res.clone(), dep.clone(), layer);
                     match by_key.get(&key) {
                         Some(&a) if arrays[a].tasks.iter().any(|(t, _)| t == i) => layer += 1,
                         Some(&a) => {
@@ -128,7 +129,7 @@ pub fn group(
                         }
                         None => {
                             arrays.push(ArrayPlan {
-                                kind: kind.clone(),
+                                kind,
                                 resources: res.clone(),
                                 tasks: vec![(*i, c.id.clone())],
                                 dependency: Dependency::Corr(dep.clone()),
@@ -147,13 +148,13 @@ pub fn group(
                 sequential(
                     &mut arrays,
                     &mut by_key,
-                    |n| Key::AfterOk(kind.clone(), res.clone(), sorted.clone(), n),
+                    |n| Key::AfterOk(kind, res.clone(), sorted.clone(), n),
                     c,
                     dependency,
                 )
             }
         };
-        placed.insert(c.id.as_str(), (ArrayRef::New(array), index));
+        placed.insert(&c.id, (ArrayRef::New(array), index));
     }
     for a in &mut arrays {
         a.tasks.sort();
@@ -181,7 +182,7 @@ fn sequential(
             }
             None => {
                 arrays.push(ArrayPlan {
-                    kind: c.kind.clone(),
+                    kind: c.kind,
                     resources: c.resources.clone(),
                     tasks: vec![(0, c.id.clone())],
                     dependency,
@@ -194,7 +195,7 @@ fn sequential(
 }
 
 /// `--array`'s value: the indices, ranges folded (`0-3,7`), and the `%` throttle.
-pub fn array_spec(tasks: &[(u32, String)], max_parallel: Option<u64>) -> String {
+pub fn array_spec(tasks: &[(u32, RunId)], max_parallel: Option<u64>) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < tasks.len() {
@@ -230,12 +231,16 @@ mod tests {
         }
     }
 
-    fn cand(id: &str, kind: &str, waits_for: &[&str]) -> Candidate {
+    fn id(s: &str) -> RunId {
+        RunId::from_stored(s.into())
+    }
+
+    fn cand(name: &str, kind: &str, waits_for: &[&str]) -> Candidate {
         Candidate {
-            id: id.into(),
-            kind: kind.into(),
+            id: id(name),
+            kind: RunKind::parse(kind).unwrap(),
             resources: res(600),
-            waits_for: waits_for.iter().map(|s| s.to_string()).collect(),
+            waits_for: waits_for.iter().map(|s| id(s)).collect(),
         }
     }
 
@@ -258,17 +263,22 @@ mod tests {
         ];
         c[4].resources = res(3600); // the online student needs longer
         let arrays = group(&c, &HashMap::new());
-        let find = |id: &str| {
+        let find = |name: &str| {
             arrays
                 .iter()
                 .enumerate()
-                .find_map(|(a, p)| p.tasks.iter().find(|(_, r)| r == id).map(|(i, _)| (a, *i)))
+                .find_map(|(a, p)| {
+                    p.tasks
+                        .iter()
+                        .find(|(_, r)| r.as_str() == name)
+                        .map(|(i, _)| (a, *i))
+                })
                 .unwrap()
         };
-        assert_eq!(arrays[0].kind, "teacher");
-        assert_eq!(arrays[0].tasks, vec![(0, "t1".into()), (1, "t2".into())]);
+        assert_eq!(arrays[0].kind, RunKind::parse("teacher").unwrap());
+        assert_eq!(arrays[0].tasks, vec![(0, id("t1")), (1, id("t2"))]);
         assert_eq!(arrays[0].dependency, Dependency::None);
-        assert_eq!(arrays[1].kind, "baseline");
+        assert_eq!(arrays[1].kind, RunKind::parse("baseline").unwrap());
         // one logits array, task i after teacher task i
         let (la, li) = find("l1");
         assert_eq!(find("l2").0, la);
@@ -304,13 +314,13 @@ mod tests {
 
     #[test]
     fn runs_waiting_for_jobs_in_flight_or_for_several_runs_use_exact_tasks() {
-        let in_flight = HashMap::from([("t1".to_string(), ("812".to_string(), 4))]);
+        let in_flight = HashMap::from([(id("t1"), ("812".to_string(), 4))]);
         let c = vec![
             cand("l1", "logits", &["t1"]),
             cand("x", "student", &["l1", "t1"]),
         ];
         let arrays = group(&c, &in_flight);
-        assert_eq!(arrays[0].tasks, vec![(4, "l1".into())]);
+        assert_eq!(arrays[0].tasks, vec![(4, id("l1"))]);
         assert_eq!(
             arrays[0].dependency,
             Dependency::Corr(ArrayRef::Job("812".into()))
@@ -322,7 +332,7 @@ mod tests {
                 (ArrayRef::New(0), 4)
             ])
         );
-        assert_eq!(arrays[1].tasks, vec![(0, "x".into())]);
+        assert_eq!(arrays[1].tasks, vec![(0, id("x"))]);
     }
 
     #[test]
@@ -336,7 +346,7 @@ mod tests {
             [1000, 1000, 500]
         );
         assert_eq!(array_spec(&arrays[2].tasks, Some(8)), "0-499%8");
-        let t = |ids: &[u32]| ids.iter().map(|&i| (i, String::new())).collect::<Vec<_>>();
+        let t = |ids: &[u32]| ids.iter().map(|&i| (i, id(""))).collect::<Vec<_>>();
         assert_eq!(array_spec(&t(&[0, 1, 2, 5, 7, 8]), None), "0-2,5,7-8");
         assert_eq!(array_spec(&t(&[3]), Some(0)), "3%1");
     }

@@ -12,26 +12,24 @@ use std::time::{Duration, Instant};
 
 use super::arrays::{ArrayPlan, ArrayRef, Candidate, array_spec, group};
 use super::queue::{JobState, Slurm, SlurmError};
-use super::script::{MANIFEST_VERSION, Manifest, SlurmPaths, batch_script};
+use super::script::{MANIFEST_VERSION, Manifest, batch_script};
 use super::settings::SlurmSettings;
 use crate::atomic::write_atomic;
-use crate::plan::{Calibration, RunConfig};
+use crate::plan::{Calibration, RunConfig, RunId, RunKind};
 use crate::run::error::{RecordError, RunError};
 use crate::run::graph::{EXECUTED, priority};
 use crate::run::lease::Lease;
-use crate::run::record::{Ingester, RunFiles, run_dir};
+use crate::run::record::{Ingester, RunFiles};
 use crate::run::unit::WorkUnit;
 use crate::spec::Backend;
-use crate::store::{SlurmTask, StoreError, StoredRun, SweepDb, TaskEnd};
+use crate::store::{RunState, SlurmTask, StoreError, StoredRun, SweepDb, SweepLayout, TaskEnd};
 
 /// How to coordinate a sweep on Slurm.
 pub struct CoordinatorOptions<'a> {
     /// The sweep's name.
     pub sweep_name: String,
-    /// The sweep file's folder (absolute: jobs run elsewhere).
-    pub sweep_dir: PathBuf,
-    /// `results/NAME/` (absolute).
-    pub results_dir: PathBuf,
+    /// Where the sweep's files are (absolute paths: jobs run elsewhere).
+    pub layout: SweepLayout,
     /// The backend the jobs train on.
     pub backend: Backend,
     /// Prices of work for time limits until the sweep's own runs refine them.
@@ -68,7 +66,7 @@ pub enum SlurmEvent {
         /// Its name.
         job_name: String,
         /// The kind of its runs.
-        kind: String,
+        kind: RunKind,
         /// Run names.
         runs: Vec<String>,
         /// `--array`'s value.
@@ -207,8 +205,7 @@ pub fn coordinate(
     let mut c = Coordinator {
         plan_id,
         opts,
-        paths: SlurmPaths::new(&opts.results_dir),
-        ingester: Ingester::new(&opts.results_dir),
+        ingester: Ingester::new(&opts.layout),
         ended_at: HashMap::new(),
         retried: HashSet::new(),
         reported: HashSet::new(),
@@ -246,7 +243,7 @@ pub fn coordinate(
     c.summary.remaining = db
         .plan_runs(plan_id)?
         .iter()
-        .filter(|r| EXECUTED.contains(&r.kind.as_str()) && r.state != "done" && r.state != "failed")
+        .filter(|r| EXECUTED.contains(&r.kind) && !r.state.is_finished())
         .count();
     Ok(c.summary)
 }
@@ -254,14 +251,13 @@ pub fn coordinate(
 struct Coordinator<'a> {
     plan_id: i64,
     opts: &'a CoordinatorOptions<'a>,
-    paths: SlurmPaths,
     ingester: Ingester,
     /// When each attempt (run, attempt) was first seen ended without a result.
-    ended_at: HashMap<(String, u32), Instant>,
+    ended_at: HashMap<(RunId, u32), Instant>,
     /// Failed runs submitted again by `--retry-failed` (once per coordination).
-    retried: HashSet<String>,
+    retried: HashSet<RunId>,
     /// Sessions already reported.
-    reported: HashSet<(String, String)>,
+    reported: HashSet<(RunId, String)>,
     summary: SlurmSummary,
 }
 
@@ -494,20 +490,18 @@ impl Coordinator<'_> {
         &mut self,
         db: &mut SweepDb,
         slurm: &mut Slurm,
-        failed: &str,
+        failed: &RunId,
         job: &str,
         on_event: &mut dyn FnMut(SlurmEvent),
     ) -> Result<(), CoordinatorError> {
         let runs = db.plan_runs(self.plan_id)?;
-        let mut waiting: HashSet<&str> = HashSet::from([failed]);
+        let mut waiting: HashSet<&RunId> = HashSet::from([failed]);
         let mut grew = true;
         while grew {
             grew = false;
             for r in &runs {
-                if !waiting.contains(r.id.as_str())
-                    && r.depends_on.iter().any(|d| waiting.contains(d.as_str()))
-                {
-                    waiting.insert(r.id.as_str());
+                if !waiting.contains(&r.id) && r.depends_on.iter().any(|d| waiting.contains(d)) {
+                    waiting.insert(&r.id);
                     grew = true;
                 }
             }
@@ -515,7 +509,7 @@ impl Coordinator<'_> {
         let doomed: Vec<SlurmTask> = db
             .slurm_open_tasks()?
             .into_iter()
-            .filter(|t| t.run_id != failed && waiting.contains(t.run_id.as_str()) && !t.started)
+            .filter(|t| &t.run_id != failed && waiting.contains(&t.run_id) && !t.started)
             .collect();
         if doomed.is_empty() {
             return Ok(());
@@ -556,7 +550,7 @@ impl Coordinator<'_> {
             return Ok(0);
         }
         let in_flight = in_flight(&open);
-        let by_id: HashMap<&str, &StoredRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
+        let by_id: HashMap<&RunId, &StoredRun> = runs.iter().map(|r| (&r.id, r)).collect();
         let arrays = group(&candidates, &in_flight);
         let mut job_ids: Vec<String> = Vec::new();
         for plan in &arrays {
@@ -573,7 +567,7 @@ impl Coordinator<'_> {
         slurm: &mut Slurm,
         plan: &ArrayPlan,
         submitted: &[String],
-        by_id: &HashMap<&str, &StoredRun>,
+        by_id: &HashMap<&RunId, &StoredRun>,
         on_event: &mut dyn FnMut(SlurmEvent),
     ) -> Result<String, CoordinatorError> {
         let job = |a: &ArrayRef| match a {
@@ -588,32 +582,31 @@ impl Coordinator<'_> {
         );
         let mut units = std::collections::BTreeMap::new();
         for (index, id) in &plan.tasks {
-            let run = by_id[id.as_str()];
+            let run = by_id[id];
             units.insert(*index, WorkUnit::single(db, run)?);
-            if run.state == "failed" {
+            if run.state == RunState::Failed {
                 self.retried.insert(run.id.clone());
-                let _ = std::fs::remove_file(
-                    run_dir(&self.opts.results_dir, &run.id).join("failed.json"),
-                );
+                let _ =
+                    std::fs::remove_file(self.opts.layout.slurm_run(&run.id).join("failed.json"));
             }
         }
         let manifest = Manifest {
             version: MANIFEST_VERSION,
             sweep: self.opts.sweep_name.clone(),
-            sweep_dir: self.opts.sweep_dir.clone(),
-            results_dir: self.opts.results_dir.clone(),
+            sweep_dir: self.opts.layout.sweep_dir().to_path_buf(),
+            results_dir: self.opts.layout.root().to_path_buf(),
             backend: self.opts.backend,
             units,
         };
-        let manifest_path = self.paths.manifest(&job_name);
-        let script_path = self.paths.script(&job_name);
+        let manifest_path = self.opts.layout.slurm_manifest(&job_name);
+        let script_path = self.opts.layout.slurm_script(&job_name);
         let script = batch_script(
             &job_name,
             plan,
             &self.opts.settings,
             dependency.as_deref(),
             &manifest_path,
-            &self.paths.logs(),
+            &self.opts.layout.slurm_logs(),
         );
         let write = |path: &std::path::Path, bytes: &[u8]| {
             write_atomic(path, &[bytes]).map_err(|e| CoordinatorError::Write {
@@ -628,13 +621,15 @@ impl Coordinator<'_> {
             })?;
         write(&manifest_path, &manifest_json)?;
         write(&script_path, script.as_bytes())?;
-        std::fs::create_dir_all(self.paths.logs()).map_err(|e| CoordinatorError::Write {
-            path: self.paths.logs(),
-            reason: e.to_string(),
+        std::fs::create_dir_all(self.opts.layout.slurm_logs()).map_err(|e| {
+            CoordinatorError::Write {
+                path: self.opts.layout.slurm_logs(),
+                reason: e.to_string(),
+            }
         })?;
         let submission = db.slurm_submit(
             &job_name,
-            &plan.kind,
+            plan.kind,
             &script_path.to_string_lossy(),
             dependency.as_deref(),
             &plan
@@ -654,11 +649,11 @@ impl Coordinator<'_> {
         on_event(SlurmEvent::Submitted {
             job_id: job_id.clone(),
             job_name,
-            kind: plan.kind.clone(),
+            kind: plan.kind,
             runs: plan
                 .tasks
                 .iter()
-                .map(|(_, id)| by_id[id.as_str()].name.clone())
+                .map(|(_, id)| by_id[id].name.clone())
                 .collect(),
             array: array_spec(&plan.tasks, self.opts.settings.max_parallel),
             dependency,
@@ -669,7 +664,7 @@ impl Coordinator<'_> {
 }
 
 /// (array job id, index) of each run with an attempt in flight.
-pub fn in_flight(open: &[SlurmTask]) -> HashMap<String, (String, u32)> {
+pub fn in_flight(open: &[SlurmTask]) -> HashMap<RunId, (String, u32)> {
     open.iter()
         .filter_map(|t| {
             t.job_id
@@ -690,44 +685,46 @@ pub fn candidates(
     calibration: &Calibration,
 ) -> Vec<Candidate> {
     let in_flight = in_flight(open);
-    let open_runs: HashSet<&str> = open.iter().map(|t| t.run_id.as_str()).collect();
-    let by_id: HashMap<&str, &StoredRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
-    let done = |d: &str| by_id.get(d).is_some_and(|x| x.state == "done");
-    let mut order: Vec<&StoredRun> = runs
-        .iter()
-        .filter(|r| EXECUTED.contains(&r.kind.as_str()))
-        .collect();
-    order.sort_by_key(|r| priority(&r.kind));
-    let mut chosen: HashSet<&str> = HashSet::new();
+    let open_runs: HashSet<&RunId> = open.iter().map(|t| &t.run_id).collect();
+    let by_id: HashMap<&RunId, &StoredRun> = runs.iter().map(|r| (&r.id, r)).collect();
+    let done = |d: &RunId| by_id.get(d).is_some_and(|x| x.state == RunState::Done);
+    let mut order: Vec<&StoredRun> = runs.iter().filter(|r| EXECUTED.contains(&r.kind)).collect();
+    order.sort_by_key(|r| priority(r.kind));
+    let mut chosen: HashSet<&RunId> = HashSet::new();
     let mut out = Vec::new();
     for r in order {
-        let eligible = r.state == "planned" || (r.state == "failed" && retry(r));
-        if !eligible || open_runs.contains(r.id.as_str()) {
+        let eligible = match r.state {
+            RunState::Planned => true,
+            RunState::Failed => retry(r),
+            RunState::Running | RunState::Done => false,
+        };
+        if !eligible || open_runs.contains(&r.id) {
             continue;
         }
         // A tuned run's unit carries its learning rate, chosen when the unit is written:
         // every candidate must have ended first (done, or failed: that rate diverged).
         let tuned = crate::plan::tuned_on(&r.config_json);
-        let ended = |d: &str| {
-            by_id
-                .get(d)
-                .is_some_and(|x| x.state == "done" || (x.state == "failed" && !retry(x)))
-                && !in_flight.contains_key(d)
+        let ended = |d: &RunId| {
+            by_id.get(d).is_some_and(|x| match x.state {
+                RunState::Done => true,
+                RunState::Failed => !retry(x),
+                RunState::Planned | RunState::Running => false,
+            }) && !in_flight.contains_key(d)
                 && !chosen.contains(d)
         };
         let ready = r.depends_on.iter().all(|d| {
             if tuned.contains(d) {
                 ended(d)
             } else {
-                done(d) || in_flight.contains_key(d) || chosen.contains(d.as_str())
+                done(d) || in_flight.contains_key(d) || chosen.contains(d)
             }
         });
         if ready {
-            chosen.insert(r.id.as_str());
+            chosen.insert(&r.id);
             out.push(Candidate {
                 id: r.id.clone(),
-                kind: r.kind.clone(),
-                resources: settings.resources(&r.kind, planned_seconds(r, &by_id, calibration)),
+                kind: r.kind,
+                resources: settings.resources(r.kind, planned_seconds(r, &by_id, calibration)),
                 waits_for: r
                     .depends_on
                     .iter()
@@ -745,7 +742,7 @@ pub fn candidates(
 /// cannot be read.
 fn planned_seconds(
     run: &StoredRun,
-    by_id: &HashMap<&str, &StoredRun>,
+    by_id: &HashMap<&RunId, &StoredRun>,
     calibration: &Calibration,
 ) -> f64 {
     let config = |r: &StoredRun| serde_json::from_str::<RunConfig>(&r.config_json).ok();
@@ -755,7 +752,7 @@ fn planned_seconds(
     let teacher = own
         .distill
         .as_ref()
-        .and_then(|d| by_id.get(d.teacher.0.as_str()))
+        .and_then(|d| by_id.get(&d.teacher))
         .and_then(|t| config(t))
         .map(|t| t.model.shape);
     calibration.run_seconds(&own, teacher.as_ref())

@@ -13,6 +13,7 @@ use super::settings::SlurmSettings;
 use crate::run::unit::WorkUnit;
 use crate::spec::Backend;
 use crate::spec::slurm::SlurmTime;
+use crate::store::SweepLayout;
 
 /// The version of the manifest format (a worker refuses others).
 pub const MANIFEST_VERSION: u32 = 1;
@@ -26,7 +27,7 @@ pub struct Manifest {
     pub sweep: String,
     /// The sweep file's folder (corpus paths are relative to it).
     pub sweep_dir: PathBuf,
-    /// `results/NAME/`.
+    /// `results/NAME/` (see [`Manifest::layout`]).
     pub results_dir: PathBuf,
     /// The backend to train on.
     pub backend: Backend,
@@ -34,34 +35,10 @@ pub struct Manifest {
     pub units: BTreeMap<u32, WorkUnit>,
 }
 
-/// Where a sweep's Slurm files live.
-#[derive(Debug, Clone)]
-pub struct SlurmPaths {
-    /// `results/NAME/slurm`.
-    pub root: PathBuf,
-}
-
-impl SlurmPaths {
-    /// The Slurm folder of the sweep whose results are in `results_dir`.
-    pub fn new(results_dir: &Path) -> SlurmPaths {
-        SlurmPaths {
-            root: results_dir.join("slurm"),
-        }
-    }
-
-    /// The manifest of array job `job_name`.
-    pub fn manifest(&self, job_name: &str) -> PathBuf {
-        self.root.join("arrays").join(format!("{job_name}.json"))
-    }
-
-    /// The batch script of array job `job_name`.
-    pub fn script(&self, job_name: &str) -> PathBuf {
-        self.root.join("arrays").join(format!("{job_name}.sh"))
-    }
-
-    /// The folder of the jobs' standard output and error (`JOBID_INDEX.log`).
-    pub fn logs(&self) -> PathBuf {
-        self.root.join("logs")
+impl Manifest {
+    /// Where the sweep's files are, as the manifest records them.
+    pub fn layout(&self) -> SweepLayout {
+        SweepLayout::at(&self.sweep_dir, &self.results_dir)
     }
 }
 
@@ -146,7 +123,7 @@ mod tests {
         };
         let settings = SlurmSettings::new(None, flags, "/opt/pd sweep/pdsweep".into());
         let plan = ArrayPlan {
-            kind: "teacher".into(),
+            kind: crate::plan::RunKind::Teacher,
             resources: Resources {
                 partition: Some("gpu".into()),
                 cpus: 8,
@@ -155,7 +132,9 @@ mod tests {
                 time_s: 7200,
                 options: vec!["--constraint=a100".into()],
             },
-            tasks: vec![(0, "a".into()), (1, "b".into()), (5, "c".into())],
+            tasks: [(0, "a"), (1, "b"), (5, "c")]
+                .map(|(i, id)| (i, crate::plan::RunId::from_stored(id.into())))
+                .to_vec(),
             dependency: Dependency::None,
         };
         let text = batch_script(

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::plan::RunKind;
 use crate::spec::slurm::{SlurmResources, SlurmSection, SlurmTime};
 
 /// Settings given as flags (each overrides the sweep file's key of the same meaning).
@@ -106,9 +107,13 @@ impl SlurmSettings {
     }
 
     /// The resources of a job running one run of `kind` planned to take `planned_s` seconds.
-    pub fn resources(&self, kind: &str, planned_s: f64) -> Resources {
+    pub fn resources(&self, kind: RunKind, planned_s: f64) -> Resources {
         let common = self.section.common();
-        let own = self.section.kind(kind).cloned().unwrap_or_default();
+        let own = self
+            .section
+            .kind(kind.as_str())
+            .cloned()
+            .unwrap_or_default();
         let pick = |f: fn(&SlurmResources) -> Option<u64>| f(&own).or(f(&common));
         let time = self
             .flags
@@ -189,14 +194,14 @@ mod tests {
             ..Default::default()
         };
         let settings = SlurmSettings::new(Some(&section), SlurmFlags::default(), "pdsweep".into());
-        let teacher = settings.resources("teacher", 100.0);
+        let teacher = settings.resources(RunKind::parse("teacher").unwrap(), 100.0);
         assert_eq!(teacher.partition.as_deref(), Some("gpu"));
         assert_eq!(
             (teacher.cpus, teacher.mem_mb, teacher.gpus, teacher.time_s),
             (4, Some(8192), 1, 7200)
         );
         assert_eq!(teacher.options, ["--constraint=x86", "--exclusive"]);
-        let student = settings.resources("student", 100.0);
+        let student = settings.resources(RunKind::parse("student").unwrap(), 100.0);
         assert_eq!(
             (student.partition.as_deref(), student.gpus, student.time_s),
             (Some("cpu"), 0, 600)
@@ -210,7 +215,7 @@ mod tests {
             ..Default::default()
         };
         let settings = SlurmSettings::new(Some(&section), flags, "pdsweep".into());
-        let teacher = settings.resources("teacher", 100.0);
+        let teacher = settings.resources(RunKind::parse("teacher").unwrap(), 100.0);
         assert_eq!(
             (teacher.partition.as_deref(), teacher.time_s),
             (Some("debug"), 60)

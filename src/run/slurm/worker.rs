@@ -71,12 +71,12 @@ pub fn work(
     })?;
     // Slurm gives the job its GPUs as devices 0.. (CUDA_VISIBLE_DEVICES).
     let device = train::device_for(manifest.backend, 0).map_err(RunError::from)?;
+    let layout = manifest.layout();
+    let mut recorder = FileRecorder::new(&layout, session);
     let env = ExecEnv {
-        sweep_dir: manifest.sweep_dir.clone(),
-        results_dir: manifest.results_dir.clone(),
+        layout,
         backend: manifest.backend,
         stop,
     };
-    let mut recorder = FileRecorder::new(&manifest.results_dir, session);
     Ok(execute_unit(unit, &env, &device, &mut recorder, on_event)?)
 }
