@@ -11,7 +11,7 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use super::Stream;
+use super::stream::Stream;
 
 /// Produces the batches of a run.
 #[derive(Debug)]

@@ -15,10 +15,11 @@ use sha2::{Digest, Sha256};
 
 use super::cache::TokenFile;
 use super::error::DataError;
+use super::prepared::{CorpusInfo, Prepared, unigram_entropy};
 use super::split::{self, Split, TokenizedDoc};
+use super::stream::Stream;
 use super::text::{Document, corpus_files, read_documents};
 use super::tokenize::Tokenizer;
-use super::{CorpusInfo, Prepared, Stream, unigram_entropy};
 use crate::atomic::write_atomic;
 use crate::data::DataConfig;
 use crate::digest::hex;

@@ -67,9 +67,14 @@ impl Role {
     /// The role named by its word (`teacher-candidate`, as [`Role`]'s `Display` writes it);
     /// `None` for any other text.
     pub fn parse(word: &str) -> Option<Role> {
-        [Role::Teacher, Role::TeacherCandidate, Role::Student, Role::Baseline]
-            .into_iter()
-            .find(|r| r.to_string() == word)
+        [
+            Role::Teacher,
+            Role::TeacherCandidate,
+            Role::Student,
+            Role::Baseline,
+        ]
+        .into_iter()
+        .find(|r| r.to_string() == word)
     }
 }
 

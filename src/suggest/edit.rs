@@ -7,7 +7,7 @@ use std::fmt;
 
 use toml_edit::{Array, DocumentMut, Item, Table, Value, value};
 
-use super::SuggestError;
+use super::error::SuggestError;
 
 /// One change to the sweep file.
 #[derive(Debug, Clone, Copy, PartialEq)]

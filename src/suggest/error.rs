@@ -1,0 +1,12 @@
+//! Why `suggest` could not make a suggestion.
+
+/// Why no suggestion could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SuggestError {
+    /// The sweep file could not be edited.
+    #[error("cannot edit the sweep file: {0}")]
+    Edit(String),
+    /// Nothing to go on.
+    #[error("{0}")]
+    Nothing(String),
+}
