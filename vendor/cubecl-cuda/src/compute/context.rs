@@ -19,7 +19,6 @@ use cubecl_core::{
     server::ResourceLimitError,
 };
 use cubecl_environment::persistence::Store;
-use cubecl_llvm::nvptx::ptx_version::PtxVersion;
 use cubecl_server::{
     compiler::KernelCacheKey,
     kernel::{CompiledKernel, CubeKernel},
@@ -89,19 +88,12 @@ pub struct PtxCacheEntry {
 
 /// The namespace a backend's compiled artifacts live under.
 ///
-/// Both backends emit PTX, so without the backend in the key a stale artifact from one would
-/// load and run happily under the other -- tests passing while measuring nothing. The LLVM
-/// backend's PTX version follows the driver, so it is in the key too: after a driver downgrade,
-/// PTX newer than the driver loads would otherwise be read back and refused.
-fn cache_namespace(
-    fingerprint: &str,
-    backend: CudaBackend,
-    ptx_version: Option<PtxVersion>,
-) -> String {
-    match (backend, ptx_version) {
-        (CudaBackend::Cpp, _) => format!("{fingerprint}-cpp"),
-        (CudaBackend::Llvm, None) => format!("{fingerprint}-llvm"),
-        (CudaBackend::Llvm, Some(ptx_version)) => format!("{fingerprint}-llvm-{ptx_version}"),
+/// Upstream has two backends that both emit PTX, so the backend is in the key (a stale
+/// artifact from one would otherwise load under the other). pdsweep patch: only the C++
+/// backend is left; its namespace is upstream's (`-cpp`), so caches stay compatible.
+fn cache_namespace(fingerprint: &str, backend: CudaBackend) -> String {
+    match backend {
+        CudaBackend::Cpp => format!("{fingerprint}-cpp"),
     }
 }
 
@@ -115,11 +107,7 @@ impl CudaContext {
         backend: CudaBackend,
         comm_stream: CUstream,
     ) -> Self {
-        let fingerprint = cache_namespace(
-            &format!("ptx_sm{}", arch.version),
-            backend,
-            compilation_options.ptx_version,
-        );
+        let fingerprint = cache_namespace(&format!("ptx_sm{}", arch.version), backend);
         let ptx_cache = compilation_store("cuda", &fingerprint);
         let second_line_ptx_cache = compilation_store("cuda-second-line", fingerprint);
 
@@ -235,83 +223,12 @@ impl CudaContext {
             Some(CudaRepresentation::Cpp(_)) => {
                 self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording)
             }
-            Some(CudaRepresentation::Llvm(_)) => {
-                self.load_emitted_ptx(kernel_id, key, jitc_kernel, logger, recording)
-            }
             // A precompiled kernel: its text passed the language check in
-            // `CompiledKernel::compile`, so it is whatever the default backend reads. CUDA
-            // C++ goes through NVRTC like a transpiled kernel; the LLVM backend produces PTX
-            // from the dialect and has no route for text.
-            None => match CudaBackend::default() {
-                CudaBackend::Cpp => {
-                    self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording)
-                }
-                CudaBackend::Llvm => Err(CompilationError::Generic {
-                    reason: "the LLVM backend cannot load a precompiled kernel: it has no text to \
-                         compile from"
-                        .to_string(),
-                    backtrace: BackTrace::capture(),
-                }
-                .into()),
-            },
+            // `CompiledKernel::compile`, so it is CUDA C++ and goes through NVRTC like a
+            // transpiled kernel. (pdsweep patch: the LLVM arm, which refused such kernels, is
+            // removed with that backend.)
+            None => self.load_transpiled(kernel_id, key, jitc_kernel, logger, recording),
         }
-    }
-
-    /// Turns a kernel the LLVM backend just compiled into a loaded module.
-    ///
-    /// What it hands back is already PTX, so no `nvrtc*` call belongs here: the bytes go
-    /// straight to [`Self::load_ptx`], exactly as a cache hit would. The driver still JITs
-    /// them when the module loads, which is what it does with NVRTC's output too.
-    fn load_emitted_ptx(
-        &mut self,
-        kernel_id: &KernelId,
-        key: Option<KernelCacheKey>,
-        mut jitc_kernel: CompiledKernel<CudaCompiler>,
-        logger: Arc<ServerLogger>,
-        recording: CompilationRecording,
-    ) -> Result<(), LaunchError> {
-        let Some(CudaRepresentation::Llvm(module)) = &jitc_kernel.repr else {
-            unreachable!("dispatched on the representation");
-        };
-
-        if logger.compilation_source_activated() {
-            jitc_kernel.debug_info = Some(DebugInformation::new("ll", kernel_id.clone()));
-        }
-        logger.log_compilation(&jitc_kernel);
-
-        let ptx = module.ptx.clone();
-        let shared_mem_bytes = module.shared_memory_size;
-        let io = jitc_kernel.io.take();
-        let entrypoint_name = jitc_kernel.entrypoint_name.clone();
-
-        self.load_ptx(
-            ptx.clone(),
-            kernel_id.clone(),
-            jitc_kernel.entrypoint_name,
-            jitc_kernel.cube_dim,
-            shared_mem_bytes,
-            io.clone().map(Arc::from),
-        )?;
-
-        // Cached after the load, so PTX the driver rejects is not handed back on the next run.
-        // `try_load_cached` hands back a key exactly when there is a cache to put it in. No
-        // second-line entry: that cache is keyed on generated C++ source, which this backend
-        // never produces.
-        let stored = match self.ptx_cache.as_mut().zip(key) {
-            Some((cache, key)) => store_compiled(
-                cache,
-                key,
-                PtxCacheEntry {
-                    entrypoint_name,
-                    shared_mem_bytes,
-                    ptx,
-                    io,
-                },
-            ),
-            None => false,
-        };
-        recording.compiled(stored);
-        Ok(())
     }
 
     /// Turns a kernel the C++ backend just transpiled into a loaded module, by running its
@@ -616,23 +533,15 @@ fn launch_failed(op: &'static str, err: cudarc::driver::DriverError) -> LaunchEr
 mod tests {
     use super::cache_namespace;
     use crate::compiler::CudaBackend;
-    use cubecl_llvm::nvptx::ptx_version::PtxVersion;
 
-    /// See [`super::cache_namespace`] for why this must hold.
+    /// pdsweep patch: upstream's two tests compared the namespaces of the C++ and LLVM backends
+    /// and of two PTX versions; with the LLVM backend removed, this checks that the C++
+    /// backend keeps upstream's namespace.
     #[test]
-    fn cache_namespace_separates_backends() {
-        assert_ne!(
-            cache_namespace("ptx_sm86", CudaBackend::Cpp, None),
-            cache_namespace("ptx_sm86", CudaBackend::Llvm, None),
-        );
-    }
-
-    /// See [`super::cache_namespace`] for why this must hold.
-    #[test]
-    fn cache_namespace_separates_the_llvm_backends_ptx_versions() {
-        assert_ne!(
-            cache_namespace("ptx_sm86", CudaBackend::Llvm, PtxVersion::for_driver(12080)),
-            cache_namespace("ptx_sm86", CudaBackend::Llvm, PtxVersion::for_driver(12090)),
+    fn cache_namespace_is_upstreams_for_the_cpp_backend() {
+        assert_eq!(
+            cache_namespace("ptx_sm86", CudaBackend::Cpp),
+            "ptx_sm86-cpp"
         );
     }
 }
