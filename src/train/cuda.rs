@@ -139,11 +139,16 @@ impl CudaUnavailable {
 }
 
 /// `tried` for a message: the preferred name first, then the other Linux-style names
-/// (`libX.so`, `libX.so.N`), then how many others (cudarc's Windows-style names) there were.
+/// (`libX.so`, `libX.so.N`), then how many others there were (cudarc also tries Windows-style
+/// names such as `libcuda64_13.so` and `nvcuda`'s on every system).
 fn tried_list(preferred: &str, tried: &[String]) -> String {
     let linux = |t: &&String| {
         let t = t.as_str();
-        t.starts_with("lib") && t.contains(".so") && !t.contains("64") && !t.contains("32")
+        t.starts_with("lib")
+            && t.contains(".so")
+            && !t.contains("64")
+            && !t.contains("32")
+            && !t.starts_with("libnvcuda")
     };
     let mut names: Vec<&str> = vec![preferred];
     names.extend(
