@@ -1,36 +1,49 @@
 #!/usr/bin/env bash
 # The GPU benchmark, prepared for a GPU machine without internet access. It needs no build
-# there: it runs a pdsweep binary built beforehand (with the default `wgpu` feature) and prints
-# one table: training tokens/s and MFU of a GPT-2-small-like model (124M, context 1024) in
-# f32, f16 and bf16; the logit pass in positions/s; the quick-start sweep end to end on the GPU;
-# `--devices` with several workers against one; and a stack of 32 small students against the
-# same runs one at a time. Every section has its own time limit and the table shows what it
-# measured or why it could not; the whole script stays under 8 minutes.
+# there: it runs a pdsweep binary built beforehand (the default build has both GPU backends,
+# cuda and wgpu) and prints one table: training tokens/s and MFU of a GPT-2-small-like model
+# (124M, context 1024) in f32, bf16 and f16; the logit pass in positions/s; the quick-start
+# sweep end to end on the GPU; a stack of 32 small students against the same runs one at a
+# time; and, on wgpu, `--devices` with several workers against one. Every section has its own
+# time limit and the table shows what it measured or why it could not; the whole script stays
+# under 8 minutes.
 #
 #   benches/gpu.sh --prepare DIR    (on a build machine) copy the release binary, stripped, and
 #                                   the Vulkan loader into DIR for the GPU machine
 #   benches/gpu.sh [--bundle DIR]   (on the GPU machine) run everything
-#   benches/gpu.sh --tiny           tiny sizes: a dry run on any Vulkan device, e.g. Mesa's
-#                                   lavapipe on a CPU (there nearly all the time is compiling
-#                                   kernels, about a CPU-minute per process: up to 25 minutes)
+#   benches/gpu.sh --backend B      cuda, wgpu or all (default: cuda where `pdsweep devices`
+#                                   lists a CUDA device, else wgpu; all shares the 8 minutes,
+#                                   cuda first, so late wgpu rows may say the time ran out)
+#   benches/gpu.sh --tiny           tiny sizes: a dry run on any machine (wgpu on Mesa's
+#                                   lavapipe is bound by compiling kernels, about a CPU-minute
+#                                   per process: up to 25 minutes; a backend without a device
+#                                   only prints why, at once)
 #
 # Environment: PDSWEEP_BIN (the binary), PDSWEEP_PEAK_FLOPS (the GPU's dense bf16 peak when
-# `pdsweep` does not know it; H200/H100: 989.4e12), OUT (a folder for the table and logs).
+# `pdsweep` does not know it; H200/H100: 989.4e12), OUT (a folder for the table and logs);
+# cuda also needs the NVIDIA driver, NVRTC and the CUDA headers (CUDA_PATH, else
+# /usr/local/cuda), which `pdsweep devices` checks.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")/.." && pwd)"
 TINY=0
 BUNDLE=""
 PREPARE=""
+BACKEND_ARG=auto
 while [ $# -gt 0 ]; do
     case "$1" in
         --tiny) TINY=1 ;;
         --bundle) BUNDLE="$2"; shift ;;
         --prepare) PREPARE="$2"; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --backend) BACKEND_ARG="$2"; shift ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
     shift
 done
+case "$BACKEND_ARG" in
+    auto|cuda|wgpu|all) ;;
+    *) echo "--backend takes cuda, wgpu or all, not $BACKEND_ARG" >&2; exit 2 ;;
+esac
 
 if [ -n "$PREPARE" ]; then
     bin="${PDSWEEP_BIN:-${CARGO_TARGET_DIR:-$HERE/target}/release/pdsweep}"
@@ -85,6 +98,19 @@ if ! ls /usr/share/vulkan/icd.d/nvidia_icd*.json /etc/vulkan/icd.d/nvidia_icd*.j
     fi
 fi
 
+# CUDA: NVRTC from the toolkit's own folder when the loader's search path lacks it (a toolkit
+# installed from NVIDIA's runfile does not register its lib64 with ldconfig).
+CUDA_ROOT="${CUDA_PATH:-/usr/local/cuda}"
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
+    for d in "$CUDA_ROOT/lib64" "$CUDA_ROOT/targets/x86_64-linux/lib" "$CUDA_ROOT/lib"; do
+        if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then
+            export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            echo "NVRTC from $d (not on the loader's search path)" >&2
+            break
+        fi
+    done
+fi
+
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 | $4 | $5 |"); echo "  -> $1 | $2 | $3 | $4 | $5" >&2; }
 left() { echo $(( BUDGET - (SECONDS - START) )); }
@@ -106,9 +132,23 @@ json_field() { sed -n "s/.*\"$1\":\(\"[^\"]*\"\|[^,}]*\).*/\1/p" | tr -d '"' | s
 echo "== devices" >&2
 "$BIN" devices > "$LOGS/devices.log" 2>&1
 cat "$LOGS/devices.log" >&2
-DEVICE="$(awk 'NR==1 {sub(/^ *0  /, ""); sub(/  \[.*/, ""); print}' "$LOGS/devices.log")"
-NGPU="$(grep -cE '^ *[0-9]+  ' "$LOGS/devices.log")"
-[ "$NGPU" -ge 1 ] || { echo "no Vulkan device: nothing to measure (see $LOGS/devices.log)" >&2; NGPU=0; }
+# `pdsweep devices` prints a section per backend ("wgpu devices ...:", "cuda devices ...:"),
+# each with one line per device ("  0  NAME  [...]") or one "  none: WHY" line.
+section() { awk -v s="$1 devices" 'index($0, s) == 1 {on = 1; next} /^[a-z]/ {on = 0} on' "$LOGS/devices.log"; }
+count_of() { section "$1" | grep -cE '^ *[0-9]+  '; }
+first_of() { section "$1" | awk '/^ *[0-9]+  / {sub(/^ *[0-9]+  /, ""); sub(/  \[.*/, ""); print; exit}'; }
+# the first reason of a "none:" line, and how many more there are
+none_why() { section "$1" | sed -n 's/^ *none: //p' | head -1 \
+    | awk -F'; ' '{ print $1 (NF > 1 ? " (+" NF - 1 " more, see gpu-logs/devices.log)" : "") }'; }
+# "N device(s)", with the first one's name
+devices_of() { local n; n="$(count_of "$1")"; echo "$n device(s)$([ "$n" -ge 1 ] && echo " ($(first_of "$1"))")"; }
+NCUDA="$(count_of cuda)"; NWGPU="$(count_of wgpu)"
+case "$BACKEND_ARG" in
+    auto) if [ "$NCUDA" -ge 1 ]; then BACKENDS=(cuda); else BACKENDS=(wgpu); fi ;;
+    all) BACKENDS=(cuda wgpu) ;;
+    *) BACKENDS=("$BACKEND_ARG") ;;
+esac
+echo "backends measured: ${BACKENDS[*]} (cuda devices: $NCUDA, wgpu devices: $NWGPU)" >&2
 
 if [ $TINY = 1 ]; then
     MODEL=(--d-model 24 --n-layers 2 --n-heads 3 --d-ff 48 --vocab 256 --context 16 --batch-seqs 16 --steps 3 --warmup 1)
@@ -120,38 +160,43 @@ else
     LIMIT_BENCH=75
 fi
 
+# The backend the rows below measure, its device count and, without one, why.
+BK=wgpu; NGPU=0; NONE=""
+use_backend() {
+    BK=$1
+    if [ "$BK" = cuda ]; then NGPU=$NCUDA; else NGPU=$NWGPU; fi
+    NONE="no $BK device: $(none_why "$BK")"
+    [ "$NGPU" -ge 1 ] || echo "$NONE: the $BK rows say so (see $LOGS/devices.log)" >&2
+}
+
 bench_row() { # precision extra-args...
     local p=$1; shift
-    local name="bench-$p${1:+-logits}"
+    local name="bench-$BK-$p${1:+-logits}"
+    local setting="$BK, $p${1:+, logit pass top-${2:-}}"
     echo "== $name" >&2
-    if [ "$NGPU" -eq 0 ]; then row "$MODEL_NAME" "$p" "not measured" "-" "no Vulkan device"; return; fi
-    limited $LIMIT_BENCH "$name" "$BIN" bench --backend wgpu --precision "$p" "${MODEL[@]}" --json "$@"
+    if [ "$NGPU" -eq 0 ]; then row "$MODEL_NAME" "$setting" "not measured" "-" "$NONE"; return; fi
+    limited $LIMIT_BENCH "$name" "$BIN" bench --backend "$BK" --precision "$p" "${MODEL[@]}" --json "$@"
     local rc=$?
     local json; json="$(grep '^{' "$LOGS/$name.log" | tail -1)"
     if [ $rc -eq 0 ] && [ -n "$json" ]; then
         local tps mfu; tps="$(echo "$json" | json_field tokens_per_s)"; mfu="$(echo "$json" | json_field mfu)"
         local what; what=$([ -n "${1:-}" ] && echo "logit pass, top-$2 (positions/s)" || echo "training (tokens/s)")
-        row "$MODEL_NAME" "$p, $what" "$(printf '%.0f' "$tps") /s" \
+        row "$MODEL_NAME" "$BK, $p, $what" "$(printf '%.0f' "$tps") /s" \
             "$([ -n "$mfu" ] && awk -v m="$mfu" 'BEGIN { printf "%.1f %%", 100 * m }' || echo 'n/a (peak unknown)')" \
             "warm-up $(echo "$json" | json_field warmup_s | cut -c1-5) s"
     elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        row "$MODEL_NAME" "$p" "timed out" "-" "limit ${LIMIT_BENCH} s"
+        row "$MODEL_NAME" "$setting" "timed out" "-" "limit ${LIMIT_BENCH} s"
     else
-        row "$MODEL_NAME" "$p" "failed" "-" "$(why "$name")"
+        row "$MODEL_NAME" "$setting" "failed" "-" "$(why "$name")"
     fi
 }
 
-bench_row f32
-bench_row f16
-bench_row bf16
-bench_row f32 --logits 32
-
-# The quick-start sweep on the GPU (the test sweep in --tiny mode), wall time end to end.
+# A sweep on the GPU, wall time end to end.
 sweep_row() { # label file limit extra-args...
     local label=$1 file=$2 limit=$3; shift 3
-    local name; name="$(basename "$file" .toml)$(echo "$*" | tr -dc 'a-z0-9')"
+    local name; name="$BK-$(basename "$file" .toml)$(echo "$*" | tr -dc 'a-z0-9')"
     echo "== $name $*" >&2
-    if [ "$NGPU" -eq 0 ]; then row "$label" "$*" "not measured" "-" "no Vulkan device"; return; fi
+    if [ "$NGPU" -eq 0 ]; then row "$label" "$*" "not measured" "-" "$NONE"; return; fi
     local t0=$SECONDS
     (cd "$WORK" && limited "$limit" "$name" "$BIN" run "$file" --results "$WORK/results-$name" "$@")
     local rc=$? dt=$((SECONDS - t0))
@@ -165,11 +210,13 @@ sweep_row() { # label file limit extra-args...
     fi
 }
 
-if [ $TINY = 1 ]; then
-    # the wgpu tests' sweep: one model shape for every run (one set of kernels to compile)
-    cat > "$WORK/qs.toml" <<'EOF'
+# The quick-start sweep on the GPU (the wgpu tests' sweep in --tiny mode).
+quickstart_rows() {
+    if [ $TINY = 1 ]; then
+        # one model shape for every run (one set of kernels to compile)
+        cat > "$WORK/qs-$BK.toml" <<EOF
 name = "qs"
-backend = "wgpu"
+backend = "$BK"
 [corpus]
 val_tokens = "256"
 [model]
@@ -187,27 +234,29 @@ top_k = 8
 batch_tokens = "256"
 evals = 2
 EOF
-    QS_LIMIT=400
-    QS_ARGS=(--stack off)   # the stack row measures stacks; auto would probe them here first
-else
-    sed 's/^backend = "cpu"/backend = "wgpu"/; s/^name = "quickstart"/name = "qs"/' \
-        "$HERE/sweeps/quickstart.toml" > "$WORK/qs.toml"
-    QS_LIMIT=150
-    QS_ARGS=()
-fi
-sweep_row "quick-start sweep on wgpu" "$WORK/qs.toml" $QS_LIMIT --devices 0 "${QS_ARGS[@]}"
+        QS_LIMIT=400
+        QS_ARGS=(--stack off)   # the stack row measures stacks; auto would probe them here first
+    else
+        sed "s/^backend = \"cpu\"/backend = \"$BK\"/; s/^name = \"quickstart\"/name = \"qs\"/" \
+            "$HERE/sweeps/quickstart.toml" > "$WORK/qs-$BK.toml"
+        QS_LIMIT=$([ "$BK" = cuda ] && echo 90 || echo 150)
+        QS_ARGS=()
+    fi
+    sweep_row "quick-start sweep on $BK" "$WORK/qs-$BK.toml" $QS_LIMIT --devices 0 "${QS_ARGS[@]}"
+}
 
 # Several workers: four runs of one shape (four seeds of a teacher, each with an online student
 # of its own size) one at a time, then four at once spread over the GPUs (several per GPU on a
 # one-GPU machine).
-if [ $TINY = 1 ]; then
-    W_SIZE=12K; W_CONTEXT=16; W_TEACHER=4K; W_STUDENT=2K; W_BATCH=256; W_LIMIT=300
-else
-    W_SIZE=50K; W_CONTEXT=128; W_TEACHER=400K; W_STUDENT=100K; W_BATCH=8K; W_LIMIT=80
-fi
-cat > "$WORK/workers.toml" <<EOF
+workers_rows() {
+    if [ $TINY = 1 ]; then
+        W_SIZE=12K; W_CONTEXT=16; W_TEACHER=4K; W_STUDENT=2K; W_BATCH=256; W_LIMIT=300
+    else
+        W_SIZE=50K; W_CONTEXT=128; W_TEACHER=400K; W_STUDENT=100K; W_BATCH=8K; W_LIMIT=80
+    fi
+    cat > "$WORK/workers.toml" <<EOF
 name = "workers"
-backend = "wgpu"
+backend = "$BK"
 [corpus]
 val_tokens = "$([ $TINY = 1 ] && echo 256 || echo 4K)"
 [model]
@@ -226,19 +275,29 @@ mode = "online"
 batch_tokens = "$W_BATCH"
 evals = 1
 EOF
-devs="$(seq -s, 0 $(( (NGPU > 0 ? NGPU : 1) - 1 )))"
-sweep_row "4 teachers + 4 students, 1 worker" "$WORK/workers.toml" $W_LIMIT --jobs 1 --devices 0 --stack off
-sed -i 's/^name = "workers"/name = "workers4"/' "$WORK/workers.toml"
-sweep_row "4 teachers + 4 students, 4 workers" "$WORK/workers.toml" $W_LIMIT --jobs 4 --devices "$devs" --stack off
+    local devs; devs="$(seq -s, 0 $(( (NGPU > 0 ? NGPU : 1) - 1 )))"
+    sweep_row "4 teachers + 4 students, 1 worker" "$WORK/workers.toml" $W_LIMIT --jobs 1 --devices 0 --stack off
+    sed -i 's/^name = "workers"/name = "workers4"/' "$WORK/workers.toml"
+    sweep_row "4 teachers + 4 students, 4 workers" "$WORK/workers.toml" $W_LIMIT --jobs 4 --devices "$devs" --stack off
+}
 
 # Stacks (issue 12): benches/stack_gpu.toml's 32 students (16 seeds of an offline student and
 # their 16 baselines, all one shape) trained one at a time (`--stack off`) and as one stack
 # (`--stack 32`); the stack's tokens/s is the sum over its members, one run alone's the median
 # of the solo runs. --tiny: the same layout at the wgpu tests' tiny shape.
-if [ $TINY = 1 ]; then
-    cat > "$WORK/stack.toml" <<'EOF'
+stack_sweep() { # --stack value; the status as JSON in $WORK/stack-BK-VALUE.json
+    local name="stack-$BK-$1"
+    echo "== $name" >&2
+    (cd "$WORK" && limited $LIMIT_STACK "$name" "$BIN" run "$WORK/stack-$BK.toml" \
+        --results "$WORK/results-$name" --stack "$1" --devices 0) || return 1
+    "$BIN" status "$WORK/stack-$BK.toml" --results "$WORK/results-$name" --format json \
+        > "$WORK/$name.json"
+}
+stack_rows() {
+    if [ $TINY = 1 ]; then
+        cat > "$WORK/stack-$BK.toml" <<EOF
 name = "stack"
-backend = "wgpu"
+backend = "$BK"
 [corpus]
 val_tokens = "256"
 [model]
@@ -257,27 +316,20 @@ top_k = 8
 batch_tokens = "256"
 evals = 1
 EOF
-    LIMIT_STACK=400
-else
-    sed 's/^backend = .*/backend = "wgpu"/' "$HERE/benches/stack_gpu.toml" > "$WORK/stack.toml"
-    LIMIT_STACK=120
-fi
-stack_sweep() { # --stack value; the status as JSON in $WORK/stack-VALUE.json
-    local name="stack-$1"
-    echo "== $name" >&2
-    (cd "$WORK" && limited $LIMIT_STACK "$name" "$BIN" run "$WORK/stack.toml" \
-        --results "$WORK/results-$name" --stack "$1" --devices 0) || return 1
-    "$BIN" status "$WORK/stack.toml" --results "$WORK/results-$name" --format json \
-        > "$WORK/$name.json"
-}
-STACK_LABEL="stack of 32 students vs one alone"
-if [ "$NGPU" -eq 0 ]; then
-    row "$STACK_LABEL" "--stack 32" "not measured" "-" "no Vulkan device"
-elif ! command -v python3 >/dev/null; then
-    row "$STACK_LABEL" "--stack 32" "not measured" "-" "no python3 to read the status JSON"
-elif stack_sweep off && stack_sweep 32; then
-    IFS='|' read -r stacked alone members ratio < <(python3 - "$WORK/stack-off.json" \
-        "$WORK/stack-32.json" <<'PY'
+        LIMIT_STACK=400
+    else
+        sed "s/^backend = .*/backend = \"$BK\"/" "$HERE/benches/stack_gpu.toml" > "$WORK/stack-$BK.toml"
+        LIMIT_STACK=$([ "$BK" = cuda ] && echo 60 || echo 120)
+    fi
+    local label="stack of 32 students vs one alone"
+    if [ "$NGPU" -eq 0 ]; then
+        row "$label" "$BK, --stack 32" "not measured" "-" "$NONE"
+    elif ! command -v python3 >/dev/null; then
+        row "$label" "$BK, --stack 32" "not measured" "-" "no python3 to read the status JSON"
+    elif stack_sweep off && stack_sweep 32; then
+        local stacked alone members ratio
+        IFS='|' read -r stacked alone members ratio < <(python3 - "$WORK/stack-$BK-off.json" \
+            "$WORK/stack-$BK-32.json" <<'PY'
 import json, statistics, sys
 def students(path):
     runs = json.load(open(path))["runs"]
@@ -288,16 +340,31 @@ stacked = sum(r["tokens_per_s"] for r in members)
 print(f"{stacked:.0f}|{alone:.0f}|{len(members)}|{stacked / alone:.1f}")
 PY
 )
-    row "$STACK_LABEL" "--stack 32 ($members stacked)" "$stacked vs $alone tokens/s" "-" "${ratio}x one alone"
-else
-    last="$(ls -t "$LOGS"/stack-*.log 2>/dev/null | head -1)"
-    row "$STACK_LABEL" "--stack 32" "failed or timed out" "-" \
-        "$([ -n "$last" ] && why "$(basename "$last" .log)")"
-fi
+        row "$label" "$BK, --stack 32 ($members stacked)" "$stacked vs $alone tokens/s" "-" "${ratio}x one alone"
+    else
+        local last; last="$(ls -t "$LOGS"/stack-"$BK"-*.log 2>/dev/null | head -1)"
+        row "$label" "$BK, --stack 32" "failed or timed out" "-" \
+            "$([ -n "$last" ] && why "$(basename "$last" .log)")"
+    fi
+}
+
+# The rows, backend by backend. On cuda: the three precisions (bf16 trains there: burn computes
+# in it), the logit pass, the quick start and the stack; wgpu adds the workers rows.
+for b in "${BACKENDS[@]}"; do
+    use_backend "$b"
+    if [ $TINY = 0 ]; then LIMIT_BENCH=$([ "$BK" = cuda ] && echo 70 || echo 75); fi
+    bench_row f32
+    bench_row bf16
+    bench_row f16
+    bench_row f32 --logits 32
+    quickstart_rows
+    if [ "$BK" = wgpu ]; then workers_rows; fi
+    stack_rows
+done
 
 {
     echo
-    echo "pdsweep GPU benchmark: $(date -u +%Y-%m-%dT%H:%MZ), device: ${DEVICE:-none} ($NGPU Vulkan device(s)), $($BIN --version 2>/dev/null)"
+    echo "pdsweep GPU benchmark: $(date -u +%Y-%m-%dT%H:%MZ), backends: ${BACKENDS[*]}; cuda: $(devices_of cuda); wgpu: $(devices_of wgpu); $($BIN --version 2>/dev/null)"
     echo "MFU = model FLOPs (6·N_matmul + 12·L·d·T per token, PaLM) / the GPU's dense bf16 peak"
     echo
     echo "| measurement | setting | result | MFU | notes |"

@@ -56,7 +56,8 @@ pub enum Command {
     /// Measure training (or logit-pass) throughput and MFU of one model shape on one device,
     /// through the same code a run uses (default: a GPT-2-small-like 124M model, context 1024).
     Bench(BenchArgs),
-    /// List the GPUs (wgpu adapters) `--devices` can select, in index order.
+    /// List the GPUs `--devices` can select, per backend in index order: wgpu adapters and
+    /// CUDA devices (or what the cuda backend lacks on this machine).
     Devices(DevicesArgs),
     /// Propose the next runs that most shrink the optimal teacher's interval per hour of
     /// compute (teachers beyond the grid's edge or around T*, more seeds), from the sweep's

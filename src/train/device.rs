@@ -6,9 +6,14 @@
 //! through cooperative matrices where the driver has them) and never silently OpenGL. Index `i`
 //! is the i-th GPU (discrete, then integrated, then virtual, each in the driver's order); a
 //! machine whose only adapter is a software rasteriser (Mesa's lavapipe) has it as index 0.
+//!
+//! cuda devices are the driver's ordinals. Before burn is handed one, `super::cuda::probe`
+//! checks the driver, NVRTC and the CUDA headers, so that a machine without them fails the run
+//! with one message naming what is missing instead of a panic inside burn.
 
 use burn::tensor::Device;
 
+use super::cuda::CudaUnavailable;
 use crate::spec::Backend;
 
 /// The device a run asked for cannot be had.
@@ -27,16 +32,22 @@ pub enum BackendError {
         "backend `wgpu` found no Vulkan device on this machine\n\nhint: install a Vulkan driver: the GPU vendor's (NVIDIA: the driver's Vulkan ICD, `nvidia_icd.json`) or, to run on the CPU, Mesa's lavapipe (Debian: `apt-get install mesa-vulkan-drivers`); `pdsweep devices` lists what is found"
     )]
     NoAdapter,
-    /// `--devices` named an index past the adapters found.
+    /// `--devices` named an index past the devices found.
     #[error(
-        "`--devices {index}`: this machine has {count} wgpu device(s), numbered from 0\n\nhint: `pdsweep devices` lists them"
+        "`--devices {index}`: this machine has {count} {backend} device(s), numbered from 0\n\nhint: `pdsweep devices` lists them"
     )]
     NoSuchDevice {
+        /// The backend whose devices were counted.
+        backend: Backend,
         /// The index asked for.
         index: usize,
         /// How many there are.
         count: usize,
     },
+    /// The cuda backend is built in, but this machine lacks the driver, NVRTC or the CUDA
+    /// headers it needs (everything missing, and where it was looked for).
+    #[error(transparent)]
+    CudaUnavailable(#[from] CudaUnavailable),
 }
 
 /// The requested backend is not in this binary (kept for callers of the earlier name).
@@ -48,12 +59,27 @@ pub fn device_for(backend: Backend, index: usize) -> Result<Device, BackendError
     match backend {
         Backend::Cpu => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
-        Backend::Cuda => Ok(Device::cuda(index)),
+        Backend::Cuda => cuda_device(index),
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => wgpu_device(index),
         #[allow(unreachable_patterns)]
         other => Err(BackendError::Missing { backend: other }),
     }
+}
+
+/// The burn device of CUDA device `index`, once the machine is known to have what the backend
+/// needs (burn would panic on the first tensor otherwise).
+#[cfg(feature = "cuda")]
+fn cuda_device(index: usize) -> Result<Device, BackendError> {
+    let runtime = super::cuda::probe()?;
+    if index >= runtime.devices.len() {
+        return Err(BackendError::NoSuchDevice {
+            backend: Backend::Cuda,
+            index,
+            count: runtime.devices.len(),
+        });
+    }
+    Ok(Device::cuda(index))
 }
 
 /// One adapter wgpu reports on this machine.
@@ -139,6 +165,7 @@ fn wgpu_device(index: usize) -> Result<Device, BackendError> {
             BackendError::NoAdapter
         } else {
             BackendError::NoSuchDevice {
+                backend: Backend::Wgpu,
                 index,
                 count: adapters.len(),
             }

@@ -1,10 +1,12 @@
 //! Training: the loop, learning-rate and α schedules, objectives, checkpoints, the choice of
-//! compute device, mixed precision, and throughput (model FLOPs, MFU, benchmarks).
+//! compute device (and what the cuda backend needs at run time), mixed precision, and
+//! throughput (model FLOPs, MFU, benchmarks).
 
 pub mod agreement;
 pub mod bench;
 pub mod checkpoint;
 mod config;
+pub mod cuda;
 mod device;
 mod objective;
 pub mod precision;

@@ -6,6 +6,11 @@
 //! `Device::supports_dtype`. So the model keeps f32 parameters and casts them to the compute
 //! dtype at each matrix product (`crate::model::Transformer::forward_in`); the gradients that
 //! reach the parameters, AdamW's moments and the update are f32 ("master weights").
+//!
+//! The device decides ([`check_supported`] asks `Device::supports_dtype`). burn 0.22's cuda
+//! backend computes in bf16 and f16 (cubecl-cpp registers both for every CUDA device; on GPUs
+//! before compute capability 8.0 bf16 kernels would not compile); its wgpu backend stores bf16
+//! on Vulkan but cannot compute in it, so there bf16 is refused with that reason.
 
 use burn::tensor::{Device, FloatDType};
 
@@ -45,7 +50,18 @@ pub fn check_supported(
     if precision.is_f32() || device.supports_dtype(compute_dtype(precision)) {
         return Ok(());
     }
-    let (why, hint) = match (backend, precision) {
+    let (why, hint) = refusal(backend, precision);
+    Err(UnsupportedPrecision {
+        precision,
+        backend,
+        why: why.into(),
+        hint: hint.into(),
+    })
+}
+
+/// Why `backend` may refuse `precision`, and what to do instead (the message's two halves).
+fn refusal(backend: Backend, precision: Precision) -> (&'static str, &'static str) {
+    match (backend, precision) {
         (Backend::Wgpu, Precision::Bf16) => (
             ": burn 0.22's wgpu backend can store bf16 on Vulkan but not compute in it (WGSL has no bf16 at all)",
             "use `precision = \"f16\"` on wgpu (same tensor-core peak on NVIDIA GPUs), or bf16 with `backend = \"cuda\"`",
@@ -54,14 +70,14 @@ pub fn check_supported(
             ": the adapter lacks 16-bit float shaders (Vulkan `shaderFloat16` and 16-bit storage)",
             "use `precision = \"f32\"`",
         ),
+        // burn 0.22's cuda backend registers both for every device: a refusal here would be a
+        // newer burn being stricter about old GPUs.
+        (Backend::Cuda, _) => (
+            ": this GPU's CUDA kernels cannot compute in it (bf16 needs compute capability 8.0, Ampere, or newer)",
+            "use `precision = \"f16\"` or `\"f32\"`",
+        ),
         _ => ("", "use `precision = \"f32\"`"),
-    };
-    Err(UnsupportedPrecision {
-        precision,
-        backend,
-        why: why.into(),
-        hint: hint.into(),
-    })
+    }
 }
 
 /// Dynamic loss scaling for f16 (the scheme of PyTorch's `GradScaler`): the loss is multiplied
@@ -144,5 +160,15 @@ mod tests {
             hint: "use f16".into(),
         };
         assert!(e.to_string().contains("`[train] precision = \"bf16\"`"));
+    }
+
+    #[test]
+    fn bf16_is_refused_with_its_reason_on_wgpu_and_its_hint_points_to_cuda() {
+        let (why, hint) = refusal(Backend::Wgpu, Precision::Bf16);
+        assert!(why.contains("wgpu backend can store bf16"), "{why}");
+        assert!(hint.contains("backend = \"cuda\""), "{hint}");
+        // On cuda the device is asked (burn computes bf16 there); a refusal would name the GPU.
+        let (why, _) = refusal(Backend::Cuda, Precision::Bf16);
+        assert!(why.contains("compute capability"), "{why}");
     }
 }

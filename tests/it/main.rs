@@ -5,6 +5,7 @@
 mod answers;
 mod common;
 mod crash_safety;
+mod cuda_backend;
 mod data_corpora;
 mod device_truncate;
 mod distill_run;
