@@ -43,12 +43,16 @@ pub struct ConfigError {
 /// Keys that do not change what the model computes at inference (bookkeeping, token ids,
 /// generation defaults, training-only settings).
 const INERT: &[&str] = &[
+    "_attn_implementation",
+    "_commit_hash",
+    "_model_name_or_path",
     "_name_or_path",
     "attention_dropout",
     "bad_words_ids",
     "begin_suppress_tokens",
     "bos_token_id",
     "chunk_size_feed_forward",
+    "cls_token_id",
     "decoder_start_token_id",
     "diversity_penalty",
     "do_sample",
@@ -65,6 +69,7 @@ const INERT: &[&str] = &[
     "is_decoder",
     "label2id",
     "length_penalty",
+    "mask_token_id",
     "max_length",
     "min_length",
     "no_repeat_ngram_size",
@@ -94,6 +99,7 @@ const INERT: &[&str] = &[
     "torchscript",
     "transformers_version",
     "typical_p",
+    "unk_token_id",
     "use_bfloat16",
     "use_cache",
 ];
@@ -478,6 +484,12 @@ mod tests {
         obj.insert("rope_scaling".into(), Value::Null);
         obj.insert("_name_or_path".into(), json!("HuggingFaceTB/SmolLM-135M"));
         obj.insert("attention_bias".into(), json!(false));
+        // What transformers writes for a model converted from a GGUF file (benches/smollm2.py).
+        obj.insert(
+            "_model_name_or_path".into(),
+            json!("Smollm2 135M 8k Lc100K Mix1 Ep2"),
+        );
+        obj.insert("unk_token_id".into(), json!(0));
         assert!(LlamaConfig::parse(&v.to_string()).is_ok());
     }
 }

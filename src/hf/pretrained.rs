@@ -83,14 +83,16 @@ impl PretrainedModel {
 
 /// Loads the weights of the folder `dir` into a model of `config` on `device`. `config_sha256`
 /// is the hash the plan recorded: a `config.json` changed since is refused (the run's identity
-/// would not describe the model any more).
+/// would not describe the model any more). A `config` with fewer vocabulary rows than the
+/// folder's `vocab_size` keeps the first rows of the embedding and head (a padded vocabulary cut
+/// to its tokenizer's, as the plan decided).
 pub fn load_model(
     dir: &Path,
     config: &TransformerConfig,
     config_sha256: &str,
     device: &Device,
 ) -> Result<Transformer, HfError> {
-    let (_, sha) = read_config(dir)?;
+    let (llama, sha) = read_config(dir)?;
     if sha != config_sha256 {
         return Err(HfError::Weights {
             path: dir.join("config.json"),
@@ -98,6 +100,9 @@ pub fn load_model(
         });
     }
     let mut files = WeightFiles::open(dir)?;
+    if llama.vocab > config.shape.vocab {
+        files.cut_vocabulary(llama.vocab as usize);
+    }
     let model = match config.from_weights(&mut files, device) {
         Ok(m) => m,
         Err(reason) => {

@@ -41,7 +41,13 @@ pub struct WeightFiles {
     used: BTreeSet<String>,
     /// The first error met while the model read its tensors (with its file).
     error: Option<HfError>,
+    /// Rows of the embedding and output head as stored, when the model reads fewer (a padded
+    /// vocabulary cut to its tokenizer's: see [`WeightFiles::cut_vocabulary`]).
+    stored_vocab: Option<usize>,
 }
+
+/// The tensors with one row per token.
+const VOCAB_TENSORS: [&str; 2] = ["model.embed_tokens.weight", "lm_head.weight"];
 
 /// The weight files of `dir` in name order: `model.safetensors`, or the shards of the index.
 pub fn weight_file_paths(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
@@ -158,6 +164,7 @@ impl WeightFiles {
             index,
             used: BTreeSet::new(),
             error: None,
+            stored_vocab: None,
         })
     }
 
@@ -190,6 +197,14 @@ impl WeightFiles {
             ),
         })?;
         Ok((info.shape.clone(), data))
+    }
+
+    /// The embedding and output head are stored with `stored` rows (config.json's
+    /// `vocab_size`), of which the model keeps the first: released models often pad their
+    /// vocabulary past the tokenizer's last id (Qwen 2.5: 151,936 rows for 151,665 tokens), and
+    /// rows no token id reaches are cut, so the logits cover the tokenizer's range.
+    pub fn cut_vocabulary(&mut self, stored: usize) {
+        self.stored_vocab = Some(stored);
     }
 
     /// After the model took its tensors: refuses any tensor left over (a bias, another
@@ -235,7 +250,15 @@ impl WeightFiles {
     }
 
     fn checked(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, HfError> {
-        let (found, data) = self.read(name)?;
+        let (found, mut data) = self.read(name)?;
+        if let (Some(stored), [rows, width]) = (self.stored_vocab, shape)
+            && VOCAB_TENSORS.contains(&name)
+            && found == [stored, *width]
+            && stored >= *rows
+        {
+            data.truncate(rows * width);
+            return Ok(data);
+        }
         if found != shape {
             return Err(HfError::Weights {
                 path: self.file_of(name),

@@ -65,6 +65,9 @@ pub struct Resolved {
     pub files: SweepFiles,
     /// The shared vocabulary.
     pub vocab: u64,
+    /// What the plan says about how the vocabulary was decided (a padded teacher cut to its
+    /// tokenizer's range), one line each.
+    pub notes: Vec<String>,
 }
 
 /// Reads the files `sweep` names and decides its vocabulary.
@@ -76,11 +79,15 @@ pub fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
         .map(|c| c.get_ref().clone())
         .unwrap_or_default();
     let files = read(sweep)?;
-    let vocab = match pretrained_vocab(sweep, &corpus, &files)? {
-        Some(v) => v,
-        None => resolve_vocab(sweep, &corpus, &files)?,
+    let (vocab, notes) = match pretrained_vocab(sweep, &corpus, &files)? {
+        Some(decided) => decided,
+        None => (resolve_vocab(sweep, &corpus, &files)?, Vec::new()),
     };
-    Ok(Resolved { files, vocab })
+    Ok(Resolved {
+        files,
+        vocab,
+        notes,
+    })
 }
 
 /// Reads the tokenizer file and every pre-trained teacher's folder.
@@ -153,22 +160,33 @@ fn stated_vocabs(sweep: &Sweep) -> Vec<(u64, String, std::ops::Range<usize>)> {
     out
 }
 
-/// The vocabulary of a sweep with pre-trained teachers: theirs (they must agree), which the
-/// corpus tokenizer must fit and every stated `vocab` must equal. `None` without any.
+/// The vocabulary of a sweep with pre-trained teachers, which every stated `vocab` must equal,
+/// with the plan's notes on it. With a `tokenizer.json` corpus it is the tokenizer's (one past
+/// its last id): a teacher with more rows has them as padding (no token id reaches them), cut
+/// when it loads; a teacher with fewer is refused. Otherwise it is the teachers' (they must
+/// agree). `None` without any pre-trained teacher.
 fn pretrained_vocab(
     sweep: &Sweep,
     corpus: &CorpusSection,
     files: &SweepFiles,
-) -> Result<Option<u64>, SpecError> {
+) -> Result<Option<(u64, Vec<String>)>, SpecError> {
     let entries = files.pretrained(sweep);
     let Some(first) = entries.first() else {
         return Ok(None);
     };
-    let vocab = first.model.config.vocab;
+    let tokenizer_vocab = match (
+        corpus.tokenizer.as_ref().map(|t| t.kind()),
+        &files.tokenizer,
+    ) {
+        (Some(TokenizerKind::File), Some(t)) => Some(t.vocab),
+        _ => None,
+    };
+    let vocab = tokenizer_vocab.unwrap_or(first.model.config.vocab);
     let context = sweep.file.model.context.get_ref().0;
+    let mut notes = Vec::new();
     for e in &entries {
         let c = &e.model.config;
-        if c.vocab != vocab {
+        if tokenizer_vocab.is_none() && c.vocab != vocab {
             return Err(sweep
                 .error_at(
                     e.span.clone(),
@@ -193,6 +211,15 @@ fn pretrained_vocab(
                 .with_hint("lower `[model] context`"));
         }
         check_teacher_tokenizer(sweep, corpus, files, e)?;
+        if c.vocab > vocab {
+            notes.push(format!(
+                "teacher `{}` ({}): {} vocabulary rows in config.json for a tokenizer of {vocab} tokens; its {} padding rows, which no token id reaches, are cut when it loads, so its logits cover the tokenizer's range (students have {vocab})",
+                e.model.dir.display(),
+                e.key,
+                c.vocab,
+                c.vocab - vocab
+            ));
+        }
     }
     if let Some((v, label, span)) = stated_vocabs(sweep)
         .into_iter()
@@ -219,7 +246,7 @@ fn pretrained_vocab(
                 ),
             )
             .with_hint("remove `vocab_size`")),
-        _ => Ok(Some(vocab)),
+        _ => Ok(Some((vocab, notes))),
     }
 }
 

@@ -309,7 +309,11 @@ impl<'a> Context<'a> {
             self.sweep
                 .error_at(span.clone(), &format!("{key}.pretrained"), message)
         };
-        let shape = model.shape();
+        // The sweep's vocabulary: a padded teacher's extra rows are cut (plan/files.rs).
+        let shape = ModelShape {
+            vocab: self.vocab,
+            ..model.shape()
+        };
         shape
             .validate()
             .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;

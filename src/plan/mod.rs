@@ -56,6 +56,9 @@ pub struct Plan {
     pub corpus: Option<crate::data::CorpusInfo>,
     /// Design warnings (see `checks`).
     pub warnings: Vec<DesignWarning>,
+    /// What the plan decided that a user should know, one line each (a padded teacher's
+    /// vocabulary cut to its tokenizer's).
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -87,6 +90,7 @@ impl Plan {
             totals,
             corpus: None,
             warnings: Vec::new(),
+            notes: resolved.notes,
         };
         plan.check_disk(sweep)?;
         Ok(plan)

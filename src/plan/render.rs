@@ -91,6 +91,7 @@ pub fn json_value(plan: &Plan) -> Value {
         "runs": plan.runs.iter().map(|r| run_json(plan, r, &names)).collect::<Vec<_>>(),
         "corpus": plan.corpus,
         "warnings": plan.warnings,
+        "notes": plan.notes,
         "totals": {
             "runs": t.runs,
             "by_kind": t.by_kind.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
@@ -262,7 +263,8 @@ fn table(plan: &Plan) -> String {
             c.set_cell_alignment(CellAlignment::Right);
         }
     }
-    format!("{table}\n{}{}", summary(plan), warnings(plan))
+    let notes: String = plan.notes.iter().map(|n| format!("note: {n}\n")).collect();
+    format!("{table}\n{}{notes}{}", summary(plan), warnings(plan))
 }
 
 /// The corpus facts, for the summary.

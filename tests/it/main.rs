@@ -21,6 +21,7 @@ mod lr_tuning;
 mod plan_cli;
 mod plan_db;
 mod pretrained_sweep;
+mod released;
 mod report;
 mod run_cli;
 mod run_stack;

@@ -123,6 +123,8 @@ fn a_pretrained_teacher_and_a_tokenizer_json_corpus_run_end_to_end() {
         );
     }
 
+    padded_teacher_is_cut_to_its_tokenizer(dir, teacher_loss);
+
     // Trained and pre-trained teachers mix: every student pairs with both.
     let mixed = sweep("models/teacher-t", r#"tokenizer = "tok/tokenizer.json""#).replace(
         "[students]",
@@ -254,4 +256,106 @@ fn what_a_pretrained_sweep_cannot_honour_is_refused_by_key() {
         "{}",
         stderr(&out)
     );
+}
+
+/// Rows added to the exported teacher's vocabulary, as released models pad theirs.
+const PADDING: usize = 13;
+
+/// A copy of the exported (untied) teacher with `PADDING` extra rows in its embedding and head,
+/// `vocab_size` raised to match: the head's extra rows are large, so a teacher that kept them
+/// would put most of its probability on tokens that do not exist.
+fn pad_vocabulary(from: &std::path::Path, to: &std::path::Path) -> u64 {
+    use pdsweep::model::NamedTensor;
+    std::fs::create_dir_all(to).unwrap();
+    let bytes = std::fs::read(from.join("model.safetensors")).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut tensors = Vec::new();
+    let mut stored = 0;
+    for (name, view) in st.tensors() {
+        assert_eq!(view.dtype(), safetensors::Dtype::F32);
+        let mut shape = view.shape().to_vec();
+        let mut data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        if name == "model.embed_tokens.weight" || name == "lm_head.weight" {
+            stored = shape[0];
+            data.extend(std::iter::repeat_n(3.0, PADDING * shape[1]));
+            shape[0] += PADDING;
+        }
+        tensors.push(NamedTensor { name, shape, data });
+    }
+    pdsweep::hf::write_safetensors(&to.join("model.safetensors"), &tensors).unwrap();
+    let config = std::fs::read_to_string(from.join("config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    config["vocab_size"] = serde_json::json!(stored + PADDING);
+    std::fs::write(to.join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(from.join("tokenizer.json"), to.join("tokenizer.json")).unwrap();
+    stored as u64
+}
+
+/// A teacher whose vocabulary is padded past its tokenizer plans with the tokenizer's
+/// vocabulary (the plan says so), loads with the padding cut, and scores exactly what the
+/// unpadded teacher scored; its students have the tokenizer's vocabulary. A teacher with fewer
+/// rows than the tokenizer's ids is refused with both sizes named.
+fn padded_teacher_is_cut_to_its_tokenizer(dir: &std::path::Path, teacher_loss: f64) {
+    let vocab = pad_vocabulary(&dir.join("models/teacher-t"), &dir.join("models/padded"));
+    let toml = sweep("models/padded", r#"tokenizer = "tok/tokenizer.json""#)
+        .replace("name = \"pre\"", "name = \"padded\"")
+        .replace("mode = [\"offline\", \"online\"]", "mode = \"offline\"")
+        .replace("tokens = [\"48K\"]", "tokens = [\"24K\"]\nbaseline = false");
+    std::fs::write(dir.join("padded.toml"), &toml).unwrap();
+    let out = pdsweep(dir, &["plan", "padded.toml", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let note = format!(
+        "{} vocabulary rows in config.json for a tokenizer of {vocab} tokens; its {PADDING} padding rows",
+        vocab + PADDING as u64
+    );
+    assert!(table.contains(&note), "`{note}` not in:\n{table}");
+    let out = pdsweep(
+        dir,
+        &["plan", "padded.toml", "--dry-run", "--format", "json"],
+    );
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for run in plan["runs"].as_array().unwrap() {
+        assert_eq!(run["shape"]["vocab"], vocab, "{}", run["name"]);
+    }
+
+    let out = pdsweep(dir, &["run", "padded.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db = SweepDb::open(&dir.join("results/padded/sweep.db")).unwrap();
+    let runs = db.runs().unwrap();
+    for r in &runs {
+        assert_eq!(r.state, RunState::Done, "{}", r.name);
+    }
+    let teacher = runs.iter().find(|r| r.name == "teacher-imported").unwrap();
+    let loss = db.result(&teacher.id).unwrap().unwrap().0;
+    assert!(
+        (loss - teacher_loss).abs() < 1e-6,
+        "the padded teacher, cut, scores {loss}; unpadded it scored {teacher_loss}"
+    );
+
+    // Fewer rows than the tokenizer has ids: a real mismatch, refused with both sizes.
+    let config_path = dir.join("models/padded/config.json");
+    let config = std::fs::read_to_string(&config_path).unwrap();
+    let short = vocab - 5;
+    std::fs::write(
+        &config_path,
+        config.replace(
+            &format!("\"vocab_size\":{}", vocab + PADDING as u64),
+            &format!("\"vocab_size\":{short}"),
+        ),
+    )
+    .unwrap();
+    let out = pdsweep(dir, &["plan", "padded.toml", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    for needle in [
+        format!("has ids up to {}", vocab - 1),
+        format!("the teacher's vocabulary `{short}`"),
+    ] {
+        assert!(err.contains(&needle), "`{needle}` not in:\n{err}");
+    }
 }
