@@ -818,6 +818,8 @@ fn training_curves_legend_was_in_string_order_and_seeds_were_not_told_apart() {
         gap.iter().any(|t| t == "single seeds") && gap.iter().any(|t| t == "distilled (seed mean)"),
         "{gap:?}"
     );
+    // The grey band (the baselines' range over seeds) is named in the legend.
+    assert!(gap.iter().any(|t| t == "baseline seed range"), "{gap:?}");
 }
 
 #[test]

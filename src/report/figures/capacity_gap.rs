@@ -156,6 +156,13 @@ impl Figure for CapacityGap<'_> {
             INK,
             LineKind::Dashed,
         ));
+        if self.views().any(|v| baseline_range(v).is_some()) {
+            entries.push(LegendEntry::line(
+                "baseline seed range",
+                MUTED,
+                LineKind::Band,
+            ));
+        }
         if self.views().any(|v| v.t_star.is_some()) {
             entries.push(LegendEntry::line(
                 "T* and interval",
@@ -221,13 +228,7 @@ impl CapacityGap<'_> {
         }
         // One baseline per panel (same student size and budget): its seed mean and range.
         if let Some(v) = views.iter().find(|v| v.baseline_loss.is_some()) {
-            let (lo, hi) = v
-                .baseline_losses
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), l| {
-                    (a.min(*l), b.max(*l))
-                });
-            if v.baseline_losses.len() > 1 && hi > lo {
+            if let Some((lo, hi)) = baseline_range(v) {
                 let span = plot.x.lo..plot.x.hi;
                 plot.band(&[(span.start, lo, hi), (span.end, lo, hi)], MUTED)?;
             }
@@ -274,4 +275,19 @@ impl CapacityGap<'_> {
         }
         Ok(())
     }
+}
+
+/// The lowest and highest loss over a view's baseline seeds, when there are several that differ
+/// (the grey band of its panel).
+fn baseline_range(v: &CapacityGapView) -> Option<(f64, f64)> {
+    if v.baseline_loss.is_none() || v.baseline_losses.len() < 2 {
+        return None;
+    }
+    let (lo, hi) = v
+        .baseline_losses
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), l| {
+            (a.min(*l), b.max(*l))
+        });
+    (hi > lo).then_some((lo, hi))
 }
