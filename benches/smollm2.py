@@ -17,6 +17,7 @@ the large-vocabulary benchmarks.
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,11 +53,13 @@ def convert(gguf_dir, out):
     plain = LlamaForCausalLM(config)
     plain.load_state_dict(quantised.state_dict())
     tmp = out + ".partial"
+    shutil.rmtree(tmp, ignore_errors=True)
     plain.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     with open(os.path.join(tmp, "config.json")) as f:
         saved = json.load(f)
     assert "quantization_config" not in saved, "the saved config still says quantised"
+    shutil.rmtree(out, ignore_errors=True)  # an earlier, unfinished attempt
     os.replace(tmp, out)
 
 
