@@ -59,7 +59,6 @@ def convert(gguf_dir, out):
     with open(os.path.join(tmp, "config.json")) as f:
         saved = json.load(f)
     assert "quantization_config" not in saved, "the saved config still says quantised"
-    shutil.rmtree(out, ignore_errors=True)  # an earlier, unfinished attempt
     os.replace(tmp, out)
 
 
@@ -68,6 +67,8 @@ def main():
     if os.path.exists(os.path.join(out, "model.safetensors")):
         print(f"{out}: already converted")
         return
+    if os.path.exists(out) and os.listdir(out):
+        sys.exit(f"{out} exists and holds no converted model: name an empty or new folder")
     with tempfile.TemporaryDirectory() as work:
         convert(fetch_gguf(work), out)
     print(f"{out}: SmolLM2-135M-Instruct, f32")
