@@ -29,7 +29,7 @@ fn reference_script() -> PathBuf {
 
 /// A Python with transformers and torch, or `None` (with the reason printed) when there is none
 /// and none is required.
-fn python() -> Option<PathBuf> {
+pub(crate) fn python() -> Option<PathBuf> {
     let required = std::env::var("PDSWEEP_REQUIRE_TRANSFORMERS").is_ok_and(|v| v == "1");
     let candidates: Vec<PathBuf> = match std::env::var_os("PDSWEEP_PYTHON") {
         Some(p) => vec![PathBuf::from(p)],
@@ -52,8 +52,14 @@ fn python() -> Option<PathBuf> {
 }
 
 fn run_python(python: &Path, args: &[&str]) {
+    run_script(python, &reference_script(), args);
+}
+
+/// Runs the Python `script` with `args` offline (no Hugging Face Hub), failing the test with
+/// its standard error when it fails.
+pub(crate) fn run_script(python: &Path, script: &Path, args: &[&str]) {
     let out = Command::new(python)
-        .arg(reference_script())
+        .arg(script)
         .args(args)
         .env("HF_HUB_OFFLINE", "1")
         .env("TRANSFORMERS_VERBOSITY", "error")
@@ -61,7 +67,8 @@ fn run_python(python: &Path, args: &[&str]) {
         .expect("python starts");
     assert!(
         out.status.success(),
-        "reference.py {args:?} failed:\n{}",
+        "{} {args:?} failed:\n{}",
+        script.display(),
         String::from_utf8_lossy(&out.stderr)
     );
 }

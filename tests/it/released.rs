@@ -16,10 +16,9 @@
 //!
 //! The folder comes from `PDSWEEP_SMOLLM2` (`.ci/run` converts it once into
 //! `/var/tmp/pdsweep-smollm2`); without it the tests say why and pass, unless
-//! `PDSWEEP_REQUIRE_SMOLLM2=1` (set by `.ci/run`). Python as for `hf_interop`.
+//! `PDSWEEP_REQUIRE_SMOLLM2=1` (set by `.ci/run`). Python is `hf_interop`'s.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use burn::tensor::Device;
 use pdsweep::data::{DataConfig, Tokenizer, TokenizerRef, prepare};
@@ -58,35 +57,16 @@ fn setup() -> Option<(PathBuf, PathBuf)> {
     if !folder.join("model.safetensors").is_file() {
         return skip(format!("{} holds no converted model", folder.display()));
     }
-    let python = std::env::var_os("PDSWEEP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("python3"));
-    let ok = Command::new(&python)
-        .args(["-c", "import transformers, torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        return skip(format!("{} lacks transformers or torch", python.display()));
-    }
+    let python = crate::hf_interop::python()?;
     Some((folder, python))
 }
 
 fn reference(python: &Path, args: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let out_path = dir.path().join("out.json");
-    let out = Command::new(python)
-        .arg(script())
-        .args(args)
-        .arg(&out_path)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_VERBOSITY", "error")
-        .output()
-        .expect("python starts");
-    assert!(
-        out.status.success(),
-        "released_reference.py {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut args = args.to_vec();
+    args.push(out_path.to_str().unwrap());
+    crate::hf_interop::run_script(python, &script(), &args);
     serde_json::from_str(&std::fs::read_to_string(out_path).unwrap()).unwrap()
 }
 
