@@ -3,18 +3,27 @@
 //! prediction, truncation, encode and decode speed, the logit pass (`logits_run::write_store`,
 //! teacher forward + top-k + store) in positions/s for a small teacher and a SmolLM-135M-shaped
 //! one, and the cost of the sparse distillation loss next to plain cross-entropy (forward and
-//! backward) over the full vocabulary.
+//! backward) over the full vocabulary; then the fused chunked head against the unfused one
+//! (head product + cross-entropy over 1,024 positions at d 128, and a whole distillation step
+//! of a d 128 × 4 student at context 256, 0.1·CE + 0.9·KL over top-32 targets), with the peak
+//! resident memory of each, and the logit pass of a released teacher (SmolLM2-135M, when
+//! `PDSWEEP_SMOLLM2` names its converted folder: `benches/smollm2.py`).
+//! `benches/compare_large_vocab.sh` runs this next to PyTorch eager on the same shapes.
 //!
-//! `cargo bench --bench large_vocab [-- VOCAB K]`
+//! `cargo bench --bench large_vocab [-- VOCAB K [SECTIONS]]`, SECTIONS a comma list of
+//! `store,pass,losses,head,step,released` (default all)
 
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::optim::{AdamWConfig, GradientsParams};
+use burn::tensor::{Device, Distribution, FloatDType, Int, Tensor, TensorData};
 use pdsweep::distill::logits_run::{PassDevice, expected_header, write_store};
 use pdsweep::distill::store::logit_bytes_per_token;
 use pdsweep::distill::store::{decode_block, encode_block};
 use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
+use pdsweep::kernels::{self, Distillation, HeadWeight};
+use pdsweep::model::{ModelShape, TransformerConfig};
 use pdsweep::plan::{Plan, PlanOptions, RunKind};
 use pdsweep::spec::{LossKind, Sweep, TopK};
 use pdsweep::train::cross_entropy;
@@ -221,6 +230,249 @@ fn losses(vocab: usize, k: u64) {
     );
 }
 
+/// Resets the kernel's peak-resident-memory mark (Linux; elsewhere a no-op).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory since the last [`reset_peak`], in MiB.
+fn peak_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+/// Cross-entropy forward + backward of h · Wᵀ over `positions` positions (W tied, `[vocab,
+/// d]`): the fused chunked head against the unfused one (whole logits, then the fused
+/// cross-entropy kernel), with the peak memory of each.
+fn head(vocab: usize, d: usize, positions: usize) {
+    let device = Device::flex().autodiff();
+    device.seed(3);
+    let h0 = Tensor::<2>::random([positions, d], Distribution::Normal(0.0, 1.0), &device);
+    let w0 = Tensor::<2>::random([vocab, d], Distribution::Normal(0.0, 0.3), &device);
+    let t: Vec<i64> = (0..positions as i64)
+        .map(|i| i * 7919 % vocab as i64)
+        .collect();
+    let t = Tensor::<1, Int>::from_data(TensorData::new(t, [positions]), &device);
+    let n = positions as f64;
+    let chunk = kernels::default_head_chunk(vocab);
+    println!("head + cross-entropy, {positions} positions × {vocab}, d {d}, forward + backward:");
+    // unfused (the whole logits), then the fused head at a quarter, once and four times the
+    // default chunk: its peak grows with the chunk, not with positions × V
+    for chunk in [0, chunk / 4, chunk, 4 * chunk] {
+        let once = || {
+            let h = h0.clone().detach().require_grad();
+            let w = w0.clone().detach().require_grad();
+            let loss = if chunk > 0 {
+                let head = HeadWeight {
+                    weight: w,
+                    tied: true,
+                };
+                kernels::head_loss(h, &head, t.clone(), None, (1.0 / n, 0.0), chunk)
+            } else {
+                kernels::cross_entropy(kernels::linear(h, w.transpose()), t.clone()).mean()
+            };
+            let _ = loss.backward();
+        };
+        once();
+        reset_peak();
+        let s = time(5, once);
+        let label = if chunk > 0 {
+            format!("fused, chunks of {chunk}")
+        } else {
+            "unfused (before)".into()
+        };
+        println!(
+            "  {label:<28} {:8.1} ms   peak {:.0} MiB",
+            s * 1e3,
+            peak_mib()
+        );
+    }
+}
+
+/// One distillation step (forward, 0.1·CE + 0.9·KL over top-32 targets, backward, AdamW) of a
+/// d × 4 student at context 256 with 8 sequences, fused and unfused.
+fn step(vocab: usize, d: u64, k: u64) {
+    let (context, rows) = (256usize, 8usize);
+    let n = context * rows;
+    let shape = ModelShape {
+        d_model: d,
+        n_layers: 4,
+        n_heads: 4,
+        n_kv_heads: 4,
+        d_ff: (8 * d / 3).div_ceil(32) * 32,
+        vocab: vocab as u64,
+        tie_embeddings: true,
+    };
+    let teacher = logits(n, vocab, 5);
+    let kept: Vec<Kept> = teacher
+        .chunks(vocab)
+        .map(|z| truncate(z, 1.0, TopK::Keep(k)))
+        .collect();
+    drop(teacher);
+    let tokens: Vec<i64> = (0..rows * (context + 1))
+        .map(|i| (i as i64 * 7919 + 13) % vocab as i64)
+        .collect();
+    let x: Vec<i64> = tokens
+        .chunks(context + 1)
+        .flat_map(|c| c[..context].to_vec())
+        .collect();
+    let y: Vec<i64> = tokens
+        .chunks(context + 1)
+        .flat_map(|c| c[1..].to_vec())
+        .collect();
+    println!(
+        "distillation step, d {d} × 4 layers, V {vocab}, {n} tokens, 0.1·CE + 0.9·KL over top-{k}:"
+    );
+    for fused in [false, true] {
+        let device = Device::flex().autodiff();
+        device.seed(1);
+        let mut model = TransformerConfig::new(shape, context).init(&device);
+        let mut optim = AdamWConfig::new().with_weight_decay(0.1).init();
+        let sparse = sparse_targets(&kept, &device);
+        let xt = Tensor::<2, Int>::from_data(TensorData::new(x.clone(), [rows, context]), &device);
+        let yt = Tensor::<2, Int>::from_data(TensorData::new(y.clone(), [rows, context]), &device);
+        let chunk = kernels::default_head_chunk(vocab);
+        let mut once = || {
+            let loss = if fused {
+                let head = pdsweep::train::head_input(&model, xt.clone(), FloatDType::F32, chunk);
+                let distill = Distillation {
+                    ids: sparse.ids.clone(),
+                    log_probs: sparse.log_probs.clone(),
+                    mask: sparse.mask.clone(),
+                    kind: LossKind::Kl,
+                    tau: 1.0,
+                };
+                let w = (0.1 / n as f64, 0.9 / n as f64);
+                kernels::head_loss(
+                    head.hidden,
+                    &head.weight,
+                    yt.clone().reshape([n]),
+                    Some(&distill),
+                    w,
+                    chunk,
+                )
+            } else {
+                let z = model.forward(xt.clone());
+                let ce = cross_entropy(z.clone(), yt.clone()).mean();
+                let kd = distill_loss(LossKind::Kl, z.reshape([n, vocab]), &sparse, 1.0);
+                ce.mul_scalar(0.1) + kd.mul_scalar(0.9)
+            };
+            let _ = loss.clone().into_scalar::<f32>();
+            let grads = GradientsParams::from_grads(loss.backward(), &model);
+            model = optim.step(1e-3, model.clone(), grads);
+        };
+        once();
+        once();
+        reset_peak();
+        let s = time(5, once);
+        let label = if fused {
+            "fused chunked head"
+        } else {
+            "unfused (before)"
+        };
+        println!(
+            "  {label:<28} {:8.0} tokens/s   median {:.0} ms   peak {:.0} MiB",
+            n as f64 / s,
+            s * 1e3,
+            peak_mib()
+        );
+    }
+}
+
+/// The logit pass of the converted SmolLM2-135M (`PDSWEEP_SMOLLM2`): forward of 16 × 256
+/// positions and top-k truncation, through the same function a logit pass runs.
+fn released(k: u64) {
+    let Some(dir) = std::env::var_os("PDSWEEP_SMOLLM2").map(std::path::PathBuf::from) else {
+        println!("released teacher: set PDSWEEP_SMOLLM2 to the folder benches/smollm2.py writes");
+        return;
+    };
+    let pretrained = pdsweep::hf::PretrainedModel::read(&dir).expect("a model folder");
+    let config = TransformerConfig {
+        rope_theta: pretrained.config.rope_theta,
+        norm_eps: pretrained.config.norm_eps,
+        ..TransformerConfig::new(pretrained.shape(), 256)
+    };
+    let device = Device::flex();
+    let teacher = pdsweep::hf::load_model(&dir, &config, &pretrained.config_sha256, &device)
+        .expect("weights");
+    let vocab = pretrained.shape().vocab as i64;
+    let (rows, context) = (16usize, 256usize);
+    let batch = pdsweep::data::Batch {
+        inputs: (0..(rows * context) as i64)
+            .map(|i| (i * 7919 + 13) % vocab)
+            .collect(),
+        targets: vec![0; rows * context],
+        batch: rows,
+        context,
+    };
+    let top = TopK::Keep(k);
+    let _ =
+        pdsweep::distill::teacher_support(&teacher, &batch, &device, 1.0, top, TruncateOn::Host);
+    reset_peak();
+    let s = time(3, || {
+        let _ = pdsweep::distill::teacher_support(
+            &teacher,
+            &batch,
+            &device,
+            1.0,
+            top,
+            TruncateOn::Host,
+        );
+    });
+    let peak = peak_mib();
+    // where the time goes: the layers (hidden states), the head's products, the truncation
+    let inputs = Tensor::<2, Int>::from_data(
+        TensorData::new(batch.inputs.clone(), [rows, context]),
+        &device,
+    );
+    let layers_s = time(3, || {
+        let _ = teacher
+            .hidden_in(inputs.clone(), FloatDType::F32)
+            .into_data();
+    });
+    let hidden = teacher
+        .hidden_in(inputs.clone(), FloatDType::F32)
+        .reshape([rows * context, pretrained.shape().d_model as usize]);
+    let head = teacher.head_weight(FloatDType::F32);
+    let chunk = kernels::default_head_chunk(vocab as usize);
+    let mut chunks = Vec::new();
+    let head_s = time(3, || {
+        chunks.clear();
+        for first in (0..rows * context).step_by(chunk) {
+            let m = chunk.min(rows * context - first);
+            let z = kernels::head_logits(hidden.clone().narrow(0, first, m), &head);
+            chunks.push(z.into_data().try_to_vec::<f32>().unwrap_or_default());
+        }
+    });
+    let trunc_s = time(3, || {
+        use rayon::prelude::*;
+        for z in &chunks {
+            let _: Vec<Kept> = z
+                .par_chunks(vocab as usize)
+                .map(|z| truncate(z, 1.0, top))
+                .collect();
+        }
+    });
+    println!(
+        "logit pass, SmolLM2-135M ({}), {rows} × {context} positions, top-{k}:\n  {:8.0} positions/s   peak {:.0} MiB\n  of which layers {:.0} %, head products {:.0} %, truncation {:.0} % (timed apart: {:.2} s, {:.2} s, {:.2} s)",
+        dir.display(),
+        (rows * context) as f64 / s,
+        peak,
+        100.0 * layers_s / s,
+        100.0 * head_s / s,
+        100.0 * trunc_s / s,
+        layers_s,
+        head_s,
+        trunc_s
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -228,10 +480,35 @@ fn main() {
         .collect();
     let vocab: usize = args.first().and_then(|v| v.parse().ok()).unwrap_or(49_152);
     let k: u64 = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(64);
-    store_codec(vocab, k);
-    let small = "d_model = 128\nn_layers = 2\nn_heads = 4\nd_ff = 352";
-    logit_pass(vocab, k, "small", small, 128, "32K");
-    let smollm = "d_model = 576\nn_layers = 30\nn_heads = 9\nn_kv_heads = 3\nd_ff = 1536";
-    logit_pass(vocab, k, "SmolLM-135M-shaped", smollm, 256, "4K");
-    losses(vocab, k);
+    let sections = args
+        .get(2)
+        .cloned()
+        .unwrap_or_else(|| "store,pass,losses,head,step,released".into());
+    let on = |s: &str| sections.split(',').any(|x| x == s);
+    println!(
+        "CPU vector extensions: {:?}; {} threads",
+        kernels::isa(),
+        rayon::current_num_threads()
+    );
+    if on("store") {
+        store_codec(vocab, k);
+    }
+    if on("pass") {
+        let small = "d_model = 128\nn_layers = 2\nn_heads = 4\nd_ff = 352";
+        logit_pass(vocab, k, "small", small, 128, "32K");
+        let smollm = "d_model = 576\nn_layers = 30\nn_heads = 9\nn_kv_heads = 3\nd_ff = 1536";
+        logit_pass(vocab, k, "SmolLM-135M-shaped", smollm, 256, "4K");
+    }
+    if on("losses") {
+        losses(vocab, k);
+    }
+    if on("head") {
+        head(vocab, 128, 1024);
+    }
+    if on("step") {
+        step(vocab, 128, 32);
+    }
+    if on("released") {
+        released(32);
+    }
 }

@@ -3,7 +3,7 @@
 //! store (offline), refined to the student's own top-p and top-k; and the teacher's pass that a
 //! logit store is written from.
 
-use burn::tensor::{Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 
 use super::device_truncate::{Truncated, download, truncate_on_device};
 use super::loss::SparseTargets;
@@ -142,18 +142,87 @@ fn online_on_device(
     top_k: crate::spec::TopK,
 ) -> Truncated {
     let (inputs, _) = batch_tensors(batch, device);
-    let logits = teacher.forward_in(inputs, compute);
-    let [b, s, vocab] = logits.dims();
-    truncate_on_device(logits.reshape([b * s, vocab]), top_p, top_k)
+    let mut parts = Vec::new();
+    let mut wide = Vec::new();
+    for (first, logits) in head_chunks(teacher, inputs, compute) {
+        let part = truncate_on_device(logits, top_p, top_k);
+        wide.extend(part.wide_rows.into_iter().map(|(r, k)| (first + r, k)));
+        parts.push(part.targets);
+    }
+    Truncated {
+        targets: cat_targets(parts),
+        wide_rows: wide,
+    }
 }
 
-/// Teacher logits held at once by [`teacher_support`]: 2^26 values (256 MiB), so a batch at a
-/// large vocabulary (16K positions × 49,152 tokens would be 3.2 GB) goes through in parts.
-const LOGITS_PER_PASS: usize = 1 << 26;
+/// The teacher's logits for `inputs` chunk by chunk of positions: the hidden states of the
+/// whole batch, then [`crate::kernels::default_head_chunk`] positions at a time through the
+/// head (f32 logits), so the `[positions, vocab]` logits never exist at once. Yields each
+/// chunk's first position and its `[positions, vocab]` logits.
+fn head_chunks(
+    teacher: &Transformer,
+    inputs: Tensor<2, Int>,
+    compute: FloatDType,
+) -> impl Iterator<Item = (usize, Tensor<2>)> {
+    let [b, s] = inputs.dims();
+    let rows = b * s;
+    let hidden = teacher.hidden_in(inputs, compute);
+    let d = hidden.dims()[2];
+    let hidden = hidden.reshape([rows, d]);
+    let head = teacher.head_weight(compute);
+    let chunk = crate::kernels::default_head_chunk(teacher.vocab());
+    (0..rows).step_by(chunk).map(move |first| {
+        let n = chunk.min(rows - first);
+        let logits = crate::kernels::head_logits(hidden.clone().narrow(0, first, n), &head);
+        let logits = if logits.dtype() == burn::tensor::DType::F32 {
+            logits
+        } else {
+            logits.cast(FloatDType::F32)
+        };
+        (first, logits)
+    })
+}
+
+/// Chunks' device targets laid end to end, padded to the widest.
+fn cat_targets(parts: Vec<SparseTargets>) -> SparseTargets {
+    let width = parts.iter().map(|p| p.ids.dims()[1]).max().unwrap_or(1);
+    let pad = |p: SparseTargets| {
+        let [rows, w] = p.ids.dims();
+        if w == width {
+            return p;
+        }
+        let device = p.ids.device();
+        let extra = width - w;
+        let first = p.ids.clone().narrow(1, 0, 1).repeat_dim(1, extra);
+        SparseTargets {
+            ids: Tensor::cat(vec![p.ids, first], 1),
+            log_probs: Tensor::cat(vec![p.log_probs, Tensor::zeros([rows, extra], &device)], 1),
+            mask: Tensor::cat(vec![p.mask, Tensor::zeros([rows, extra], &device)], 1),
+        }
+    };
+    let (mut ids, mut lps, mut mask) = (vec![], vec![], vec![]);
+    for p in parts.into_iter().map(pad) {
+        ids.push(p.ids);
+        lps.push(p.log_probs);
+        mask.push(p.mask);
+    }
+    SparseTargets {
+        ids: Tensor::cat(ids, 0),
+        log_probs: Tensor::cat(lps, 0),
+        mask: Tensor::cat(mask, 0),
+    }
+}
+
+/// Positions of one forward pass of [`teacher_support`]: a batch of more goes through in parts,
+/// so the activations of a wide teacher stay bounded (its logits are bounded by the head's
+/// chunks, [`head_chunks`]).
+const POSITIONS_PER_PASS: usize = 4096;
 
 /// The teacher's truncated distribution at every position of `batch` (the logit pass),
-/// computed in f32, in forward passes of at most [`LOGITS_PER_PASS`] logits, each truncated
-/// where `truncate_on` says (on the host, positions in parallel; or on the device).
+/// computed in f32, in forward passes of at most [`POSITIONS_PER_PASS`] positions whose head
+/// runs chunk by chunk ([`head_chunks`]), each chunk truncated where `truncate_on` says (on
+/// the host, positions in parallel; or on the device): no full-vocabulary logits of a whole
+/// batch exist at once.
 pub fn teacher_support(
     teacher: &Transformer,
     batch: &Batch,
@@ -168,22 +237,20 @@ pub fn teacher_support(
         }
         TruncateOn::Device => {
             let mut out = Vec::with_capacity(batch.batch * batch.context);
-            for part in passes(batch, teacher.vocab()) {
+            for part in passes(batch) {
                 let (inputs, _) = batch_tensors(&part, device);
-                let logits = teacher.forward(inputs);
-                let [b, s, vocab] = logits.dims();
-                let sparse = truncate_on_device(logits.reshape([b * s, vocab]), top_p, top_k);
-                out.extend(download(sparse));
+                for (_, logits) in head_chunks(teacher, inputs, FloatDType::F32) {
+                    out.extend(download(truncate_on_device(logits, top_p, top_k)));
+                }
             }
             out
         }
     }
 }
 
-/// `batch` split by rows into parts of at most [`LOGITS_PER_PASS`] logits.
-fn passes(batch: &Batch, vocab: usize) -> impl Iterator<Item = Batch> + '_ {
-    let per_row = batch.context * vocab;
-    let rows = (LOGITS_PER_PASS / per_row.max(1)).clamp(1, batch.batch.max(1));
+/// `batch` split by rows into parts of at most [`POSITIONS_PER_PASS`] positions.
+fn passes(batch: &Batch) -> impl Iterator<Item = Batch> + '_ {
+    let rows = (POSITIONS_PER_PASS / batch.context.max(1)).clamp(1, batch.batch.max(1));
     (0..batch.batch).step_by(rows).map(move |first| {
         let n = rows.min(batch.batch - first);
         let span = first * batch.context..(first + n) * batch.context;
@@ -207,12 +274,13 @@ fn teacher_support_in(
 ) -> Vec<Kept> {
     use rayon::prelude::*;
     let mut out = Vec::with_capacity(batch.batch * batch.context);
-    for part in passes(batch, teacher.vocab()) {
+    for part in passes(batch) {
         let (inputs, _) = batch_tensors(&part, device);
-        let logits = teacher.forward_in(inputs, compute);
-        let vocab = logits.dims()[2];
-        let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
-        out.par_extend(values.par_chunks(vocab).map(|z| truncate(z, top_p, top_k)));
+        for (_, logits) in head_chunks(teacher, inputs, compute) {
+            let vocab = logits.dims()[1];
+            let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+            out.par_extend(values.par_chunks(vocab).map(|z| truncate(z, top_p, top_k)));
+        }
     }
     out
 }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::kernels;
 use crate::spec::{TopK, TopP};
 
 /// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
@@ -32,8 +33,8 @@ pub struct Kept {
 pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     let vocab = z.len();
     let k = (top_k.kept(vocab as u64) as usize).clamp(1, vocab.max(1));
-    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let log_norm = max as f64 + exp_sum(z, max).ln();
+    let max = kernels::row_max(z);
+    let log_norm = max as f64 + kernels::exp_sum_f64(z, max).ln();
     let by_prob = |a: &u32, b: &u32| z[*b as usize].total_cmp(&z[*a as usize]).then(a.cmp(b));
     let mut order = top_ids(z, k);
     order.sort_unstable_by(by_prob);
@@ -75,7 +76,15 @@ fn top_ids(z: &[f32], k: usize) -> Vec<u32> {
             f32::INFINITY,
             |a, b| if b.total_cmp(&a).is_lt() { b } else { a },
         );
+    let mut skip_to = 0;
     for (i, &v) in z.iter().enumerate().skip(k) {
+        // most blocks of 16 hold nothing above the threshold: one vector test skips them
+        if i % 16 == 0 && i + 16 <= z.len() && kernels::none_above(&z[i..i + 16], threshold) {
+            skip_to = i + 16;
+        }
+        if i < skip_to {
+            continue;
+        }
         // equal values later in the vocabulary lose the tie to the one already kept
         if v.total_cmp(&threshold).is_gt() {
             buffer.push(i as u32);
@@ -91,48 +100,6 @@ fn top_ids(z: &[f32], k: usize) -> Vec<u32> {
         buffer.truncate(k);
     }
     buffer
-}
-
-/// Σ exp(z − max) over `z` (every value ≤ `max`), in f64 over f32 lanes: a polynomial exp
-/// (Cephes' `expf`, relative error about 2e-7) that the compiler vectorises, where `f64::exp`
-/// per value made truncation at V = 49,152 slower than the teacher's forward pass.
-fn exp_sum(z: &[f32], max: f32) -> f64 {
-    const LANES: usize = 16;
-    let mut total = 0.0f64;
-    let mut chunks = z.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        let mut acc = [0.0f32; LANES];
-        for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a = exp_nonpositive(v - max);
-        }
-        total += acc.iter().map(|&a| f64::from(a)).sum::<f64>();
-    }
-    total
-        + chunks
-            .remainder()
-            .iter()
-            .map(|&v| f64::from(exp_nonpositive(v - max)))
-            .sum::<f64>()
-}
-
-/// e^x for x ≤ 0 (x below −87 gives about 1.6e-38; NaN gives a NaN-free tiny value).
-#[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
-    let x = x.clamp(-87.0, 0.0);
-    let t = x * LOG2E + ROUND;
-    let n = t - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 0.5;
-    let e = p * r * r + r + 1.0;
-    let exponent = (t.to_bits() as i32 - ROUND.to_bits() as i32 + 127) as u32;
-    e * f32::from_bits(exponent << 23)
 }
 
 /// How many of the first entries of `kept` (most probable first, log-probabilities under the
@@ -198,7 +165,7 @@ mod tests {
     #[test]
     fn the_fast_exp_and_top_ids_match_the_exact_ones() {
         for x in [0.0f32, -1e-8, -0.3, -1.0, -5.5, -20.0, -70.0, -86.9] {
-            let (fast, exact) = (exp_nonpositive(x) as f64, (x as f64).exp());
+            let (fast, exact) = (kernels::exp_nonpositive(x) as f64, (x as f64).exp());
             assert!(
                 (fast - exact).abs() <= 3e-7 * exact,
                 "{x}: {fast} vs {exact}"
@@ -209,7 +176,7 @@ mod tests {
             .collect();
         let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let exact: f64 = z.iter().map(|&v| ((v - max) as f64).exp()).sum();
-        assert!((exp_sum(&z, max) / exact - 1.0).abs() < 1e-6);
+        assert!((kernels::exp_sum_f64(&z, max) / exact - 1.0).abs() < 1e-6);
         for k in [1, 5, 64, 700, 4999, 5000] {
             let mut ids = top_ids(&z, k);
             ids.sort_unstable();

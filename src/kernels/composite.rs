@@ -5,7 +5,9 @@
 use burn::tensor::activation::{log_softmax, silu, softmax};
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Int, Tensor};
+
+use super::head::{Distillation, HeadWeight};
 
 use crate::spec::LossKind;
 
@@ -54,6 +56,90 @@ pub fn sparse_distill(
         LossKind::Mse => ((s.exp() - q) * mask).square().sum_dim(1),
     };
     per_row.reshape([rows])
+}
+
+/// [`super::ops::head_loss`] from burn's ops, `chunk` positions at a time. Without gradients
+/// each chunk's logits are scored and dropped. With them, each chunk's loss is differentiated
+/// on its own (a graph of one chunk) and its logits' gradient multiplied into ∂/∂h and ∂/∂W at
+/// once, and the result carries those gradients through a surrogate, Σ h·∂h + Σ W·∂W, whose
+/// value is replaced by the loss: memory stays one chunk's logits on every backend.
+///
+/// # Shapes
+/// - `h`: `[rows, d]`; `targets`: `[rows]`; returns `[1]` (f32)
+pub fn head_loss(
+    h: Tensor<2>,
+    head: &HeadWeight,
+    targets: Tensor<1, Int>,
+    distill: Option<&Distillation>,
+    weights: (f64, f64),
+    chunk: usize,
+) -> Tensor<1> {
+    let [rows, _] = h.dims();
+    let chunk = chunk.clamp(1, rows.max(1));
+    let w = if head.tied {
+        head.weight.clone().transpose()
+    } else {
+        head.weight.clone()
+    };
+    let score = |first: usize, z: Tensor<2>| {
+        let n = z.dims()[0];
+        let z = if z.dtype() == DType::F32 {
+            z
+        } else {
+            z.cast(burn::tensor::FloatDType::F32)
+        };
+        let mut loss = cross_entropy(z.clone(), targets.clone().narrow(0, first, n))
+            .sum()
+            .mul_scalar(weights.0);
+        if let Some(d) = distill {
+            let kd = sparse_distill(
+                z,
+                d.ids.clone().narrow(0, first, n),
+                d.log_probs.clone().narrow(0, first, n),
+                d.mask.clone().narrow(0, first, n),
+                d.kind,
+                d.tau,
+            );
+            loss = loss + kd.sum().mul_scalar(weights.1);
+        }
+        loss
+    };
+    let starts = (0..rows).step_by(chunk);
+    if !(h.is_tracked() || w.is_tracked()) {
+        let mut total = Tensor::<1>::zeros([1], &h.device());
+        for first in starts {
+            let n = chunk.min(rows - first);
+            total = total + score(first, h.clone().narrow(0, first, n).matmul(w.clone()));
+        }
+        return total;
+    }
+    let (hd, wd) = (h.clone().detach(), w.clone().detach());
+    let (hi, wi) = (hd.clone().inner(), wd.clone().inner());
+    let mut total = Tensor::<1>::zeros([1], &hi.device());
+    let mut dh = Vec::new();
+    let mut dw: Option<Tensor<2>> = None;
+    for first in starts {
+        let n = chunk.min(rows - first);
+        // a leaf of its own: the chunk's graph starts at its logits
+        let z =
+            Tensor::from_inner(hi.clone().narrow(0, first, n).matmul(wi.clone())).require_grad();
+        let loss = score(first, z.clone());
+        let grads = loss.backward();
+        total = total + loss.inner();
+        let Some(dz) = z.grad(&grads) else { continue };
+        let dz = dz.cast(hi.dtype());
+        let hc = hi.clone().narrow(0, first, n);
+        dh.push(dz.clone().matmul(wi.clone().transpose()));
+        let part = hc.transpose().matmul(dz);
+        dw = Some(match dw {
+            Some(acc) => acc + part,
+            None => part,
+        });
+    }
+    let dh = Tensor::from_inner(Tensor::cat(dh, 0));
+    let dw = dw.map_or_else(|| wd.zeros_like(), Tensor::from_inner);
+    let surrogate = ((h * dh).sum() + (w * dw).sum()).cast(burn::tensor::FloatDType::F32);
+    surrogate.clone() - surrogate.detach() + Tensor::from_inner(total)
 }
 
 /// x · W over every row of `x` as one 2-D matmul (burn's `Linear::forward` on a 3-D input may

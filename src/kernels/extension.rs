@@ -15,7 +15,7 @@ use burn::tensor::{Shape, TensorData};
 
 use super::cpu::attention::{self, Dims, Rope};
 use super::cpu::softmax::{self, Distill, Support};
-use super::cpu::{linear, rms_norm, swiglu};
+use super::cpu::{head, linear, rms_norm, swiglu};
 use crate::spec::LossKind;
 
 /// Fused operations with their own CPU kernels. Tensors are row-major; see each kernel in
@@ -37,6 +37,35 @@ pub trait FusedOps: Backend {
         mask: FloatTensor<Self>,
         kind: u8,
         tau: f32,
+    ) -> FloatTensor<Self>;
+
+    /// The output head with its losses, in chunks of `chunk` positions (`super::cpu::head`):
+    /// Σ_r ce_weight·CE_r + kd_weight·KD_r as a `[1]` tensor. `h`: `[rows, d]`; `w`: `[d,
+    /// vocab]` (`layout` 0) or `[vocab, d]` (1, tied); `targets`: `[rows]`; `ids`,
+    /// `log_probs`, `mask`: `[rows, width]`, read only when `kind` is a [`loss_code`] (not
+    /// [`NO_DISTILL`]).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_head_loss(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        log_probs: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        ce_weight: f32,
+        kd_weight: f32,
+        chunk: usize,
+    ) -> FloatTensor<Self>;
+
+    /// The head's logits h · W without a gradient (a logit pass): `h`: `[rows, d]`; `w` as
+    /// in [`FusedOps::fused_head_loss`]; returns `[rows, vocab]`.
+    fn fused_head_logits(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        layout: u8,
     ) -> FloatTensor<Self>;
 
     /// x · W without bias. `x`: `[.., d_in]`, `w`: `[d_in, d_out]`; returns `[.., d_out]`.
@@ -74,6 +103,9 @@ pub fn loss_code(kind: LossKind) -> u8 {
         LossKind::Mse => 3,
     }
 }
+
+/// The `kind` of [`FusedOps::fused_head_loss`] without a distillation term.
+pub const NO_DISTILL: u8 = u8::MAX;
 
 fn loss_kind(code: u8) -> LossKind {
     match code {
@@ -221,6 +253,112 @@ fn kd_forward(
     }
 }
 
+/// The inputs of a fused head, contiguous, with the targets checked against the vocabulary.
+#[derive(Debug)]
+struct HeadInputs {
+    h: FlexTensor,
+    w: FlexTensor,
+    layout: head::Layout,
+    dims: head::Dims,
+    targets: Vec<u32>,
+    support: Option<KdSupport>,
+    weights: [f32; 2],
+    chunk: usize,
+}
+
+impl HeadInputs {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        h: FlexTensor,
+        w: FlexTensor,
+        targets: &FlexTensor,
+        [ids_t, log_probs, mask]: [FlexTensor; 3],
+        layout: u8,
+        (kind, tau): (u8, f32),
+        weights: [f32; 2],
+        chunk: usize,
+    ) -> HeadInputs {
+        let (h, w) = (contiguous(h), contiguous(w));
+        let (rows, d) = dims2(&h);
+        let ws = w.shape();
+        assert_eq!(ws.num_dims(), 2, "head weight of rank 2");
+        let (layout, vocab) = if layout == 0 {
+            (head::Layout::InOut, ws[1])
+        } else {
+            (head::Layout::OutIn, ws[0])
+        };
+        assert_eq!(
+            ws.num_elements(),
+            d * vocab,
+            "head weight {ws:?} does not take width {d}"
+        );
+        let targets = ids(targets, vocab);
+        assert_eq!(targets.len(), rows, "one target per position");
+        let support = (kind != NO_DISTILL).then(|| {
+            let (id_rows, width) = dims2(&ids_t);
+            assert_eq!(id_rows, rows, "one support row per position");
+            KdSupport {
+                ids: ids(&ids_t, vocab),
+                log_probs: contiguous(log_probs),
+                mask: contiguous(mask),
+                width,
+                distill: (kind, tau),
+            }
+        });
+        HeadInputs {
+            h,
+            w,
+            layout,
+            dims: head::Dims { rows, d, vocab },
+            targets,
+            support,
+            weights,
+            chunk,
+        }
+    }
+
+    fn run(&self, grads: bool) -> (FlexTensor, head::HeadOut) {
+        let terms = head::Terms {
+            targets: &self.targets,
+            distill: self.support.as_ref().map(|s| (s.view(), s.distill())),
+            ce_weight: self.weights[0],
+            kd_weight: self.weights[1],
+        };
+        let out = head::head_loss(
+            floats(&self.h),
+            floats(&self.w),
+            self.layout,
+            self.dims,
+            terms,
+            self.chunk,
+            grads,
+        );
+        (tensor(vec![out.loss(&terms) as f32], [1]), out)
+    }
+}
+
+/// h · W for a weight in `layout` (0: `[d, vocab]`, 1: `[vocab, d]`), read in place.
+fn head_logits_forward(h: FlexTensor, w: FlexTensor, layout: u8) -> FlexTensor {
+    let (h, w) = (contiguous(h), contiguous(w));
+    let (rows, d) = dims2(&h);
+    let ws = w.shape();
+    let (layout, vocab) = if layout == 0 {
+        (head::Layout::InOut, ws[1])
+    } else {
+        (head::Layout::OutIn, ws[0])
+    };
+    assert_eq!(
+        ws.num_elements(),
+        d * vocab,
+        "head weight {ws:?} does not take width {d}"
+    );
+    let dims = head::Dims { rows, d, vocab };
+    tensor(
+        head::logits(floats(&h), floats(&w), layout, dims),
+        [rows, vocab],
+    )
+}
+
 /// (rows, d_in, d_out) of a linear layer's input and weight.
 fn linear_dims(x: &FlexTensor, w: &FlexTensor) -> (usize, usize, usize) {
     let (rows, d_in) = dims2(x);
@@ -329,6 +467,39 @@ impl FusedOps for Flex {
         kd_forward(logits, &ids, log_probs, mask, kind, tau).loss
     }
 
+    fn fused_head_loss(
+        h: FlexTensor,
+        w: FlexTensor,
+        targets: FlexTensor,
+        ids: FlexTensor,
+        log_probs: FlexTensor,
+        mask: FlexTensor,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        ce_weight: f32,
+        kd_weight: f32,
+        chunk: usize,
+    ) -> FlexTensor {
+        let support = [ids, log_probs, mask];
+        HeadInputs::new(
+            h,
+            w,
+            &targets,
+            support,
+            layout,
+            (kind, tau),
+            [ce_weight, kd_weight],
+            chunk,
+        )
+        .run(false)
+        .0
+    }
+
+    fn fused_head_logits(h: FlexTensor, w: FlexTensor, layout: u8) -> FlexTensor {
+        head_logits_forward(h, w, layout)
+    }
+
     fn fused_linear(x: FlexTensor, w: FlexTensor) -> FlexTensor {
         linear_forward(&contiguous(x), &contiguous(w))
     }
@@ -410,6 +581,33 @@ impl Backward<Flex, 1> for KdBackward {
                 floats(&grad),
             );
             grads.register::<Flex>(node.id, tensor(d, logits.shape()));
+        }
+    }
+}
+
+#[derive(Debug)]
+struct HeadBackward;
+
+impl Backward<Flex, 2> for HeadBackward {
+    /// ∂loss/∂h and ∂loss/∂W, computed in the forward pass, with their shapes.
+    type State = (Vec<f32>, Shape, Vec<f32>, Shape);
+
+    fn backward(self, ops: Ops<Self::State, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let grad = contiguous(grads.consume::<Flex>(&ops.node));
+        let g = floats(&grad).first().copied().unwrap_or(1.0);
+        let [h_node, w_node] = ops.parents;
+        let (dh, h_shape, dw, w_shape) = ops.state;
+        let scaled = |mut v: Vec<f32>| {
+            if g != 1.0 {
+                v.iter_mut().for_each(|x| *x *= g);
+            }
+            v
+        };
+        if let Some(node) = h_node {
+            grads.register::<Flex>(node.id, tensor(scaled(dh), h_shape));
+        }
+        if let Some(node) = w_node {
+            grads.register::<Flex>(node.id, tensor(scaled(dw), w_shape));
         }
     }
 }
@@ -544,6 +742,62 @@ impl<C: CheckpointStrategy> FusedOps for Ad<C> {
                 prep.finish(kd_forward(logits, &ids, log_probs, mask, kind, tau).loss)
             }
         }
+    }
+
+    fn fused_head_loss(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        log_probs: FloatTensor<Self>,
+        mask: FloatTensor<Self>,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        ce_weight: f32,
+        kd_weight: f32,
+        chunk: usize,
+    ) -> FloatTensor<Self> {
+        let (h, h_guard) = h.into_parts();
+        let (w, w_guard) = w.into_parts();
+        let support = [ids, log_probs.into_primitive(), mask.into_primitive()];
+        let inputs = HeadInputs::new(
+            h,
+            w,
+            &targets,
+            support,
+            layout,
+            (kind, tau),
+            [ce_weight, kd_weight],
+            chunk,
+        );
+        match HeadBackward
+            .prepare::<C>([h_guard, w_guard])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let (loss, out) = inputs.run(true);
+                let state = (
+                    out.dh.unwrap_or_default(),
+                    inputs.h.shape(),
+                    out.dw.unwrap_or_default(),
+                    inputs.w.shape(),
+                );
+                prep.finish(state, loss)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(inputs.run(false).0),
+        }
+    }
+
+    fn fused_head_logits(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        layout: u8,
+    ) -> FloatTensor<Self> {
+        // no gradient: the result is a constant of any graph it meets
+        let out = head_logits_forward(h.into_primitive(), w.into_primitive(), layout);
+        <Self as burn::backend::AutodiffBackend>::from_inner(out)
     }
 
     fn fused_linear(x: FloatTensor<Self>, w: FloatTensor<Self>) -> FloatTensor<Self> {

@@ -1,5 +1,5 @@
-//! Fused kernels for training on the CPU: the language-model cross-entropy (log-softmax fused
-//! in), the sparse distillation losses, SwiGLU, RMSNorm, causal attention with rotary
+//! Fused kernels for training on the CPU: the output head fused with its losses in chunks of
+//! positions, the language-model cross-entropy (log-softmax fused in), the sparse distillation losses, SwiGLU, RMSNorm, causal attention with rotary
 //! embeddings and the bias-free linear layer, each with its own backward pass, vectorised (AVX-512 or AVX2, chosen at run
 //! time) and spread over the current rayon pool. They plug into burn as a backend extension
 //! for the flex backend; every other backend runs the same maths from burn's own ops.
@@ -12,11 +12,14 @@
 pub mod composite;
 mod cpu;
 mod extension;
+mod head;
 pub mod ops;
 
 pub use cpu::simd::{Isa, isa};
 pub use cpu::softmax::row_log_sum_exp;
+pub use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_max};
+pub use head::{Distillation, HeadWeight};
 pub use ops::{
-    causal_attention, composite_only, cross_entropy, kernels_enabled, linear, rms_norm,
-    sparse_distill, swiglu,
+    causal_attention, composite_only, cross_entropy, default_head_chunk, head_logits, head_loss,
+    kernels_enabled, linear, rms_norm, sparse_distill, swiglu,
 };

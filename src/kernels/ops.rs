@@ -13,7 +13,8 @@ use burn::backend::{DType, Dispatch, DispatchDevice};
 use burn::tensor::{Int, Tensor};
 
 use super::composite;
-use super::extension::{FusedOps, loss_code};
+use super::extension::{FusedOps, NO_DISTILL, loss_code};
+use super::head::{Distillation, HeadWeight};
 use crate::spec::LossKind;
 
 thread_local! {
@@ -83,6 +84,83 @@ pub fn sparse_distill(
         loss_code(kind),
         tau as f32,
     ))
+}
+
+/// The output head fused with its losses: Σ_r ce_weight·CE_r + kd_weight·KD_r over the
+/// positions of `h`, where CE_r is the next-token cross-entropy of `targets` under
+/// softmax(h_r · W) and KD_r the sparse distillation loss against `distill` (when given),
+/// computed `chunk` positions at a time so the `[rows, vocab]` logits and their gradient never
+/// exist whole. Differentiable with respect to `h` and the weight. On flex with f32 it is one
+/// CPU kernel (`super::cpu::head`); elsewhere [`composite::head_loss`] chunks the same way.
+///
+/// # Shapes
+/// - `h`: `[rows, d]`; `targets`: `[rows]`; returns `[1]` (f32)
+pub fn head_loss(
+    h: Tensor<2>,
+    head: &HeadWeight,
+    targets: Tensor<1, Int>,
+    distill: Option<&Distillation>,
+    weights: (f64, f64),
+    chunk: usize,
+) -> Tensor<1> {
+    let narrow = distill.is_some_and(|d| d.ids.dims()[1] > 256);
+    if !fused(&h) || head.weight.dtype() != DType::F32 || narrow {
+        return composite::head_loss(h, head, targets, distill, weights, chunk);
+    }
+    let device = h.device();
+    let (ids, log_probs, mask, kind, tau) = match distill {
+        Some(d) => (
+            d.ids.clone(),
+            d.log_probs.clone(),
+            d.mask.clone(),
+            loss_code(d.kind),
+            d.tau as f32,
+        ),
+        None => (
+            Tensor::<2, Int>::zeros([1, 1], &device),
+            Tensor::<2>::zeros([1, 1], &device),
+            Tensor::<2>::zeros([1, 1], &device),
+            NO_DISTILL,
+            1.0,
+        ),
+    };
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_head_loss(
+        h.into_dispatch(),
+        head.weight.clone().into_dispatch(),
+        targets.into_dispatch(),
+        ids.into_dispatch(),
+        log_probs.into_dispatch(),
+        mask.into_dispatch(),
+        u8::from(head.tied),
+        kind,
+        tau,
+        weights.0 as f32,
+        weights.1 as f32,
+        chunk.max(1),
+    ))
+}
+
+/// The head's logits h · W (no gradient: for a logit pass or an online teacher), the weight
+/// read in its own layout (a tied head's embedding is not transposed into a copy).
+///
+/// # Shapes
+/// - `h`: `[rows, d]`; returns `[rows, vocab]` in `h`'s dtype
+pub fn head_logits(h: Tensor<2>, head: &HeadWeight) -> Tensor<2> {
+    if !fused(&h) || head.weight.dtype() != DType::F32 {
+        let w = head.weight.clone();
+        return h.matmul(if head.tied { w.transpose() } else { w });
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_head_logits(
+        h.into_dispatch(),
+        head.weight.clone().into_dispatch(),
+        u8::from(head.tied),
+    ))
+}
+
+/// Positions per chunk of [`head_loss`] that keep one chunk's logits within 2^24 values
+/// (64 MiB in f32) at `vocab`, and at least 128.
+pub fn default_head_chunk(vocab: usize) -> usize {
+    super::cpu::head::default_chunk(vocab)
 }
 
 /// x · W (a linear layer without bias) over every row of `x` as one matrix product.

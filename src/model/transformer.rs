@@ -197,6 +197,24 @@ impl Transformer {
     /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
     /// - returns: `[batch, seq, vocab]`, f32
     pub fn forward_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        let x = self.hidden_in(tokens, compute);
+        let head = self.head_weight(compute);
+        let w = if head.tied {
+            head.weight.transpose()
+        } else {
+            head.weight
+        };
+        to(kernels::linear(x, w), FloatDType::F32)
+    }
+
+    /// The final hidden state (after the last RMSNorm, cast to `compute`): what the output
+    /// head multiplies. With [`Transformer::head_weight`] it is what the fused head and loss
+    /// (`crate::kernels::head_loss`) take instead of the logits.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, seq]` with `seq` ≤ the configured context
+    /// - returns: `[batch, seq, d_model]` in `compute`
+    pub fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
         let [_, seq] = tokens.dims();
         let mut x = self.embed.forward(tokens);
         let cos = to(self.rope_cos.clone().narrow(0, 0, seq), compute);
@@ -204,12 +222,22 @@ impl Transformer {
         for block in &self.blocks {
             x = block.forward(x, &cos, &sin, compute);
         }
-        let x = to(norm(&self.norm, x), compute);
-        let logits = match &self.head {
-            Some(head) => project(head, x, compute),
-            None => kernels::linear(x, to(self.embed.weight.val(), compute).transpose()),
-        };
-        to(logits, FloatDType::F32)
+        to(norm(&self.norm, x), compute)
+    }
+
+    /// The output head's weight in `compute`: the untied head's `[d_model, vocab]`, or the
+    /// token embedding's `[vocab, d_model]` when tied.
+    pub fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
+        match &self.head {
+            Some(head) => kernels::HeadWeight {
+                weight: to(head.weight.val(), compute),
+                tied: false,
+            },
+            None => kernels::HeadWeight {
+                weight: to(self.embed.weight.val(), compute),
+                tied: true,
+            },
+        }
     }
 
     /// The vocabulary (rows of the token embedding).

@@ -162,6 +162,7 @@ impl<'a> Context<'a> {
             checkpoint_every: t.checkpoint_every.0,
             log_every: t.log_every.0,
             precision: t.precision,
+            head_chunk: t.head_chunk.map(|c| c.0),
         };
         let d = &f.distill;
         let distill = distill_points(d);
@@ -954,6 +955,7 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
         flops,
         depends_on,
         disk_bytes,
+        memory: Default::default(),
     }
 }
 

@@ -7,6 +7,7 @@ mod cost;
 mod cost_model;
 mod files;
 mod grid;
+pub mod memory;
 mod render;
 mod run;
 
@@ -65,7 +66,15 @@ impl Plan {
     /// Expands `sweep` into its run graph and checks it against the sweep's limits.
     pub fn build(sweep: &Sweep, options: &PlanOptions) -> Result<Plan, SpecError> {
         let resolved = resolve_files(sweep)?;
-        let expansion = grid::expand(sweep, &resolved)?;
+        let mut expansion = grid::expand(sweep, &resolved)?;
+        let estimates: Vec<_> = expansion
+            .runs
+            .iter()
+            .map(|r| memory_of(r, &expansion.runs))
+            .collect();
+        for (run, m) in expansion.runs.iter_mut().zip(estimates) {
+            run.memory = m;
+        }
         let backend = sweep.file.backend;
         let calibration = match (options.flops_per_s, sweep.file.estimate.flops_per_s) {
             (Some(f), _) => Calibration::flops_only(f, "--flops-per-s"),
@@ -93,6 +102,7 @@ impl Plan {
             notes: resolved.notes,
         };
         plan.check_disk(sweep)?;
+        plan.check_memory(sweep)?;
         Ok(plan)
     }
 
@@ -120,6 +130,47 @@ impl Plan {
     /// The run with id `id`.
     pub fn run(&self, id: &RunId) -> Option<&Run> {
         self.runs.iter().find(|r| &r.id == id)
+    }
+
+    /// The run with the largest predicted peak memory.
+    pub fn largest_memory(&self) -> Option<&Run> {
+        self.runs.iter().max_by_key(|r| r.memory.total())
+    }
+
+    /// Refuses a plan whose largest run would not fit `[limits] memory`, naming the run and
+    /// what would shrink it.
+    fn check_memory(&self, sweep: &Sweep) -> Result<(), SpecError> {
+        let (Some(limit), Some(run)) = (&sweep.file.limits.memory, self.largest_memory()) else {
+            return Ok(());
+        };
+        let budget = limit.get_ref().0;
+        let m = &run.memory;
+        if m.total() <= budget {
+            return Ok(());
+        }
+        let hint = if m.head >= m.activations.max(m.state) {
+            "lower `[train] head_chunk` (one chunk of logits is the largest part) or `[train] batch_tokens`"
+        } else if m.activations >= m.state {
+            "lower `[train] batch_tokens` (the activations kept for the backward pass are the largest part)"
+        } else {
+            "use smaller models, or raise the limit (weights, gradients and optimiser state are the largest part)"
+        };
+        Err(sweep
+            .error_at(
+                limit.span(),
+                "limits.memory",
+                format!(
+                    "run `{}` needs about {} of memory at its peak ({} of weights and optimiser state, {} of activations, {} in the head{}) but the limit is {}",
+                    run.name,
+                    format_bytes(m.total() as f64),
+                    format_bytes(m.state as f64),
+                    format_bytes(m.activations as f64),
+                    format_bytes(m.head as f64),
+                    if m.teacher > 0 { format!(", {} for its online teacher", format_bytes(m.teacher as f64)) } else { String::new() },
+                    format_bytes(budget as f64)
+                ),
+            )
+            .with_hint(hint))
     }
 
     fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
@@ -165,4 +216,38 @@ pub fn estimated_seconds(runs: &[Run], calibration: &Calibration) -> f64 {
             calibration.run_seconds(&r.config, teacher)
         })
         .sum()
+}
+
+/// The predicted peak of `run`, given the plan's runs (an online student's teacher is one of
+/// them).
+fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
+    let c = &run.config;
+    let shape = &c.model.shape;
+    let positions = c.data.batch_seqs.saturating_mul(c.data.context);
+    let chunk = c.train.as_ref().map_or_else(
+        || crate::kernels::default_head_chunk(shape.vocab as usize),
+        |t| t.head_chunk_for(shape.vocab as usize),
+    ) as u64;
+    match c.kind {
+        RunKind::Logits => memory::forward_pass(shape, positions, chunk),
+        _ if c.model.pretrained.is_some() => memory::forward_pass(shape, positions, chunk),
+        _ => {
+            let width = c
+                .distill
+                .as_ref()
+                .map_or(0, |d| d.truncation.top_k.kept(shape.vocab).min(256));
+            let mut step = memory::training_step(shape, positions, chunk, width);
+            let online = c
+                .distill
+                .as_ref()
+                .filter(|d| d.mode == crate::spec::DistillMode::Online);
+            if let Some(teacher) = online.and_then(|d| runs.iter().find(|r| r.id == d.teacher)) {
+                let t = &teacher.config.model.shape;
+                let tchunk = crate::kernels::default_head_chunk(t.vocab as usize) as u64;
+                step.teacher =
+                    memory::forward_pass(t, positions, tchunk).total() - memory::BASE_BYTES;
+            }
+            step
+        }
+    }
 }

@@ -71,6 +71,11 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         "seed": c.data.seed,
         "flops": run.flops,
         "disk_bytes": run.disk_bytes,
+        "memory_bytes": run.memory.total(),
+        "memory": {
+            "state": run.memory.state, "activations": run.memory.activations,
+            "head": run.memory.head, "teacher": run.memory.teacher,
+        },
         "depends_on": run.depends_on.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
         "teacher": teacher.map(|t| names.get(t.as_str()).copied().unwrap_or(t.as_str())),
         "distill": c.distill.as_ref().map(|d| json!({
@@ -108,7 +113,7 @@ pub fn json_value(plan: &Plan) -> Value {
     })
 }
 
-const CSV_HEADER: [&str; 25] = [
+const CSV_HEADER: [&str; 26] = [
     "id",
     "kind",
     "name",
@@ -134,6 +139,7 @@ const CSV_HEADER: [&str; 25] = [
     "top_k",
     "depends_on",
     "passes",
+    "memory_bytes",
 ];
 
 fn csv(plan: &Plan) -> String {
@@ -188,6 +194,7 @@ fn csv(plan: &Plan) -> String {
                 .collect::<Vec<_>>()
                 .join(";"),
             run_passes(plan, run).map_or(String::new(), |p| format!("{p:.4}")),
+            run.memory.total().to_string(),
         ];
         let _ = writer.write_record(&record);
     }
@@ -211,6 +218,7 @@ fn table(plan: &Plan) -> String {
         "shape",
         "tokens",
         "FLOPs",
+        "memory",
         "after",
     ];
     if plan.corpus.as_ref().is_some_and(|c| c.files > 0) {
@@ -251,6 +259,7 @@ fn table(plan: &Plan) -> String {
                 _ => format_count(run.tokens() as f64),
             },
             format!("{:.2e}", run.flops),
+            format_bytes(run.memory.total() as f64),
             after.join(", "),
         ];
         if header.len() > row.len() {
@@ -258,7 +267,7 @@ fn table(plan: &Plan) -> String {
         }
         table.add_row(row);
     }
-    for column in [3, 4, 6, 7, 9] {
+    for column in [3, 4, 6, 7, 8, 10] {
         if let Some(c) = table.column_mut(column) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -342,6 +351,13 @@ fn summary(plan: &Plan) -> String {
         format_bytes(t.logit_store_bytes as f64),
         format_bytes(t.checkpoint_bytes as f64)
     );
+    if let Some(run) = plan.largest_memory() {
+        out += &format!(
+            "  memory       at most {} per run at its peak ({})\n",
+            format_bytes(run.memory.total() as f64),
+            run.name
+        );
+    }
     if let Some(corpus) = &plan.corpus {
         out += &corpus_line(corpus);
     }

@@ -414,6 +414,8 @@ pub struct Run {
     pub depends_on: Vec<RunId>,
     /// Predicted bytes on disk when done (logit store or checkpoint).
     pub disk_bytes: u64,
+    /// Predicted peak resident memory while it runs ([`crate::plan::memory`]).
+    pub memory: crate::plan::memory::MemoryEstimate,
 }
 
 impl Run {

@@ -72,12 +72,22 @@ pub const CPU_MIN_STACK: usize = 16;
 /// How much faster than one run alone a stack must measure for `auto` to use it.
 pub const AUTO_MARGIN: f64 = 1.1;
 
+/// The largest vocabulary that stacks. A stack scores all its members' logits at once
+/// (members × positions × vocabulary floats, and as many for their gradient), where a run
+/// alone goes through the fused chunked head (`crate::kernels::head_loss`) and holds one
+/// chunk: above this a stack would trade bounded memory for little speed, as the head is
+/// most of such a step.
+pub const MAX_STACK_VOCAB: u64 = 8192;
+
 /// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the
 /// context and the batch rows. `None` for runs that never stack (logit passes, pre-trained
-/// teachers, runs without training settings, and bf16 or f16 runs: the stacked model computes
-/// in f32 only).
+/// teachers, runs without training settings, bf16 or f16 runs: the stacked model computes in
+/// f32 only; and vocabularies above [`MAX_STACK_VOCAB`]).
 pub fn stack_key(config: &RunConfig) -> Option<String> {
     if config.kind == RunKind::Logits || config.model.pretrained.is_some() {
+        return None;
+    }
+    if config.model.shape.vocab > MAX_STACK_VOCAB {
         return None;
     }
     if !config.train.as_ref()?.precision.is_f32() {

@@ -347,6 +347,11 @@ pub struct TrainSection {
     /// the baseline at that rate (see `run::tuning`).
     #[serde(default)]
     pub tune_lr: Option<Spanned<Vec<f64>>>,
+    /// Positions per chunk of the fused output head and loss: one chunk's logits (positions ×
+    /// vocabulary floats) are the largest buffer of a large-vocabulary step. Default: as many
+    /// as keep them within 64 MiB (at least 128).
+    #[serde(default)]
+    pub head_chunk: Option<Count>,
 }
 
 impl Default for TrainSection {
@@ -362,6 +367,7 @@ impl Default for TrainSection {
             log_every: default_log_every(),
             precision: Precision::default(),
             tune_lr: None,
+            head_chunk: None,
         }
     }
 }
@@ -413,6 +419,10 @@ pub struct LimitsSection {
     /// Disk budget for logit stores and checkpoints; `plan` refuses a sweep predicted above it.
     #[serde(default)]
     pub disk: Option<Spanned<ByteSize>>,
+    /// Memory budget of one run: `plan` refuses a sweep whose largest run is predicted to
+    /// peak above it (`crate::plan::memory`).
+    #[serde(default)]
+    pub memory: Option<Spanned<ByteSize>>,
 }
 
 /// `[estimate]`: assumptions for time estimates before `run` has measured anything.

@@ -143,6 +143,7 @@ pub fn run_bench(
         checkpoint_every: u64::MAX,
         log_every: 1,
         precision: spec.precision,
+        head_chunk: None,
     };
     let tokens = total_steps * tokens_per_step;
     let prepared = data::prepare(&data_config, scratch, &scratch.join("cache"), tokens)?;

@@ -30,4 +30,20 @@ pub struct TrainConfig {
     /// runs, since their results differ.
     #[serde(default, skip_serializing_if = "Precision::is_f32")]
     pub precision: Precision,
+    /// Positions per chunk of the fused output head and loss (`[train] head_chunk`); `None`
+    /// for the default of the vocabulary ([`TrainConfig::head_chunk_for`]). Left out of the
+    /// JSON when unset, so earlier runs keep their ids; a chosen chunk is part of the id, as
+    /// it changes the order in which the head's gradient is summed (the last bits of a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_chunk: Option<u64>,
+}
+
+impl TrainConfig {
+    /// Positions per chunk of the fused head and loss at `vocab`: the configured one, or
+    /// enough to keep one chunk's logits within 64 MiB (`crate::kernels::default_head_chunk`).
+    pub fn head_chunk_for(&self, vocab: usize) -> usize {
+        self.head_chunk
+            .map_or_else(|| crate::kernels::default_head_chunk(vocab), |c| c as usize)
+            .max(1)
+    }
 }

@@ -20,7 +20,8 @@ pub use agreement::agreement;
 pub use config::TrainConfig;
 pub use device::{Adapter, BackendError, MissingBackend, device_for, device_label, wgpu_adapters};
 pub use objective::{
-    DistillObjective, DistillTerm, LossTerms, NextToken, Objective, cross_entropy,
+    DistillObjective, DistillTerm, HeadInput, LossTerms, NextToken, Objective, cross_entropy,
+    head_input, summed_cross_entropy,
 };
 pub use trainer::{
     TrainError, TrainEvent, TrainJob, TrainOutcome, eval_rows, evaluate, init_model, optimizer,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use super::objective::cross_entropy;
+use super::objective::summed_cross_entropy;
 use crate::model::{ModelShape, TransformerConfig};
 
 /// Optimiser steps timed per probe model (after one untimed warm-up step).
@@ -74,7 +74,9 @@ fn time_steps(shape: &ModelShape, context: usize, seqs: usize, device: &Device) 
     let mut times = Vec::with_capacity(TIMED_STEPS);
     for step in 0..=TIMED_STEPS {
         let start = Instant::now();
-        let loss = cross_entropy(model.forward(batch(&ad)), batch(&ad)).mean();
+        let chunk = crate::kernels::default_head_chunk(shape.vocab as usize);
+        let loss = summed_cross_entropy(&model, batch(&ad), batch(&ad), chunk)
+            .div_scalar((seqs * context) as f64);
         let _ = loss.clone().into_scalar::<f32>();
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optim.step(1e-3, model, grads);

@@ -13,7 +13,7 @@ use burn::tensor::{Device, FloatDType, Tensor};
 
 use super::TrainConfig;
 use super::checkpoint::{self, CheckpointError, CheckpointState};
-use super::objective::{Objective, cross_entropy};
+use super::objective::{Objective, head_input, summed_cross_entropy};
 use super::precision::{self, LossScale, UnsupportedPrecision};
 use super::schedule;
 use crate::data::DataConfig;
@@ -260,6 +260,7 @@ pub fn train(
         })?;
     let steps = train.steps;
     let tokens_per_step = (context * rows) as u64;
+    let head_chunk = train.head_chunk_for(model.vocab());
     let eval_every = steps.div_ceil(train.evals.max(1)).max(1);
     on_event(TrainEvent::Started {
         steps,
@@ -298,6 +299,7 @@ pub fn train(
                 lr,
                 grad_clip: train.grad_clip,
                 compute,
+                head_chunk,
                 scaler: scaler.as_mut(),
             },
             &ad,
@@ -389,6 +391,8 @@ pub(crate) struct Update<'a> {
     pub(crate) compute: FloatDType,
     /// The f16 loss scale, if any.
     pub(crate) scaler: Option<&'a mut LossScale>,
+    /// Positions per chunk of the fused head and loss.
+    pub(crate) head_chunk: usize,
 }
 
 /// One optimiser step; returns the loss before the update. With a loss scale, the scaled loss
@@ -404,8 +408,9 @@ pub(crate) fn train_step(
     device: &Device,
 ) -> Result<f64, TrainError> {
     let (inputs, targets) = batch_tensors(batch, device);
-    let logits = model.forward_in(inputs, update.compute);
-    let loss = objective.loss(step, steps, batch, logits, targets);
+    let positions = batch.batch * batch.context;
+    let head = head_input(model, inputs, update.compute, update.head_chunk);
+    let loss = objective.loss(step, steps, batch, head, targets.reshape([positions]));
     let value = loss.clone().into_scalar::<f32>() as f64;
     if !value.is_finite() {
         return Err(TrainError::Diverged { step, loss: value });
@@ -490,10 +495,11 @@ pub fn evaluate(
     bytes_per_token: f64,
 ) -> (f64, f64) {
     let (mut nll, mut count) = (0.0f64, 0usize);
+    let chunk = crate::kernels::default_head_chunk(model.vocab());
     for batch in eval_batches(val, context, eval_rows(context, model.vocab())) {
         let (inputs, targets) = batch_tensors(&batch, device);
-        let losses = cross_entropy(model.forward(inputs), targets);
-        nll += losses.sum().into_scalar::<f32>() as f64;
+        let losses = summed_cross_entropy(model, inputs, targets, chunk);
+        nll += losses.into_scalar::<f32>() as f64;
         count += batch.batch * batch.context;
     }
     let loss = nll / count.max(1) as f64;

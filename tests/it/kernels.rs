@@ -225,6 +225,179 @@ impl ModuleVisitor for Grads<'_> {
     }
 }
 
+/// The head's sparse support for `rows` positions: ids, log-probabilities and a mask with some
+/// padding.
+fn support(rows: usize, vocab: usize, width: usize, dev: &Device) -> [Tensor<2>; 2] {
+    let lp: Vec<f32> = (0..rows * width)
+        .map(|i| -0.2 - (i % width) as f32 * 0.7)
+        .collect();
+    let mask: Vec<f32> = (0..rows * width)
+        .map(|i| {
+            if i % width >= 3 && i % 4 == 0 {
+                0.0
+            } else {
+                1.0
+            }
+        })
+        .collect();
+    let _ = vocab;
+    [
+        Tensor::from_data(TensorData::new(lp, [rows, width]), dev),
+        Tensor::from_data(TensorData::new(mask, [rows, width]), dev),
+    ]
+}
+
+/// The fused chunked head (the CPU kernel, and the composite chunked path every other backend
+/// runs) against the unfused one: logits = h · W whole, then the cross-entropy and the sparse
+/// distillation loss; the value and the gradients of h and W, for every loss, both weight
+/// layouts and chunks that do not divide the positions.
+#[test]
+fn the_fused_chunked_head_matches_the_unfused_head_for_every_loss() {
+    let dev = device();
+    let (rows, d, vocab, width) = (37, 12, 53, 5);
+    let ids: Vec<i64> = (0..rows * width).map(|i| (i * 7 % vocab) as i64).collect();
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [rows, width]), &dev);
+    let [lp, mask] = support(rows, vocab, width, &dev);
+    let targets: Vec<i64> = (0..rows).map(|r| (r * 11 % vocab) as i64).collect();
+    let targets = Tensor::<1, Int>::from_data(TensorData::new(targets, [rows]), &dev);
+    let h0 = random([rows, d], &dev);
+    let w0 = random([d, vocab], &dev).mul_scalar(0.3);
+    let (a, b) = (0.3 / rows as f64, 0.7 / rows as f64);
+    for kind in [
+        LossKind::Kl,
+        LossKind::CeSoft,
+        LossKind::ReverseKl,
+        LossKind::Mse,
+    ] {
+        for tau in [1.0, 2.0] {
+            for tied in [false, true] {
+                let fresh =
+                    |t: &Tensor<2>| Tensor::<2>::from_data(t.to_data(), &dev).require_grad();
+                let distill = kernels::Distillation {
+                    ids: ids.clone(),
+                    log_probs: lp.clone(),
+                    mask: mask.clone(),
+                    kind,
+                    tau,
+                };
+                let w_stored = if tied {
+                    w0.clone().transpose()
+                } else {
+                    w0.clone()
+                };
+                let run = |how: &str| {
+                    let (h, w) = (fresh(&h0), fresh(&w_stored));
+                    let head = kernels::HeadWeight {
+                        weight: w.clone(),
+                        tied,
+                    };
+                    let loss = match how {
+                        "unfused" => {
+                            let wt = if tied {
+                                w.clone().transpose()
+                            } else {
+                                w.clone()
+                            };
+                            let z = kernels::linear(h.clone(), wt);
+                            let ce = kernels::cross_entropy(z.clone(), targets.clone());
+                            let kd = kernels::sparse_distill(
+                                z,
+                                ids.clone(),
+                                lp.clone(),
+                                mask.clone(),
+                                kind,
+                                tau,
+                            );
+                            ce.sum().mul_scalar(a) + kd.sum().mul_scalar(b)
+                        }
+                        "fused" => kernels::head_loss(
+                            h.clone(),
+                            &head,
+                            targets.clone(),
+                            Some(&distill),
+                            (a, b),
+                            8,
+                        ),
+                        _ => composite_only(|| {
+                            kernels::head_loss(
+                                h.clone(),
+                                &head,
+                                targets.clone(),
+                                Some(&distill),
+                                (a, b),
+                                8,
+                            )
+                        }),
+                    };
+                    let value = values(loss.clone());
+                    let grads = loss.backward();
+                    (
+                        value,
+                        values(h.grad(&grads).unwrap()),
+                        values(w.grad(&grads).unwrap()),
+                    )
+                };
+                let want = run("unfused");
+                for how in ["fused", "composite"] {
+                    let got = run(how);
+                    let what = format!("{how} {kind:?} τ={tau} tied={tied}");
+                    assert_close(&format!("{what} loss"), &got.0, &want.0, 1e-5);
+                    assert_close(&format!("{what} ∂h"), &got.1, &want.1, 1e-4);
+                    assert_close(&format!("{what} ∂W"), &got.2, &want.2, 1e-4);
+                }
+            }
+        }
+    }
+}
+
+/// A whole model's training loss through the fused head (what a training step runs) equals
+/// the unfused model's logits and cross-entropy, with the same gradients of every parameter.
+#[test]
+fn a_model_through_the_fused_head_has_the_unfused_loss_and_gradients() {
+    for tie in [true, false] {
+        let shape = ModelShape {
+            d_model: 32,
+            n_layers: 1,
+            n_heads: 2,
+            n_kv_heads: 2,
+            d_ff: 96,
+            vocab: 300,
+            tie_embeddings: tie,
+        };
+        let dev = device();
+        let model = TransformerConfig::new(shape, 24).init(&dev);
+        let tokens: Vec<i64> = (0..3 * 25).map(|i| (i * 11 % 300) as i64).collect();
+        let x: Vec<i64> = tokens.chunks(25).flat_map(|c| c[..24].to_vec()).collect();
+        let y: Vec<i64> = tokens.chunks(25).flat_map(|c| c[1..].to_vec()).collect();
+        let x = Tensor::<2, Int>::from_data(TensorData::new(x, [3, 24]), &dev);
+        let y = Tensor::<2, Int>::from_data(TensorData::new(y, [3, 24]), &dev);
+        let run = |fused: bool| {
+            let loss = if fused {
+                pdsweep::train::summed_cross_entropy(&model, x.clone(), y.clone(), 10)
+            } else {
+                pdsweep::train::cross_entropy(model.forward(x.clone()), y.clone()).sum()
+            };
+            let value = loss.clone().into_scalar::<f32>();
+            let grads = loss.backward();
+            let mut visitor = Grads {
+                grads: &grads,
+                out: vec![],
+            };
+            model.visit(&mut visitor);
+            (value, visitor.out)
+        };
+        let (loss_f, g_f) = run(true);
+        let (loss_u, g_u) = run(false);
+        assert!(
+            (loss_f - loss_u).abs() < 1e-4 * loss_u.abs(),
+            "loss {loss_f} vs {loss_u}"
+        );
+        for (i, (a, b)) in g_f.iter().zip(&g_u).enumerate() {
+            assert_close(&format!("tie={tie} parameter {i}"), a, b, 1e-4);
+        }
+    }
+}
+
 #[test]
 fn a_whole_model_has_the_same_loss_and_gradients_fused_and_composed() {
     for (n_heads, n_kv_heads, tie) in [(2, 2, true), (4, 2, false)] {
@@ -296,7 +469,9 @@ fn a_training_step_gives_the_same_bits_on_one_thread_and_on_three() {
             let y: Vec<i64> = tokens.chunks(65).flat_map(|c| c[1..].to_vec()).collect();
             let x = Tensor::<2, Int>::from_data(TensorData::new(x, [8, 64]), &dev);
             let y = Tensor::<2, Int>::from_data(TensorData::new(y, [8, 64]), &dev);
-            let loss = pdsweep::train::cross_entropy(model.forward(x), y).mean();
+            // the training step's path: hidden states through the fused chunked head (chunks of
+            // 100 positions, so the head's gradient is summed over several)
+            let loss = pdsweep::train::summed_cross_entropy(&model, x, y, 100);
             let grads = loss.backward();
             let mut visitor = Grads {
                 grads: &grads,

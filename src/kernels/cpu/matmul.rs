@@ -138,6 +138,33 @@ pub fn product((m, n, k): (usize, usize, usize), a: View, b: View) -> Vec<f32> {
     out
 }
 
+/// `dst` (row-major m × n) = (`acc` ? dst : 0) + a (m × k) · b (k × n), split over the current
+/// pool's threads when large.
+pub fn product_into(
+    dst: &mut [f32],
+    acc: bool,
+    (m, n, k): (usize, usize, usize),
+    a: View,
+    b: View,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(dst.len() >= m * n);
+    // SAFETY: bounds checked above and by the views; `dst` is a separate buffer.
+    unsafe {
+        raw(
+            dst.as_mut_ptr(),
+            n,
+            acc,
+            (m, n, k),
+            a,
+            b,
+            parallelism(m, n, k, true),
+        )
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

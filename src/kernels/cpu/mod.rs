@@ -2,6 +2,7 @@
 //! direct f64 computation and finite differences.
 
 pub mod attention;
+pub mod head;
 pub mod linear;
 pub mod matmul;
 pub mod rms_norm;
@@ -9,3 +10,4 @@ pub mod rows;
 pub mod simd;
 pub mod softmax;
 pub mod swiglu;
+pub mod truncation;

@@ -11,7 +11,7 @@ use crate::spec::LossKind;
 
 /// ln Σ_v e^{z_v} of one row, stable.
 #[inline(always)]
-fn log_sum_exp(z: &[f32]) -> f32 {
+pub(super) fn log_sum_exp(z: &[f32]) -> f32 {
     let m = max(z);
     if m == f32::NEG_INFINITY {
         return m;
@@ -153,11 +153,11 @@ pub struct Distill {
 }
 
 /// The widest support handled without allocating.
-const MAX_WIDTH: usize = 256;
+pub(super) const MAX_WIDTH: usize = 256;
 
 /// Per-entry quantities of one row: the student's s_i and the teacher's ln q_i, and the loss.
 #[inline(always)]
-fn row_terms(
+pub(super) fn row_terms(
     z: &[f32],
     lse: f32,
     d: Distill,
@@ -205,7 +205,7 @@ fn row_terms(
 
 /// ln Σ_v e^{z_v / τ} of one row.
 #[inline(always)]
-fn scaled_lse(z: &[f32], inv_tau: f32) -> f32 {
+pub(super) fn scaled_lse(z: &[f32], inv_tau: f32) -> f32 {
     if inv_tau == 1.0 {
         return log_sum_exp(z);
     }
@@ -273,35 +273,47 @@ pub fn distill_forward(
     (loss, lse)
 }
 
+/// ∂loss/∂s_j for every kept entry j (0 for padding) into `c`, and their sum: the gradient of a
+/// distillation loss with respect to the student's log-probabilities s at τ (its τ² included).
+#[inline(always)]
+pub(super) fn support_coefficients(
+    kind: LossKind,
+    mask: &[f32],
+    s: &[f32],
+    log_q: &[f32],
+    c: &mut [f32],
+    tau2: f32,
+) -> f32 {
+    let mut total = 0.0f32;
+    for j in 0..c.len() {
+        c[j] = if mask[j] == 0.0 {
+            0.0
+        } else {
+            match kind {
+                LossKind::Kl | LossKind::CeSoft => -tau2 * super::simd::exp1(log_q[j]),
+                LossKind::ReverseKl => tau2 * super::simd::exp1(s[j]) * (s[j] - log_q[j] + 1.0),
+                LossKind::Mse => {
+                    let p = super::simd::exp1(s[j]);
+                    2.0 * (p - super::simd::exp1(log_q[j])) * p
+                }
+            }
+        };
+        total += c[j];
+    }
+    total
+}
+
 multiversion! {
     fn distill_backward_block(logits: &[f32], vocab: usize, support: Support, d: Distill, lse: &[f32], grad: &[f32], out: &mut [f32]) {
         let w = support.width;
         let inv_tau = 1.0 / d.tau;
-        let tau2 = d.tau * d.tau;
         let (mut s, mut log_q, mut c) = ([0.0f32; MAX_WIDTH], [0.0f32; MAX_WIDTH], [0.0f32; MAX_WIDTH]);
         for (r, (z, o)) in logits.chunks_exact(vocab).zip(out.chunks_exact_mut(vocab)).enumerate() {
             let row = support.row(r);
             let (ids, mask) = (row.ids, row.mask);
             row_terms(z, lse[r], d, row, &mut s[..w], &mut log_q[..w]);
             // c_j = dL/ds_j; dL/dz_v = (g/τ)·(Σ_j c_j [v = id_j] − (Σ_j c_j)·p_v)
-            let mut total = 0.0f32;
-            for j in 0..w {
-                c[j] = if mask[j] == 0.0 {
-                    0.0
-                } else {
-                    match d.kind {
-                        LossKind::Kl | LossKind::CeSoft => -tau2 * super::simd::exp1(log_q[j]),
-                        LossKind::ReverseKl => {
-                            tau2 * super::simd::exp1(s[j]) * (s[j] - log_q[j] + 1.0)
-                        }
-                        LossKind::Mse => {
-                            let p = super::simd::exp1(s[j]);
-                            2.0 * (p - super::simd::exp1(log_q[j])) * p
-                        }
-                    }
-                };
-                total += c[j];
-            }
+            let total = support_coefficients(d.kind, mask, &s[..w], &log_q[..w], &mut c[..w], d.tau * d.tau);
             let g = grad[r] * inv_tau;
             let (shift, k) = (lse[r], -g * total);
             let mut at = 0;

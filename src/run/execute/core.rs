@@ -3,7 +3,7 @@
 //! ended ([`Step`]), its result row, and how its end is recorded.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use burn::tensor::Device;
 
@@ -50,6 +50,32 @@ pub(crate) struct Ctx<'a> {
     pub(crate) device_name: String,
     pub(crate) prepared: Prepared,
     pub(crate) env: &'a ExecEnv<'a>,
+    /// Holds the process's peak-memory window open while the run lasts.
+    _peak: PeakWindow,
+}
+
+/// Runs of this process under way (the local scheduler's workers are threads).
+static ACTIVE_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// While a run lasts: when it is the only run of the process, the kernel's peak-resident-memory
+/// mark is reset as it begins, so the peak recorded with its result is its own; beside other
+/// runs (`run --jobs N`) the mark is left alone and the recorded peak is the process's.
+struct PeakWindow;
+
+impl PeakWindow {
+    fn open() -> PeakWindow {
+        if ACTIVE_RUNS.fetch_add(1, Ordering::SeqCst) == 0 {
+            // Linux: writing 5 to clear_refs resets VmHWM to the current resident size
+            let _ = std::fs::write("/proc/self/clear_refs", "5");
+        }
+        PeakWindow
+    }
+}
+
+impl Drop for PeakWindow {
+    fn drop(&mut self) {
+        ACTIVE_RUNS.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Begins `run`: its configuration read, recorded as begun, its data prepared; `Err` with the
@@ -67,6 +93,7 @@ pub(crate) fn begin<'a>(
     }
     let config = run.config()?;
     recorder.begin(&run.id)?;
+    let peak = PeakWindow::open();
     on_event(RunEvent::Preparing {
         id: run.id.clone(),
         name: run.name.clone(),
@@ -88,6 +115,7 @@ pub(crate) fn begin<'a>(
         device_name: train::device_label(device),
         prepared,
         env,
+        _peak: peak,
     }))
 }
 

@@ -4,9 +4,10 @@
 
 use burn::tensor::{Int, Tensor};
 
-use super::{DistillTerm, LossTerms, Objective, cross_entropy};
+use super::{DistillTerm, HeadInput, LossTerms, Objective};
 use crate::data::Batch;
-use crate::distill::{TeacherTargets, distill_loss};
+use crate::distill::TeacherTargets;
+use crate::kernels::{self, Distillation};
 use crate::spec::{Alpha, LossKind, Temperature};
 use crate::train::schedule;
 
@@ -28,23 +29,39 @@ impl Objective for DistillObjective<'_> {
         step: u64,
         steps: u64,
         batch: &Batch,
-        logits: Tensor<3>,
-        targets: Tensor<2, Int>,
+        head: HeadInput,
+        targets: Tensor<1, Int>,
     ) -> Tensor<1> {
         let alpha = schedule::value_at(&self.alpha.0, step, steps);
-        let [b, t, vocab] = logits.dims();
-        let device = logits.device();
-        let lm = cross_entropy(logits.clone(), targets).mean();
+        let device = head.hidden.device();
+        let n = targets.dims()[0].max(1) as f64;
         let Some(sparse) = self.targets.targets(step, batch, &device) else {
-            return lm.add_scalar(f64::NAN); // the store failed: stop this run (error recorded)
+            // the store failed: stop this run (error recorded)
+            let lm = kernels::head_loss(
+                head.hidden,
+                &head.weight,
+                targets,
+                None,
+                (1.0, 0.0),
+                head.chunk,
+            );
+            return lm.add_scalar(f64::NAN);
         };
-        let kd = distill_loss(
-            self.loss,
-            logits.reshape([b * t, vocab]),
-            &sparse,
-            self.temperature.0,
-        );
-        lm.mul_scalar(1.0 - alpha) + kd.mul_scalar(alpha)
+        let distill = Distillation {
+            ids: sparse.ids,
+            log_probs: sparse.log_probs,
+            mask: sparse.mask,
+            kind: self.loss,
+            tau: self.temperature.0,
+        };
+        kernels::head_loss(
+            head.hidden,
+            &head.weight,
+            targets,
+            Some(&distill),
+            ((1.0 - alpha) / n, alpha / n),
+            head.chunk,
+        )
     }
 
     fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String> {

@@ -7,5 +7,5 @@ mod next_token;
 mod terms;
 
 pub use distill::DistillObjective;
-pub use next_token::{NextToken, cross_entropy};
-pub use terms::{DistillTerm, LossTerms, Objective};
+pub use next_token::{NextToken, cross_entropy, head_input, summed_cross_entropy};
+pub use terms::{DistillTerm, HeadInput, LossTerms, Objective};

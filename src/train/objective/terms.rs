@@ -3,25 +3,29 @@
 
 use burn::tensor::{Int, Tensor};
 
+use crate::kernels::HeadWeight;
+
 use crate::data::Batch;
 use crate::distill::Kept;
 use crate::spec::LossKind;
 
 /// The loss of one training step.
 pub trait Objective {
-    /// The scalar loss to minimise for `batch` at `step` of `steps`.
+    /// The scalar loss to minimise for `batch` at `step` of `steps`, from the model's final
+    /// hidden state and head (the logits are made chunk by chunk inside the fused head and
+    /// loss, `crate::kernels::head_loss`).
     ///
     /// # Shapes
-    /// - `logits`: `[batch, seq, vocab]` on the training (autodiff) device
-    /// - `targets`: `[batch, seq]`
+    /// - `head.hidden`: `[batch · seq, d_model]` on the training (autodiff) device
+    /// - `targets`: `[batch · seq]`
     /// - returns: `[1]`
     fn loss(
         &mut self,
         step: u64,
         steps: u64,
         batch: &Batch,
-        logits: Tensor<3>,
-        targets: Tensor<2, Int>,
+        head: HeadInput,
+        targets: Tensor<1, Int>,
     ) -> Tensor<1>;
 
     /// The loss of `batch` at `step` of `steps` as terms that a stack of runs (see
@@ -29,6 +33,18 @@ pub trait Objective {
     /// [`Objective::loss`] computes. `Err` with the reason when the targets cannot be had (a
     /// distillation objective also keeps the error for its run's failure).
     fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String>;
+}
+
+/// What the output head of a training step sees: the final hidden state of every position, the
+/// head's weight and the positions per chunk of the fused head and loss.
+#[derive(Debug, Clone)]
+pub struct HeadInput {
+    /// `[positions, d_model]`, in the step's compute dtype.
+    pub hidden: Tensor<2>,
+    /// The head's weight.
+    pub weight: HeadWeight,
+    /// Positions per chunk.
+    pub chunk: usize,
 }
 
 /// What one step's loss is made of: `lm_weight` times the mean next-token cross-entropy, plus

@@ -55,6 +55,7 @@ pub fn tokens_per_s(
                 grad_clip: train.grad_clip,
                 compute: FloatDType::F32,
                 scaler: None,
+                head_chunk: train.head_chunk_for(model.vocab()),
             };
             train_step(
                 &mut model,
