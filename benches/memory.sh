@@ -12,7 +12,7 @@ work="$(mktemp -d /tmp/pdsweep-memory-XXXXXX)"
 cargo build --release --quiet
 bin=target/release/pdsweep
 [ -n "${CARGO_TARGET_DIR:-}" ] && bin="$CARGO_TARGET_DIR/release/pdsweep"
-"$bin" plan benches/memory/smollm2-vocab.toml --format json > "$work/plan.json"
+"$bin" plan benches/memory/smollm2-vocab.toml --results "$work" --format json > "$work/plan.json"
 "$bin" run benches/memory/smollm2-vocab.toml --results "$work" --jobs 1 "$@" > "$work/run.log" 2>&1
 python3 - "$work" <<'PY'
 import json, sqlite3, sys, glob

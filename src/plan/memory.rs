@@ -2,9 +2,8 @@
 //! chunk: what `plan` shows per run, what `[limits] memory` is checked against, and what `run`
 //! records next to the measured peak (`runs.peak_rss_bytes`).
 //!
-//! A training step holds the model's f32 weights, their gradients and AdamW's two moments (16
-//! bytes a parameter, plus the update's new weights: 4 more), the activations every layer
-//! keeps for its backward pass (per position: the block's input and both norms' outputs, q, k
+//! A training step holds the model's f32 weights, their gradients, AdamW's two moments and the
+//! update's new weights (20 bytes a parameter), the activations every layer keeps for its backward pass (per position: the block's input and both norms' outputs, q, k
 //! and v, the attention output, SwiGLU's gate, up and product: 6·d + 2·d_kv + 3·d_ff floats), the
 //! fused head's buffers (one chunk of logits, ∂h and ∂W) and the teacher's targets; an online
 //! student also holds its teacher and one forward pass of it. A logit pass holds the teacher,
@@ -15,9 +14,12 @@
 use crate::model::ModelShape;
 
 /// What every pdsweep process holds before a run's tensors: code, the allocator's pad
-/// (`crate::alloc`) and the corpus's token caches (measured: 90–140 MB for the reference
-/// sweeps).
-pub const BASE_BYTES: u64 = 160 << 20;
+/// (`crate::alloc`), a tokenizer and the corpus's token caches.
+pub const BASE_BYTES: u64 = 256 << 20;
+
+/// Bytes per parameter of a training step's state: the f32 weight, its gradient, AdamW's two
+/// moments and the updated weight made before the old is dropped.
+const STATE_BYTES_PER_PARAM: u64 = 20;
 
 /// Positions of one forward pass of a logit pass (`crate::distill::teacher_support`).
 const PASS_POSITIONS: u64 = 4096;
@@ -73,7 +75,7 @@ pub fn training_step(shape: &ModelShape, positions: u64, chunk: u64, width: u64)
     let head = (chunk.saturating_mul(vocab) + positions * d + vocab * d).saturating_mul(4)
         + positions.saturating_mul(width).saturating_mul(16);
     MemoryEstimate {
-        state: params.saturating_mul(20),
+        state: params.saturating_mul(STATE_BYTES_PER_PARAM),
         activations,
         head,
         teacher: 0,

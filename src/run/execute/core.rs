@@ -65,7 +65,14 @@ struct PeakWindow;
 impl PeakWindow {
     fn open() -> PeakWindow {
         if ACTIVE_RUNS.fetch_add(1, Ordering::SeqCst) == 0 {
-            // Linux: writing 5 to clear_refs resets VmHWM to the current resident size
+            // what earlier runs freed goes back to the system first (the allocator keeps freed
+            // memory for reuse, `crate::alloc`), then the mark is reset to what is resident:
+            // Linux resets VmHWM when 5 is written to clear_refs
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim only returns free heap pages to the system.
+            unsafe {
+                libc::malloc_trim(0);
+            }
             let _ = std::fs::write("/proc/self/clear_refs", "5");
         }
         PeakWindow
