@@ -7,15 +7,24 @@
 //! and v, the attention output, SwiGLU's gate, up and product: 6·d + 2·d_kv + 3·d_ff floats), the
 //! fused head's buffers (one chunk of logits, ∂h and ∂W) and the teacher's targets; an online
 //! student also holds its teacher and one forward pass of it. A logit pass holds the teacher,
-//! one layer's temporaries of a forward pass and two copies of one chunk of logits. Every
-//! process also pays a fixed base (code, allocator pad, corpus). Measured against `run`'s
+//! one layer's temporaries of a forward pass and two copies of one chunk of logits; an offline
+//! student one shard of its store. Every process also pays a base (code, allocator pad, corpus,
+//! and a loaded `tokenizer.json`). Measured against `run`'s
 //! recorded peaks in `docs/src/science/memory.md`.
 
 use crate::model::ModelShape;
 
 /// What every pdsweep process holds before a run's tensors: code, the allocator's pad
-/// (`crate::alloc`), a tokenizer and the corpus's token caches.
-pub const BASE_BYTES: u64 = 256 << 20;
+/// (`crate::alloc`) and the corpus's token caches (measured: 56 MiB for the quick start).
+pub const BASE_BYTES: u64 = 64 << 20;
+
+/// What a `tokenizer.json` adds to the base once loaded (its vocabulary and merges as the
+/// `tokenizers` crate holds them; measured 185 MiB for SmolLM2's 49,152 tokens).
+pub const TOKENIZER_FILE_BYTES: u64 = 192 << 20;
+
+/// What an offline student's store reader adds (a shard's worth, `crate::distill::reader`;
+/// measured 50–60 MiB over online students of the quick start).
+pub const STORE_SHARD_BYTES: u64 = 64 << 20;
 
 /// Bytes per parameter of a training step's state: the f32 weight, its gradient, AdamW's two
 /// moments and the updated weight made before the old is dropped.
@@ -36,14 +45,18 @@ pub struct MemoryEstimate {
     pub activations: u64,
     /// The head's chunk of logits and its other buffers.
     pub head: u64,
-    /// An online student's teacher (weights and one forward pass).
+    /// An online student's teacher (weights and one forward pass), or an offline student's
+    /// shard of its logit store.
     pub teacher: u64,
+    /// What the process holds besides the run's tensors: [`BASE_BYTES`], and
+    /// [`TOKENIZER_FILE_BYTES`] with a `tokenizer.json` corpus.
+    pub base: u64,
 }
 
 impl MemoryEstimate {
     /// The whole predicted peak, the process's base included.
     pub fn total(&self) -> u64 {
-        BASE_BYTES
+        self.base
             .saturating_add(self.state)
             .saturating_add(self.activations)
             .saturating_add(self.head)
@@ -79,6 +92,7 @@ pub fn training_step(shape: &ModelShape, positions: u64, chunk: u64, width: u64)
         activations,
         head,
         teacher: 0,
+        base: BASE_BYTES,
     }
 }
 
@@ -98,6 +112,7 @@ pub fn forward_pass(shape: &ModelShape, positions: u64, chunk: u64) -> MemoryEst
             .saturating_mul(shape.vocab)
             .saturating_mul(4 * PASS_COPIES),
         teacher: 0,
+        base: BASE_BYTES,
     }
 }
 

@@ -166,7 +166,7 @@ impl Plan {
                     format_bytes(m.state as f64),
                     format_bytes(m.activations as f64),
                     format_bytes(m.head as f64),
-                    if m.teacher > 0 { format!(", {} for its online teacher", format_bytes(m.teacher as f64)) } else { String::new() },
+                    if m.teacher > 0 { format!(", {} for its teacher's targets", format_bytes(m.teacher as f64)) } else { String::new() },
                     format_bytes(budget as f64)
                 ),
             )
@@ -228,7 +228,7 @@ fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
         || crate::kernels::default_head_chunk(shape.vocab as usize),
         |t| t.head_chunk_for(shape.vocab as usize),
     ) as u64;
-    match c.kind {
+    let mut estimate = match c.kind {
         RunKind::Logits => memory::forward_pass(shape, positions, chunk),
         _ if c.model.pretrained.is_some() => memory::forward_pass(shape, positions, chunk),
         _ => {
@@ -237,17 +237,24 @@ fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
                 .as_ref()
                 .map_or(0, |d| d.truncation.top_k.kept(shape.vocab).min(256));
             let mut step = memory::training_step(shape, positions, chunk, width);
-            let online = c
-                .distill
-                .as_ref()
-                .filter(|d| d.mode == crate::spec::DistillMode::Online);
-            if let Some(teacher) = online.and_then(|d| runs.iter().find(|r| r.id == d.teacher)) {
-                let t = &teacher.config.model.shape;
-                let tchunk = crate::kernels::default_head_chunk(t.vocab as usize) as u64;
-                step.teacher =
-                    memory::forward_pass(t, positions, tchunk).total() - memory::BASE_BYTES;
-            }
+            step.teacher = match &c.distill {
+                Some(d) if d.mode == crate::spec::DistillMode::Online => runs
+                    .iter()
+                    .find(|r| r.id == d.teacher)
+                    .map_or(0, |teacher| {
+                        let t = &teacher.config.model.shape;
+                        let tchunk = crate::kernels::default_head_chunk(t.vocab as usize) as u64;
+                        let pass = memory::forward_pass(t, positions, tchunk);
+                        pass.total() - pass.base
+                    }),
+                Some(_) => memory::STORE_SHARD_BYTES,
+                None => 0,
+            };
             step
         }
+    };
+    if c.data.tokenizer_file.is_some() {
+        estimate.base += memory::TOKENIZER_FILE_BYTES;
     }
+    estimate
 }

@@ -74,7 +74,7 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         "memory_bytes": run.memory.total(),
         "memory": {
             "state": run.memory.state, "activations": run.memory.activations,
-            "head": run.memory.head, "teacher": run.memory.teacher,
+            "head": run.memory.head, "teacher": run.memory.teacher, "base": run.memory.base,
         },
         "depends_on": run.depends_on.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
         "teacher": teacher.map(|t| names.get(t.as_str()).copied().unwrap_or(t.as_str())),

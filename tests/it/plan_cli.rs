@@ -229,12 +229,18 @@ fn memory_limit_refuses_with_the_run_and_the_knob() {
     let (code, err, _) = plan_text(&format!("{VALID}[limits]\nmemory = \"300M\"\n"));
     assert_eq!(code, 2);
     assert!(err.contains("key `limits.memory`"), "{err}");
-    assert!(err.contains("run `teacher-2M") && err.contains("at its peak"), "{err}");
+    assert!(
+        err.contains("run `teacher-2M") && err.contains("at its peak"),
+        "{err}"
+    );
     assert!(err.contains("but the limit is 286.1 MiB"), "{err}");
     let wide = "name = \"t\"\n[corpus]\nkind = \"synthetic\"\nvocab_size = 152064\n[teachers]\n[[teachers.models]]\nname = \"t\"\nd_model = 64\nn_layers = 2\nn_heads = 4\nd_ff = 128\n[students]\nbaseline = false\n[[students.models]]\nname = \"s\"\nd_model = 32\nn_layers = 2\nn_heads = 2\nd_ff = 64\n[train]\nhead_chunk = 4096\n[limits]\nmemory = \"2G\"\n";
     let (code, err, _) = plan_text(wide);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("head_chunk"), "the hint names the chunk: {err}");
+    assert!(
+        err.contains("head_chunk"),
+        "the hint names the chunk: {err}"
+    );
     let (code, err, out) = plan_text(&wide.replace("head_chunk = 4096", "head_chunk = 256"));
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("memory"), "{out}");
