@@ -113,8 +113,8 @@ pub fn head_loss(
         }
         return total;
     }
-    let (hd, wd) = (h.clone().detach(), w.clone().detach());
-    let (hi, wi) = (hd.clone().inner(), wd.clone().inner());
+    // the values without their graph: each chunk's own graph starts from them
+    let (hi, wi) = (h.clone().inner(), w.clone().inner());
     let mut total = Tensor::<1>::zeros([1], &hi.device());
     let mut dh = Vec::new();
     let mut dw: Option<Tensor<2>> = None;
@@ -137,7 +137,7 @@ pub fn head_loss(
         });
     }
     let dh = Tensor::from_inner(Tensor::cat(dh, 0));
-    let dw = dw.map_or_else(|| wd.zeros_like(), Tensor::from_inner);
+    let dw = dw.map_or_else(|| w.clone().detach().zeros_like(), Tensor::from_inner);
     let surrogate = ((h * dh).sum() + (w * dw).sum()).cast(burn::tensor::FloatDType::F32);
     surrogate.clone() - surrogate.detach() + Tensor::from_inner(total)
 }
