@@ -8,9 +8,9 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 
 use pdsweep::fit::{
     Busbridge, CapacityGap, Chinchilla, ColumnMap, FinishedRun, Fit, FitOptions, FitRecord,
-    FitSummary, GapCurve, LawKind, Optimiser, Optimum, Role, SCOPE_DISTILL, SCOPE_SUPERVISED,
-    SupervisedSource, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates, finished_runs,
-    fit, fit_sweep, paired_gains, read_csv, save_fits,
+    FitSummary, GapCurve, LawKind, Optimiser, Optimum, ReleasedCheck, Role, SCOPE_DISTILL,
+    SCOPE_SUPERVISED, SupervisedSource, SweepFitOptions, SweepFits, TunedRate,
+    add_failed_candidates, finished_runs, fit, fit_sweep, paired_gains, read_csv, save_fits,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::format_count;
@@ -144,6 +144,7 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             records.push(FitRecord::Summary(FitSummary {
                 runs: runs.len(),
                 skipped: fits.skipped.clone(),
+                released: fits.released.clone(),
             }));
             let stored = cmd.seeds.is_none();
             if stored {
@@ -544,9 +545,68 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path, stored: bool) -> String
             out += &format!("  warning: {w}\n");
         }
     }
+    out += &released_text(&f.released);
     for s in &f.skipped {
         let first = s.reason.lines().next().unwrap_or("");
         out += &format!("not fitted: {}: {first}\n", s.what);
+    }
+    out
+}
+
+/// Each pre-trained teacher against the distillation law of the trained teachers.
+fn released_text(checks: &[ReleasedCheck]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        out += &format!(
+            "pre-trained teacher `{}` ({}): L_T {:.4}; the law fitted to the {} students of trained teachers (L_T {:.4} to {:.4}){}\n",
+            c.teacher,
+            c.config,
+            c.teacher_loss,
+            c.law_points,
+            c.trained_teacher_losses[0],
+            c.trained_teacher_losses[1],
+            c.not_predicted
+                .as_deref()
+                .map_or(String::new(), |why| format!(
+                    " could not be fitted: {}",
+                    why.lines().next().unwrap_or("")
+                ))
+        );
+        for s in &c.students {
+            let sd = s
+                .measured_sd
+                .map_or(String::new(), |sd| format!(" ± {sd:.4}"));
+            let predicted = match (s.predicted, s.predicted_ci) {
+                (Some(p), Some([a, b])) => format!(
+                    "; predicted {p:.4} [{a:.4}, {b:.4}], error {:+.2} %",
+                    100.0 * (p / s.measured - 1.0)
+                ),
+                (Some(p), None) => {
+                    format!(
+                        "; predicted {p:.4}, error {:+.2} %",
+                        100.0 * (p / s.measured - 1.0)
+                    )
+                }
+                _ => String::new(),
+            };
+            let gain = s.gain.map_or(String::new(), |g| format!(", gain {g:+.4}"));
+            let best = s.best_trained.as_ref().map_or(String::new(), |b| {
+                format!(
+                    "; best trained teacher `{}` (L_T {:.4}): student {:.4}{}",
+                    b.teacher,
+                    b.teacher_loss,
+                    b.student_loss,
+                    b.gain.map_or(String::new(), |g| format!(", gain {g:+.4}"))
+                )
+            });
+            out += &format!(
+                "  student {} on {} tokens: measured {:.4}{sd} ({} seeds){gain}{predicted}{best}\n",
+                format_count(s.student_params),
+                format_count(s.student_tokens),
+                s.measured,
+                s.seeds,
+            );
+        }
     }
     out
 }

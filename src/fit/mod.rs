@@ -13,6 +13,7 @@ mod grid;
 mod laws;
 mod objective;
 mod recommend;
+mod released;
 mod store;
 mod sweep;
 
@@ -30,6 +31,7 @@ pub use grid::StartGrid;
 pub use laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind, MAX_THETA, Point};
 pub use objective::{huber, value, value_and_grad};
 pub use recommend::{RecommendQuery, Recommendation, recommend_from_fits, recommend_published};
+pub use released::{BestTrained, HeldOutStudents, ReleasedCheck, released_checks};
 pub use store::{
     FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED,
     SCOPE_TSTAR, StoredFit, current_call_floor, gap_key, save_fits, stored_fits, tstar_key,

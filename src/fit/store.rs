@@ -30,6 +30,9 @@ pub struct FitSummary {
     /// Fits that could not be made, and why.
     #[serde(default)]
     pub skipped: Vec<super::sweep::Skipped>,
+    /// Pre-trained teachers against the trained teachers' law.
+    #[serde(default)]
+    pub released: Vec<super::released::ReleasedCheck>,
 }
 
 /// One row to write.

@@ -15,6 +15,7 @@ use super::data::{DataPoint, SupervisedSource};
 use super::error::FitError;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{Busbridge, Chinchilla, DistillLaw, LawKind};
+use super::released::{CheckStudent, ReleasedCheck, released_checks};
 use crate::plan::{RunId, RunKind};
 use crate::run::tuning::best_peak;
 use crate::store::{RunState, SweepDb};
@@ -385,6 +386,10 @@ pub struct SweepFits {
     /// The learning rate each student size and budget was tuned to (`[train] tune_lr`).
     #[serde(default)]
     pub tuned_rates: Vec<TunedRate>,
+    /// Each pre-trained teacher's students against the distillation law fitted to the trained
+    /// teachers' students alone (per config with both kinds of teacher).
+    #[serde(default)]
+    pub released: Vec<ReleasedCheck>,
 }
 
 /// Fits everything the sweep's finished runs allow; what cannot be fitted is listed in
@@ -419,6 +424,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
 
     // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
     let mut by_config: BTreeMap<String, Vec<Student>> = BTreeMap::new();
+    let mut check_students: BTreeMap<String, Vec<CheckStudent>> = BTreeMap::new();
     for s in runs.iter().filter(|r| r.kind == Role::Student) {
         let (Some(t), Some(config)) = (s.teacher.as_deref().and_then(|t| by_id.get(t)), &s.config)
         else {
@@ -437,6 +443,15 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         let mut p = DataPoint::distill(s.params, s.tokens, t.loss, lsup, s.loss);
         p.teacher_params = Some(t.params);
         p.teacher_tokens = (t.tokens > 0.0).then_some(t.tokens); // unknown when pre-trained
+        check_students
+            .entry(config.clone())
+            .or_default()
+            .push(CheckStudent {
+                point: p,
+                teacher: t.id.clone(),
+                pretrained: t.tokens <= 0.0,
+                baseline_loss: s.baseline_loss,
+            });
         by_config
             .entry(config.clone())
             .or_default()
@@ -461,6 +476,13 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             }),
         }
     }
+
+    let released: Vec<ReleasedCheck> = check_students
+        .iter()
+        .flat_map(|(config, students)| {
+            released_checks(config, students, supervised.as_ref(), &opts.fit)
+        })
+        .collect();
 
     let mut capacity_gaps = Vec::new();
     let boot = opts.fit.bootstrap;
@@ -518,7 +540,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
                 paired: fitted_losses(&gap_points).1,
                 by_teacher_params: gap_curve(
                     "teacher_params",
-                    &gap_points,
+                    &sized_points(&gap_points, group),
                     |p| p.teacher_params,
                     boot,
                     opts.fit.seed,
@@ -585,6 +607,25 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         tstar,
         skipped,
         tuned_rates,
+        released,
+    }
+}
+
+/// The points of a capacity-gap group that its curve against teacher size is fitted to: those of
+/// teachers trained on the sweep's data, when there are any. A pre-trained teacher's size is not
+/// on the same axis (it learnt from other data, for far more tokens); it stays on the curve
+/// against teacher loss, and [`ReleasedCheck`] sets it against the trained teachers' law.
+fn sized_points(points: &[GapPoint], group: &[Student]) -> Vec<GapPoint> {
+    let trained: Vec<GapPoint> = points
+        .iter()
+        .zip(group)
+        .filter(|(_, (p, _, _))| p.teacher_tokens.is_some())
+        .map(|(g, _)| *g)
+        .collect();
+    if trained.is_empty() {
+        points.to_vec()
+    } else {
+        trained
     }
 }
 
@@ -746,6 +787,89 @@ mod tests {
         assert_eq!(
             rates[0].students_elsewhere,
             vec![("student-10000-1-0.001".to_string(), 1e-3)]
+        );
+    }
+
+    /// A sweep with trained teachers and one pre-trained teacher (no tokens on the sweep's
+    /// data): the pre-trained teacher is checked against the trained teachers' law, and the
+    /// curve against teacher size is fitted to the trained teachers alone.
+    #[test]
+    fn a_pretrained_teacher_is_held_out_of_the_size_curve_and_checked() {
+        let mut runs = Vec::new();
+        let teachers = [
+            (1e5, 4.6, 1.5e6),
+            (3e5, 4.3, 1.5e6),
+            (8e5, 4.1, 1.5e6),
+            (2.6e6, 4.0, 1.5e6),
+            (1e8, 3.6, 0.0),
+        ];
+        for (k, (n, l, d)) in teachers.iter().enumerate() {
+            let mut t = run(Role::Teacher, *n, 1, 5e-3, *l);
+            t.id = format!("t{k}");
+            t.tokens = *d;
+            runs.push(t);
+        }
+        for seed in [1, 2] {
+            let base = 5.0 + 0.01 * seed as f64;
+            let mut b = run(Role::Baseline, 1e5, seed, 5e-3, base);
+            b.tokens = 5e5;
+            runs.push(b);
+            for (k, (_, l, _)) in teachers.iter().enumerate() {
+                let mut s = run(
+                    Role::Student,
+                    1e5,
+                    seed,
+                    5e-3,
+                    base - 0.05 + 0.1 * (l - 4.2).powi(2),
+                );
+                s.id = format!("s{k}-{seed}");
+                s.tokens = 5e5;
+                s.teacher = Some(format!("t{k}"));
+                s.config = Some("kl".into());
+                s.baseline_loss = Some(base);
+                runs.push(s);
+            }
+        }
+        let fits = fit_sweep(
+            &runs,
+            &SweepFitOptions {
+                fit: FitOptions {
+                    bootstrap: 20,
+                    ..FitOptions::default()
+                },
+                supervised_law: LawKind::Chinchilla,
+            },
+        );
+        assert_eq!(fits.released.len(), 1);
+        let c = &fits.released[0];
+        assert_eq!(c.teacher, "t4");
+        assert_eq!(c.teacher_loss, 3.6);
+        assert_eq!(c.law_points, 8);
+        assert_eq!(c.trained_teacher_losses, [4.0, 4.6]);
+        let s = &c.students[0];
+        assert_eq!(s.seeds, 2);
+        let expected = 5.015 - 0.05 + 0.1 * 0.6f64.powi(2);
+        assert!((s.measured - expected).abs() < 1e-12, "{}", s.measured);
+        assert!((s.gain.unwrap() - (0.05 - 0.036)).abs() < 1e-12);
+        let best = s.best_trained.as_ref().unwrap();
+        assert_eq!(best.teacher, "t1"); // L_T 4.3, nearest the curve's minimum at 4.2
+        let gap = &fits.capacity_gaps[0];
+        assert_eq!(
+            gap.points.len(),
+            10,
+            "every student stays a point of the group"
+        );
+        let sizes: Vec<f64> = gap.by_teacher_params.samples.iter().map(|s| s[0]).collect();
+        let top = sizes.iter().copied().fold(0.0, f64::max);
+        assert!(
+            (top / 2.6e6 - 1.0).abs() < 1e-9,
+            "the size curve ends at the largest trained teacher, not {top}"
+        );
+        let losses: Vec<f64> = gap.by_teacher_loss.samples.iter().map(|s| s[0]).collect();
+        let low = losses.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            (low / 3.6 - 1.0).abs() < 1e-9,
+            "the loss curve reaches the pre-trained teacher"
         );
     }
 }

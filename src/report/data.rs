@@ -217,6 +217,8 @@ pub struct FitViews {
     pub distill: Vec<(String, LawView)>,
     /// What `pdsweep fit` could not fit, and why: (what, reason).
     pub skipped: Vec<(String, String)>,
+    /// Pre-trained teachers against the distillation law of the trained teachers.
+    pub released: Vec<crate::fit::ReleasedCheck>,
 }
 
 impl FitViews {

@@ -320,6 +320,7 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
         .filter_map(|s| Some((s.key.clone(), law_view(s)?)))
         .collect();
     if let Some(summary) = fits.iter().find(|s| s.scope == "summary") {
+        f.released = serde_json::from_value(summary.result["released"].clone()).unwrap_or_default();
         f.skipped = summary.result["skipped"]
             .as_array()
             .map(|a| {

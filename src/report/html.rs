@@ -518,6 +518,7 @@ fn fits(h: &mut String, data: &ReportData) {
         );
         law_table(h, law);
     }
+    released(h, data);
     let judged: Vec<_> = f
         .capacity_gap
         .iter()
@@ -610,6 +611,73 @@ fn fits(h: &mut String, data: &ReportData) {
             let _ = writeln!(h, "<li>{}: {}</li>", esc(what), rich(why));
         }
         h.push_str("</ul>\n");
+    }
+}
+
+/// Each pre-trained teacher's students against the distillation law fitted to the trained
+/// teachers' students, and against the best trained teacher of the same student.
+fn released(h: &mut String, data: &ReportData) {
+    let name = |id: &str| {
+        data.runs
+            .iter()
+            .find(|r| r.id.as_str() == id)
+            .map_or(id.to_string(), |r| r.name.clone())
+    };
+    for c in &data.fits.released {
+        let _ = writeln!(
+            h,
+            "<h3>Pre-trained teacher {} against the trained teachers' law ({})</h3>\n\
+             <p>Its held-out loss L_T = {}. The distillation law was fitted to the {} students of \
+             trained teachers only (L_T {} to {}) and predicts this teacher's students; the \
+             interval is the law's 95 % bootstrap interval.{}</p>\n\
+             <table><tr><th class=\"l\">student</th><th>tokens</th><th>seeds</th>\
+             <th>measured</th><th>gain</th><th>predicted</th><th>interval</th><th>error</th>\
+             <th class=\"l\">best trained teacher</th><th>its L_T</th><th>its student</th><th>its gain</th></tr>",
+            esc(&name(&c.teacher)),
+            esc(&c.config),
+            loss(c.teacher_loss),
+            c.law_points,
+            loss(c.trained_teacher_losses[0]),
+            loss(c.trained_teacher_losses[1]),
+            c.not_predicted
+                .as_deref()
+                .map_or(String::new(), |why| format!(
+                    " No prediction: {}.",
+                    rich(why.lines().next().unwrap_or(""))
+                ))
+        );
+        for s in &c.students {
+            let measured = match s.measured_sd {
+                Some(sd) => format!("{} ± {sd:.4}", loss(s.measured)),
+                None => loss(s.measured),
+            };
+            let gain = |g: Option<f64>| opt(g, |g| format!("{g:+.4}"));
+            let best = s.best_trained.as_ref();
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{measured}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                si(s.student_params),
+                si(s.student_tokens),
+                s.seeds,
+                gain(s.gain),
+                opt(s.predicted, loss),
+                s.predicted_ci.map_or("–".to_string(), |[a, b]| format!(
+                    "[{}, {}]",
+                    loss(a),
+                    loss(b)
+                )),
+                opt(s.predicted, |p| format!(
+                    "{:+.2} %",
+                    100.0 * (p / s.measured - 1.0)
+                )),
+                best.map_or("–".to_string(), |b| esc(&name(&b.teacher))),
+                opt(best.map(|b| b.teacher_loss), loss),
+                opt(best.map(|b| b.student_loss), loss),
+                gain(best.and_then(|b| b.gain)),
+            );
+        }
+        h.push_str("</table>\n");
     }
 }
 
