@@ -14,7 +14,7 @@ use super::bootstrap::percentile_interval;
 use super::data::DataPoint;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{DistillLaw, LawKind};
-use super::sweep::sample_law;
+use super::sweep::{mean, sample_law, sample_sd};
 
 /// One distilled student as the check reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,13 +143,8 @@ fn groups<'a>(students: &[&'a CheckStudent]) -> Vec<Vec<&'a CheckStudent>> {
             .or_default()
             .push(s);
     }
-    let mut out: Vec<Vec<&CheckStudent>> = by.into_values().collect();
-    out.sort_by(|a, b| {
-        (a[0].point.params, a[0].point.tokens)
-            .partial_cmp(&(b[0].point.params, b[0].point.tokens))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    out
+    // Sizes and budgets are positive, so their bit patterns sort as the numbers do.
+    by.into_values().collect()
 }
 
 fn same_group(a: &DataPoint, b: &DataPoint) -> bool {
@@ -178,7 +173,7 @@ fn held_out(
         student_params: p.params,
         student_tokens: p.tokens,
         seeds: group.len(),
-        measured: mean(&losses),
+        measured: mean(&losses).unwrap_or(f64::NAN),
         measured_sd: sample_sd(&losses),
         gain: mean_gain(group),
         predicted,
@@ -227,7 +222,8 @@ fn best_trained(peers: &[&CheckStudent]) -> Option<BestTrained> {
         .map(|(teacher, v)| BestTrained {
             teacher: teacher.to_string(),
             teacher_loss: v[0].point.teacher_loss.unwrap_or(f64::NAN),
-            student_loss: mean(&v.iter().map(|s| s.point.loss).collect::<Vec<_>>()),
+            student_loss: mean(&v.iter().map(|s| s.point.loss).collect::<Vec<_>>())
+                .unwrap_or(f64::NAN),
             gain: mean_gain(&v),
         })
         .min_by(|a, b| a.student_loss.total_cmp(&b.student_loss))
@@ -239,17 +235,7 @@ fn mean_gain(students: &[&CheckStudent]) -> Option<f64> {
         .iter()
         .filter_map(|s| s.baseline_loss.map(|b| b - s.point.loss))
         .collect();
-    (!gains.is_empty()).then(|| mean(&gains))
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
-}
-
-fn sample_sd(v: &[f64]) -> Option<f64> {
-    let m = mean(v);
-    (v.len() >= 2)
-        .then(|| (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
+    mean(&gains)
 }
 
 #[cfg(test)]
