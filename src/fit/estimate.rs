@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::bootstrap::{bootstrap_thetas, percentile_interval};
-use super::data::{DataPoint, Support, check_fittable};
+use super::data::{DataPoint, SupervisedSource, Support, check_fittable};
 use super::error::FitError;
 use super::fitter::{LocalFit, Optimiser, minimize, minimize_from_starts, minimize_grid};
 use super::grid::StartGrid;
@@ -131,11 +131,39 @@ impl Fit {
     }
 
     /// The fitted supervised law, if this is one.
-    pub fn supervised(&self) -> Option<super::data::SupervisedSource> {
-        use super::data::SupervisedSource as S;
+    pub fn supervised(&self) -> Option<SupervisedSource> {
         match self.law {
-            LawKind::Chinchilla => Some(S::Chinchilla(Chinchilla::from_theta(&self.theta))),
-            LawKind::Busbridge => Some(S::Busbridge(Busbridge::from_theta(&self.theta))),
+            LawKind::Chinchilla => Some(SupervisedSource::Chinchilla(Chinchilla::from_theta(
+                &self.theta,
+            ))),
+            LawKind::Busbridge => Some(SupervisedSource::Busbridge(Busbridge::from_theta(
+                &self.theta,
+            ))),
+            LawKind::Distill => None,
+        }
+    }
+
+    /// Bootstrap sample `i` (cyclically) of a supervised fit as a law; `None` for a
+    /// distillation fit or one without samples. Samples hold natural parameters in the
+    /// order of [`LawKind::param_names`].
+    pub fn supervised_sample(&self, i: usize) -> Option<SupervisedSource> {
+        let s = self.samples.get(i % self.samples.len().max(1))?;
+        match self.law {
+            LawKind::Chinchilla => Some(SupervisedSource::Chinchilla(Chinchilla {
+                E: s[0],
+                A: s[1],
+                B: s[2],
+                alpha: s[3],
+                beta: s[4],
+            })),
+            LawKind::Busbridge => Some(SupervisedSource::Busbridge(Busbridge {
+                E: s[0],
+                A: s[1],
+                B: s[2],
+                alpha: s[3],
+                beta: s[4],
+                gamma: s[5],
+            })),
             LawKind::Distill => None,
         }
     }

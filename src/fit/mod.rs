@@ -11,6 +11,7 @@ mod estimate;
 mod fitter;
 mod grid;
 mod laws;
+mod moments;
 mod objective;
 mod recommend;
 mod released;

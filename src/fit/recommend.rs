@@ -15,7 +15,7 @@ use super::laws::{Busbridge, DistillLaw};
 use super::store::{
     SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit,
 };
-use super::sweep::{law_optimum, sample_law};
+use super::sweep::law_optimum;
 
 /// The answer to "which teacher for this student?". A quantity that could not be given, or
 /// that failed a sanity bound, is `None` (or kept and flagged) with the reason in `problems`
@@ -483,7 +483,9 @@ pub fn recommend_from_fits(
             .enumerate()
             .filter_map(|(i, s)| {
                 let law = DistillLaw::from_natural(s);
-                let l_sup_i = sample_law(&supervised, i).map_or(l_sup, |l| l.predict(n_s, d_s));
+                let l_sup_i = supervised
+                    .supervised_sample(i)
+                    .map_or(l_sup, |l| l.predict(n_s, d_s));
                 optimal_teacher_loss(&law, n_s, d_s, l_sup_i).map(|(_, ls)| ls)
             })
             .collect();

@@ -14,7 +14,7 @@ use super::bootstrap::percentile_interval;
 use super::data::DataPoint;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{DistillLaw, LawKind};
-use super::sweep::{mean, sample_law, sample_sd};
+use super::moments::{mean, sample_sd};
 
 /// One distilled student as the check reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,7 +201,7 @@ fn predict(
         .enumerate()
         .map(|(i, s)| {
             let lsup_i = supervised
-                .and_then(|sf| sample_law(sf, i))
+                .and_then(|sf| sf.supervised_sample(i))
                 .map_or(lsup, |l| l.predict(p.params, p.tokens));
             DistillLaw::from_natural(s).predict(p.params, p.tokens, lt, lsup_i)
         })

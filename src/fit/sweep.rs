@@ -11,10 +11,11 @@ use super::capacity_gap::{
     CapacityGap, GapPoint, LawOptimum, Optimum, TSTAR_MIN_SIZES, TStarScaling, fitted_losses,
     gap_curve, optimal_teacher_loss, size_for_loss, tstar_scaling,
 };
-use super::data::{DataPoint, SupervisedSource};
+use super::data::DataPoint;
 use super::error::FitError;
 use super::estimate::{Fit, FitOptions, fit};
-use super::laws::{Busbridge, Chinchilla, DistillLaw, LawKind};
+use super::laws::{DistillLaw, LawKind};
+use super::moments::{mean, sample_sd};
 use super::released::{CheckStudent, ReleasedCheck, released_checks};
 use crate::plan::{RunId, RunKind};
 use crate::run::tuning::best_peak;
@@ -639,17 +640,6 @@ fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<(u64, f64
         .collect()
 }
 
-pub(super) fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-/// The sample standard deviation (n − 1), from two values on.
-pub(super) fn sample_sd(v: &[f64]) -> Option<f64> {
-    let m = mean(v)?;
-    (v.len() >= 2)
-        .then(|| (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt())
-}
-
 /// The number of distinct values (equal within a relative 1e-9).
 fn count_distinct(values: impl Iterator<Item = f64>) -> usize {
     let mut v: Vec<f64> = values.collect();
@@ -676,7 +666,7 @@ pub fn law_optimum(
     let mut nts = Vec::new();
     for (i, sample) in distill.samples.iter().enumerate() {
         let law = DistillLaw::from_natural(sample);
-        let sup_i = supervised.and_then(|s| sample_law(s, i));
+        let sup_i = supervised.and_then(|s| s.supervised_sample(i));
         let l_sup_i = sup_i.map_or(l_sup, |s| s.predict(n_s, d_s));
         if let Some((lt_i, _)) = optimal_teacher_loss(&law, n_s, d_s, l_sup_i) {
             lts.push(lt_i);
@@ -693,32 +683,6 @@ pub fn law_optimum(
         teacher_params,
         teacher_params_ci: ci(&nts),
     })
-}
-
-/// Bootstrap sample `i` (cyclically) of a supervised fit as a law.
-pub fn sample_law(fit: &Fit, i: usize) -> Option<SupervisedSource> {
-    if fit.samples.is_empty() {
-        return None;
-    }
-    let s = &fit.samples[i % fit.samples.len()];
-    match fit.law {
-        LawKind::Chinchilla => Some(SupervisedSource::Chinchilla(Chinchilla {
-            E: s[0],
-            A: s[1],
-            B: s[2],
-            alpha: s[3],
-            beta: s[4],
-        })),
-        LawKind::Busbridge => Some(SupervisedSource::Busbridge(Busbridge {
-            E: s[0],
-            A: s[1],
-            B: s[2],
-            alpha: s[3],
-            beta: s[4],
-            gamma: s[5],
-        })),
-        LawKind::Distill => None,
-    }
 }
 
 #[cfg(test)]
