@@ -148,6 +148,9 @@ impl Fit {
     /// order of [`LawKind::param_names`].
     pub fn supervised_sample(&self, i: usize) -> Option<SupervisedSource> {
         let s = self.samples.get(i % self.samples.len().max(1))?;
+        if s.len() < self.law.n_params() {
+            return None; // a stored sample cut short (a damaged database): no law, not a panic
+        }
         match self.law {
             LawKind::Chinchilla => Some(SupervisedSource::Chinchilla(Chinchilla {
                 E: s[0],
