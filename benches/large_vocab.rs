@@ -410,6 +410,7 @@ fn released(k: u64) {
         targets: vec![0; rows * context],
         batch: rows,
         context,
+        windows: (0..rows as u64).collect(),
     };
     let top = TopK::Keep(k);
     let _ =

@@ -7,7 +7,9 @@
 //! stream that is never repeated). The batch of a step is therefore a pure function of the
 //! seed and the step: a resumed run sees exactly the data it would have seen, and every run of
 //! the same seed reads the same stream, so a shorter run reads a prefix of a longer one. A batch
-//! becomes the model's input and target tensors through [`batch_tensors`].
+//! becomes the model's input and target tensors through [`batch_tensors`]. A batch names the
+//! windows of its rows ([`Batch::windows`]): a logit store is keyed by window, not by step, so
+//! one store serves every seed (each reads the store's windows in its own order).
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
@@ -37,6 +39,8 @@ pub struct Batch {
     pub batch: usize,
     /// Columns.
     pub context: usize,
+    /// The window number (its start divided by `context`) of each row, in row order.
+    pub windows: Vec<u64>,
 }
 
 impl<'a> Batcher<'a> {
@@ -67,22 +71,21 @@ impl<'a> Batcher<'a> {
 
     /// The batch of optimiser step `step`.
     pub fn batch(&self, step: u64) -> Batch {
-        let mut inputs = Vec::with_capacity(self.batch * self.context);
-        let mut targets = Vec::with_capacity(self.batch * self.context);
-        for row in 0..self.batch as u64 {
-            let g = step * self.batch as u64 + row;
-            let start = self.window(g) * self.context;
-            push_window(self.stream, start, self.context, &mut inputs, &mut targets);
-        }
-        Batch {
-            inputs,
-            targets,
-            batch: self.batch,
-            context: self.context,
-        }
+        let windows: Vec<u64> = (0..self.batch as u64)
+            .map(|row| self.window(step * self.batch as u64 + row) as u64)
+            .collect();
+        window_batch(self.stream, self.context, &windows)
     }
 
-    fn window(&self, g: u64) -> usize {
+    /// The windows a run reads in its first `count` rows (global window numbers
+    /// `0..count`, every epoch included), as a sorted set without repeats: what a logit store
+    /// must hold for it.
+    pub fn windows_read(&self, count: u64) -> std::collections::BTreeSet<u64> {
+        windows_read(self.windows, self.seed, self.shuffle, count)
+    }
+
+    /// The window global window number `g` (step · batch + row) reads.
+    pub fn window(&self, g: u64) -> usize {
         let epoch = g / self.windows as u64;
         let pos = (g % self.windows as u64) as usize;
         if !self.shuffle {
@@ -96,6 +99,51 @@ impl<'a> Batcher<'a> {
     }
 }
 
+/// The windows the first `count` rows of a run of `seed` read from a stream of `windows`
+/// windows (see [`Batcher::windows_read`]): every window once `count` reaches an epoch, else
+/// the first `count` of the first epoch's order.
+pub fn windows_read(
+    windows: usize,
+    seed: u64,
+    shuffle: bool,
+    count: u64,
+) -> std::collections::BTreeSet<u64> {
+    if count >= windows as u64 {
+        return (0..windows as u64).collect();
+    }
+    if !shuffle {
+        return (0..count).collect();
+    }
+    let order = permutation(windows, mix(seed, 0));
+    order[..count as usize]
+        .iter()
+        .map(|&w| u64::from(w))
+        .collect()
+}
+
+/// The batch whose rows are the windows `windows` of `stream` (window `w` starts at token
+/// `w · context`), in that order.
+pub fn window_batch(stream: &Stream, context: usize, windows: &[u64]) -> Batch {
+    let mut inputs = Vec::with_capacity(windows.len() * context);
+    let mut targets = Vec::with_capacity(windows.len() * context);
+    for &w in windows {
+        push_window(
+            stream,
+            w as usize * context,
+            context,
+            &mut inputs,
+            &mut targets,
+        );
+    }
+    Batch {
+        inputs,
+        targets,
+        batch: windows.len(),
+        context,
+        windows: windows.to_vec(),
+    }
+}
+
 /// Every held-out window, in order, in batches of at most `batch` rows.
 pub fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch> {
     let windows = stream.len().saturating_sub(1) / context;
@@ -103,18 +151,8 @@ pub fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch>
     let mut w = 0;
     while w < windows {
         let rows = batch.min(windows - w);
-        let mut inputs = Vec::with_capacity(rows * context);
-        let mut targets = Vec::with_capacity(rows * context);
-        for r in 0..rows {
-            let start = (w + r) * context;
-            push_window(stream, start, context, &mut inputs, &mut targets);
-        }
-        out.push(Batch {
-            inputs,
-            targets,
-            batch: rows,
-            context,
-        });
+        let ids: Vec<u64> = (w as u64..(w + rows) as u64).collect();
+        out.push(window_batch(stream, context, &ids));
         w += rows;
     }
     out
@@ -197,6 +235,30 @@ mod tests {
             .collect();
         starts.sort();
         assert_eq!(starts, (0..100).map(|w| w * 16).collect::<Vec<i64>>());
+    }
+
+    #[test]
+    fn a_batch_names_its_windows_and_windows_read_covers_them() {
+        let stream = Stream::Memory((0..1601u32).collect());
+        let b = Batcher::new(&stream, 16, 10, 3, true).unwrap();
+        let batch = b.batch(2);
+        for (row, w) in batch.windows.iter().enumerate() {
+            assert_eq!(batch.inputs[row * 16], (*w * 16) as i64);
+        }
+        assert_eq!(window_batch(&stream, 16, &batch.windows), batch);
+        let read = b.windows_read(30);
+        assert_eq!(read.len(), 30, "one epoch never repeats a window");
+        assert!(
+            (0..3)
+                .flat_map(|s| b.batch(s).windows)
+                .all(|w| read.contains(&w))
+        );
+        assert!(!read.contains(&b.batch(3).windows[0]));
+        assert_eq!(
+            b.windows_read(250).len(),
+            100,
+            "past an epoch: every window"
+        );
     }
 
     #[test]

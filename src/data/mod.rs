@@ -14,7 +14,7 @@ pub mod synthetic;
 mod text;
 mod tokenize;
 
-pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix};
+pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix, window_batch, windows_read};
 pub use cache::TokenFile;
 pub use config::{DataConfig, TokenizerRef};
 pub use corpus::{CorpusFacts, CorpusFiles, find_files, tokenizer_json};

@@ -1,6 +1,8 @@
-//! A `logits` run: the finished teacher passes once over a student token stream and the top k
-//! of its distribution at every position is written to the logit store, shard by shard. Shards
-//! already written (and verified) are kept, so an interrupted pass resumes.
+//! A `logits` run: the finished teacher passes once over every training window its students
+//! read (the union over their seeds and budgets) and the top k of its distribution at every
+//! position is written to the logit store, shard by shard. Windows the store already holds are
+//! never computed again, so an interrupted pass resumes and a new seed or a longer budget only
+//! pays for the windows it adds.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,23 +10,28 @@ use std::time::Instant;
 
 use burn::tensor::Device;
 
-use super::reader::{blocks_per_shard, shard_name};
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::reader::{StoreReader, shard_name, windows_per_shard};
 use super::store::{
-    Shard, ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block,
-    logit_bytes_per_token, write_shard,
+    ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block, write_shard,
 };
 use super::targets::{TruncateOn, teacher_support};
 use super::truncate::Truncation;
-use crate::data::{Batcher, DataConfig, Prepared};
+use crate::data::{Batcher, DataConfig, Prepared, window_batch};
 use crate::model::Transformer;
 
 /// What a finished logit pass wrote.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoreSummary {
-    /// Positions stored.
+    /// Positions the store holds for this pass's students.
     pub positions: u64,
-    /// Kept (id, value) entries stored.
+    /// Kept (id, value) entries of those positions.
     pub entries: u64,
+    /// Positions this session computed (the windows the store lacked).
+    pub computed: u64,
     /// Bytes of all shards.
     pub bytes: u64,
     /// Wall time of this session.
@@ -42,14 +49,14 @@ pub enum LogitsError {
     /// The run is not a logits run, or its data is too short.
     #[error("{0}")]
     Invalid(String),
-    /// A block came out shorter than the header promises (a position with fewer than top-k
+    /// A window came out shorter than the header promises (a position with fewer than top-k
     /// entries); writing it would give a store no student can read.
     #[error(
-        "block {block} of the logit store encodes to {bytes} bytes, not the {expected} its header promises"
+        "window {window} of the logit store encodes to {bytes} bytes, not the {expected} its header promises"
     )]
     Short {
-        /// Block number.
-        block: u64,
+        /// Window number.
+        window: u64,
         /// Bytes encoded.
         bytes: u64,
         /// Bytes expected.
@@ -60,22 +67,33 @@ pub enum LogitsError {
     Interrupted,
 }
 
-/// What a logit pass stores: the teacher run it reads, the truncation it keeps, and the data
-/// order and length it covers.
+/// One student stream a store serves: a seed's first `tokens` training positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct StoreRead {
+    /// The students' data seed.
+    pub seed: u64,
+    /// Positions they read (whole windows of `context`).
+    pub tokens: u64,
+}
+
+/// What a logit pass stores: the teacher run it reads, the truncation it keeps, the corpus and
+/// context, and the student streams whose windows it covers.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreSpec<'a> {
     /// The teacher run.
     pub teacher_run: &'a str,
     /// The truncation stored.
     pub truncation: Truncation,
-    /// The student token stream's data settings (corpus, order, context, batch).
+    /// The corpus, context and teacher batch (its seed is not used).
     pub data: &'a DataConfig,
-    /// Positions scored: whole blocks of `batch_seqs · context`.
-    pub tokens: u64,
+    /// The student streams served.
+    pub reads: &'a [StoreRead],
 }
 
-/// The header every shard of the store `spec`, written by run `run_id`, carries (block range
-/// aside); `corpus_key` is the prepared corpus's [`crate::data::CorpusInfo::key`].
+/// The header every shard of the store `spec`, written by run `run_id`, carries;
+/// `corpus_key` is the prepared corpus's [`crate::data::CorpusInfo::key`]. Neither a seed nor
+/// a batch size is part of it (one store serves them all), except the seed of a synthetic
+/// corpus, which generates a stream per seed.
 pub fn expected_header(
     run_id: &str,
     spec: &StoreSpec,
@@ -83,27 +101,77 @@ pub fn expected_header(
     corpus_key: &str,
 ) -> StoreHeader {
     let vocab = spec.data.vocab;
+    // A text corpus has one training stream whatever the seed; a synthetic one is generated
+    // per seed, so its store is that seed's.
+    let synthetic = spec.data.corpus == crate::spec::CorpusKind::Synthetic;
+    let windows = DataConfig {
+        seed: if synthetic { spec.data.seed } else { 0 },
+        batch_seqs: 0,
+        ..spec.data.clone()
+    };
     StoreHeader {
         logits_run: run_id.into(),
         teacher_run: spec.teacher_run.into(),
         teacher_checkpoint_sha256: teacher_checkpoint_sha256.into(),
         data_key: format!(
             "{corpus_key} {}",
-            serde_json::to_string(spec.data).unwrap_or_default()
+            serde_json::to_string(&windows).unwrap_or_default()
         ),
         vocab,
         top_p: spec.truncation.top_p.0,
         top_k: spec.truncation.top_k.kept(vocab),
         value_encoding: VALUE_ENCODING.into(),
-        block_positions: spec.data.batch_seqs * spec.data.context,
-        first_block: 0,
-        blocks: 0,
+        window_positions: spec.data.context,
     }
 }
 
-/// Blocks per shard of a store with this header.
-pub fn shard_blocks(header: &StoreHeader) -> u64 {
-    blocks_per_shard(logit_bytes_per_token(header.vocab, header.top_k) * header.block_positions)
+/// The windows of the training split the streams `reads` read (ascending, without repeats).
+pub fn windows_needed(
+    reads: &[StoreRead],
+    data: &Prepared,
+    context: u64,
+) -> Result<BTreeSet<u64>, LogitsError> {
+    let mut needed = BTreeSet::new();
+    for read in reads {
+        let batcher = Batcher::new(&data.train, context as usize, 1, read.seed, data.shuffle)
+            .ok_or_else(|| {
+                LogitsError::Invalid("the training split is shorter than one window".into())
+            })?;
+        needed.extend(batcher.windows_read(read.tokens / context.max(1)));
+    }
+    Ok(needed)
+}
+
+/// Positions a store serving `reads` holds, for a training split of `windows` windows of
+/// `context` (when known: else every stream's own positions, summed, as an upper bound), read
+/// in a shuffled order or (the synthetic corpus) in stream order.
+pub fn store_positions(
+    reads: &[StoreRead],
+    windows: Option<u64>,
+    shuffle: bool,
+    context: u64,
+) -> u64 {
+    let context = context.max(1);
+    if !shuffle {
+        let longest = reads.iter().map(|r| r.tokens / context).max().unwrap_or(0);
+        return windows.map_or(longest, |w| longest.min(w)) * context;
+    }
+    let Some(windows) = windows else {
+        return reads.iter().map(|r| r.tokens / context * context).sum();
+    };
+    let mut covered = BTreeSet::new();
+    for r in reads {
+        covered.extend(crate::data::windows_read(
+            windows as usize,
+            r.seed,
+            true,
+            r.tokens / context,
+        ));
+        if covered.len() as u64 == windows {
+            break;
+        }
+    }
+    covered.len() as u64 * context
 }
 
 /// Where a logit pass runs: the teacher, its device, and where its logits are truncated.
@@ -116,7 +184,9 @@ pub struct PassDevice<'a> {
     pub truncate_on: TruncateOn,
 }
 
-/// Runs the teacher over the stream of `spec` and writes the store into `dir`.
+/// Runs the teacher over the windows of `spec` the store in `dir` does not hold yet and writes
+/// them as new shards (shards already there are kept, so an interrupted or extended pass only
+/// computes what is missing). `on_progress(done, total)` counts missing windows.
 pub fn write_store(
     spec: &StoreSpec,
     header: &StoreHeader,
@@ -126,68 +196,271 @@ pub fn write_store(
     stop: &AtomicBool,
     on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<StoreSummary, LogitsError> {
-    let (context, rows) = (spec.data.context as usize, spec.data.batch_seqs as usize);
-    let batcher = Batcher::new(&data.train, context, rows, spec.data.seed, data.shuffle)
-        .ok_or_else(|| {
-            LogitsError::Invalid("the training split is shorter than one window".into())
-        })?;
-    let total = spec.tokens / header.block_positions.max(1);
-    let per_shard = shard_blocks(header);
+    let context = spec.data.context;
+    let needed = windows_needed(spec.reads, data, context)?;
+    let mut reader = StoreReader::new(dir, header.clone());
+    let held = reader.held()?;
+    let missing: Vec<u64> = needed.difference(&held).copied().collect();
+    let want = block_bytes(context, header.vocab, header.top_k);
+    let per_shard = windows_per_shard(want) as usize;
+    let rows = spec.data.batch_seqs.max(1) as usize;
     let start = Instant::now();
-    let mut computed = 0u64;
-    let mut summary = StoreSummary {
-        positions: 0,
-        entries: 0,
-        bytes: 0,
-        wall_s: 0.0,
-        tokens_per_s: 0.0,
-    };
-    for shard in 0..total.div_ceil(per_shard) {
-        let first = shard * per_shard;
-        let blocks = per_shard.min(total - first);
-        let path = dir.join(shard_name(shard));
-        let expected = StoreHeader {
-            first_block: first,
-            blocks,
-            ..header.clone()
-        };
-        if Shard::open(&path, &expected).is_ok() {
-            on_progress(first + blocks, total);
-            summary.bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
-            continue;
-        }
-        let mut encoded = Vec::with_capacity(blocks as usize);
-        for block in first..first + blocks {
+    let total = missing.len() as u64;
+    let mut done = 0u64;
+    on_progress(0, total);
+    for windows in missing.chunks(per_shard) {
+        let mut encoded = Vec::with_capacity(windows.len());
+        for batch_windows in windows.chunks(rows) {
             if stop.load(Ordering::Relaxed) {
                 return Err(LogitsError::Interrupted);
             }
+            let batch = window_batch(&data.train, context as usize, batch_windows);
             let kept = teacher_support(
                 pass.teacher,
-                &batcher.batch(block),
+                &batch,
                 pass.device,
                 header.top_p,
                 crate::spec::TopK::Keep(header.top_k),
                 pass.truncate_on,
             );
-            summary.entries += kept.iter().map(|k| k.ids.len() as u64).sum::<u64>();
-            let encoded_block = encode_block(&kept, header.vocab, header.top_k);
-            let want = block_bytes(header.block_positions, header.vocab, header.top_k);
-            if encoded_block.len() as u64 != want {
-                return Err(LogitsError::Short {
-                    block,
-                    bytes: encoded_block.len() as u64,
-                    expected: want,
-                });
+            for (w, positions) in batch_windows.iter().zip(kept.chunks(context as usize)) {
+                let block = encode_block(positions, header.vocab, header.top_k);
+                if block.len() as u64 != want || positions.len() as u64 != context {
+                    return Err(LogitsError::Short {
+                        window: *w,
+                        bytes: block.len() as u64,
+                        expected: want,
+                    });
+                }
+                encoded.push(block);
             }
-            encoded.push(encoded_block);
-            computed += 1;
-            on_progress(block + 1, total);
+            done += batch_windows.len() as u64;
+            on_progress(done, total);
         }
-        write_shard(&path, &expected, &encoded)?;
-        summary.bytes += std::fs::metadata(&path).map_or(0, |m| m.len());
+        std::fs::create_dir_all(dir).map_err(|e| ShardError::Write {
+            path: dir.into(),
+            reason: e.to_string(),
+        })?;
+        write_shard(&dir.join(shard_name(windows)), header, windows, &encoded)?;
     }
-    summary.positions = total * header.block_positions;
-    summary.wall_s = start.elapsed().as_secs_f64();
-    summary.tokens_per_s = (computed * header.block_positions) as f64 / summary.wall_s.max(1e-9);
-    Ok(summary)
+    let mut reader = StoreReader::new(dir, header.clone());
+    let stored = reader.held()?.intersection(&needed).count() as u64;
+    let wall_s = start.elapsed().as_secs_f64();
+    Ok(StoreSummary {
+        positions: stored * context,
+        entries: stored * context * header.top_k,
+        computed: total * context,
+        bytes: reader.bytes()?,
+        wall_s,
+        tokens_per_s: (total * context) as f64 / wall_s.max(1e-9),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{CorpusInfo, Stream};
+    use crate::distill::store::decode_block;
+    use crate::model::{ModelShape, TransformerConfig};
+    use crate::spec::{TopK, TopP};
+
+    const CONTEXT: u64 = 8;
+
+    fn teacher(device: &Device) -> Transformer {
+        let shape = ModelShape {
+            d_model: 16,
+            n_layers: 1,
+            n_heads: 2,
+            n_kv_heads: 2,
+            d_ff: 32,
+            vocab: 40,
+            tie_embeddings: false,
+        };
+        crate::train::init_model(&TransformerConfig::new(shape, CONTEXT as usize), 5, device)
+    }
+
+    fn data() -> Prepared {
+        Prepared {
+            train: Stream::Memory((0..801u32).map(|i| (i * 7 + i / 13) % 40).collect()),
+            val: Stream::Memory((0..100u32).map(|i| i % 40).collect()),
+            shuffle: true,
+            info: CorpusInfo::default(),
+        }
+    }
+
+    fn config() -> DataConfig {
+        DataConfig {
+            corpus: crate::spec::CorpusKind::Text,
+            path: None,
+            text_column: None,
+            tokenizer: None,
+            tokenizer_file: None,
+            vocab: 40,
+            val_tokens: 100,
+            corpus_seed: 0,
+            synthetic_sources: None,
+            synthetic_copies: None,
+            context: CONTEXT,
+            batch_seqs: 3,
+            seed: 0,
+            val_path: None,
+            split: 2,
+        }
+    }
+
+    fn write(dir: &Path, reads: &[StoreRead], pass: &PassDevice, data: &Prepared) -> StoreSummary {
+        let config = config();
+        let spec = StoreSpec {
+            teacher_run: "t",
+            truncation: Truncation {
+                top_p: TopP(1.0),
+                top_k: TopK::Keep(6),
+            },
+            data: &config,
+            reads,
+        };
+        let header = expected_header("l", &spec, "sha", "corpus");
+        write_store(
+            &spec,
+            &header,
+            pass,
+            data,
+            dir,
+            &AtomicBool::new(false),
+            &mut |_, _| {},
+        )
+        .unwrap()
+    }
+
+    /// One store serves two seeds exactly as a store of each seed's own steps would (the
+    /// teacher's support of a step's batch, encoded and decoded as one block); a third seed
+    /// only adds shards, and the first ones stay byte-identical.
+    #[test]
+    fn one_store_serves_every_seed_and_grows_without_rewriting() {
+        let device = Device::flex();
+        let teacher = teacher(&device);
+        let pass = PassDevice {
+            teacher: &teacher,
+            device: &device,
+            truncate_on: TruncateOn::Host,
+        };
+        let data = data();
+        let dir = tempfile::tempdir().unwrap();
+        let reads = [
+            StoreRead {
+                seed: 1,
+                tokens: 240,
+            },
+            StoreRead {
+                seed: 2,
+                tokens: 240,
+            },
+        ];
+        let first = write(dir.path(), &reads, &pass, &data);
+        let windows = (data.train.len() as u64 - 1) / CONTEXT;
+        assert_eq!(
+            first.positions,
+            store_positions(&reads, Some(windows), true, CONTEXT)
+        );
+        assert!(first.positions < 480, "the two seeds share windows");
+        let shard_bytes = |d: &Path| -> Vec<(String, Vec<u8>)> {
+            let mut v: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    (p.display().to_string(), std::fs::read(&p).unwrap())
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = shard_bytes(dir.path());
+        let header = expected_header(
+            "l",
+            &StoreSpec {
+                teacher_run: "t",
+                truncation: Truncation {
+                    top_p: TopP(1.0),
+                    top_k: TopK::Keep(6),
+                },
+                data: &config(),
+                reads: &reads,
+            },
+            "sha",
+            "corpus",
+        );
+        let mut reader = StoreReader::new(dir.path(), header.clone());
+        for seed in [1, 2] {
+            let batcher = Batcher::new(&data.train, CONTEXT as usize, 3, seed, true).unwrap();
+            for step in 0..10 {
+                let batch = batcher.batch(step);
+                let per_step = teacher_support(
+                    &teacher,
+                    &batch,
+                    &device,
+                    1.0,
+                    TopK::Keep(6),
+                    TruncateOn::Host,
+                );
+                let block = encode_block(&per_step, 40, 6);
+                let old = decode_block(&block, batch.batch * batch.context, 40, 6).unwrap();
+                assert_eq!(
+                    reader.windows(&batch.windows).unwrap(),
+                    old,
+                    "seed {seed} step {step}"
+                );
+            }
+        }
+        // a window no student of these seeds reads is not there, and is an error naming it
+        let unread = (0..windows)
+            .find(|w| !reader.held().unwrap().contains(w))
+            .unwrap();
+        let err = reader.windows(&[unread]).unwrap_err().to_string();
+        assert!(err.contains(&format!("window {unread}")), "{err}");
+        // a third seed computes only the windows it adds; earlier shards are untouched
+        let more = [
+            reads[0],
+            reads[1],
+            StoreRead {
+                seed: 3,
+                tokens: 240,
+            },
+        ];
+        let second = write(dir.path(), &more, &pass, &data);
+        assert!(
+            second.computed > 0 && second.computed < 240,
+            "{}",
+            second.computed
+        );
+        let after = shard_bytes(dir.path());
+        assert!(before.iter().all(|b| after.contains(b)));
+        assert!(after.len() > before.len());
+        // and writing again computes nothing
+        assert_eq!(write(dir.path(), &more, &pass, &data).computed, 0);
+    }
+
+    #[test]
+    fn store_positions_count_the_union_of_windows() {
+        let one = [StoreRead {
+            seed: 1,
+            tokens: 800,
+        }];
+        assert_eq!(store_positions(&one, Some(1000), true, 8), 800);
+        let many: Vec<StoreRead> = (1..=20)
+            .map(|seed| StoreRead { seed, tokens: 800 })
+            .collect();
+        let shared = store_positions(&many, Some(1000), true, 8);
+        // 20 draws of 10 % of the windows cover about 1 - 0.9^20 = 88 % of them
+        assert!((0.8..0.95).contains(&(shared as f64 / 8000.0)), "{shared}");
+        assert_eq!(
+            store_positions(&many, None, true, 8),
+            16_000,
+            "an upper bound"
+        );
+        assert_eq!(
+            store_positions(&one, Some(50), false, 8),
+            400,
+            "stream order: the longest"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! Distillation's targets: truncating teacher distributions, the sparse distillation losses on
-//! them, the offline logit store (written by a logit pass, read step by step), and a student's
+//! them, the offline logit store (written by a logit pass, read window by window), and a student's
 //! teacher targets, online or offline. The objective that trains on them is `train`'s.
 
 pub mod device_truncate;

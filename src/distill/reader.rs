@@ -1,18 +1,31 @@
-//! Reading a logit store step by step: the shard holding a step's block is loaded (and verified)
-//! once and kept while the student reads through it.
+//! Reading a logit store window by window: every shard of the store folder is opened (its
+//! header and digest table verified) and indexed once, then each window's block is read from
+//! its shard, checked against its digest and decoded when a student's batch asks for it. A
+//! window the index lacks sends the reader back to the folder once (another process may have
+//! extended the store since) before it is an error naming the window.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 use super::store::{Shard, ShardError, StoreHeader};
 use super::truncate::Kept;
 
-/// File name of shard `n`.
-pub fn shard_name(n: u64) -> String {
-    format!("shard-{n:05}.bin")
+/// File name of the shard holding `windows` (ascending): a hash of the list, so two writers of
+/// the same windows write the same file.
+pub fn shard_name(windows: &[u64]) -> String {
+    let mut hasher = Sha256::new();
+    for w in windows {
+        hasher.update(w.to_le_bytes());
+    }
+    let digest = hasher.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("shard-{hex}.bin")
 }
 
-/// Blocks per shard for `block_bytes` bytes per block: shards of about 64 MiB.
-pub fn blocks_per_shard(block_bytes: u64) -> u64 {
+/// Windows per shard for `block_bytes` bytes per window: shards of about 64 MiB.
+pub fn windows_per_shard(block_bytes: u64) -> u64 {
     ((64u64 << 20) / block_bytes.max(1)).max(1)
 }
 
@@ -20,46 +33,104 @@ pub fn blocks_per_shard(block_bytes: u64) -> u64 {
 pub struct StoreReader {
     dir: PathBuf,
     expected: StoreHeader,
-    per_shard: u64,
-    current: Option<(u64, Shard)>,
+    shards: Vec<Shard>,
+    /// Window → (shard, position within it).
+    index: HashMap<u64, (usize, usize)>,
+    indexed: bool,
 }
 
 impl StoreReader {
-    /// A reader of the store in `dir` that must match `expected` (its block range is ignored)
-    /// and holds `per_shard` blocks per shard.
-    pub fn new(dir: &Path, expected: StoreHeader, per_shard: u64) -> StoreReader {
+    /// A reader of the store in `dir` whose shards must all belong to `expected`; nothing is
+    /// read until a window is asked for.
+    pub fn new(dir: &Path, expected: StoreHeader) -> StoreReader {
         StoreReader {
             dir: dir.to_path_buf(),
             expected,
-            per_shard: per_shard.max(1),
-            current: None,
+            shards: Vec::new(),
+            index: HashMap::new(),
+            indexed: false,
         }
     }
 
-    /// The kept teacher support of every position of block (step) `block`.
-    pub fn block(&mut self, block: u64) -> Result<Vec<Kept>, ShardError> {
-        let n = block / self.per_shard;
-        if self.current.as_ref().is_none_or(|(c, _)| *c != n) {
-            let path = self.dir.join(shard_name(n));
-            let expected = StoreHeader {
-                first_block: n * self.per_shard,
-                ..self.expected.clone()
-            };
-            let shard = Shard::open(&path, &expected)?;
-            if shard.header.first_block != n * self.per_shard {
-                return Err(ShardError::Refused {
-                    path,
-                    reason: "its first block is not where its name says".into(),
-                });
-            }
-            self.current = Some((n, shard));
-        }
-        match &self.current {
-            Some((_, shard)) => shard.block(block),
-            None => Err(ShardError::Refused {
-                path: self.dir.clone(),
-                reason: "no shard loaded".into(),
-            }),
-        }
+    /// The windows the store holds (opening and verifying every shard's header).
+    pub fn held(&mut self) -> Result<BTreeSet<u64>, ShardError> {
+        self.ensure_indexed()?;
+        Ok(self.index.keys().copied().collect())
     }
+
+    /// The kept teacher support of every position of `windows`, in order (each window's
+    /// `context` positions).
+    pub fn windows(&mut self, windows: &[u64]) -> Result<Vec<Kept>, ShardError> {
+        self.ensure_indexed()?;
+        if windows.iter().any(|w| !self.index.contains_key(w)) {
+            self.rescan()?;
+        }
+        let mut out = Vec::new();
+        for &w in windows {
+            let &(shard, i) = self.index.get(&w).ok_or_else(|| ShardError::Missing {
+                dir: self.dir.clone(),
+                window: w,
+            })?;
+            out.extend(self.shards[shard].block(i)?);
+        }
+        Ok(out)
+    }
+
+    /// Bytes of the store's shards on disk.
+    pub fn bytes(&mut self) -> Result<u64, ShardError> {
+        self.ensure_indexed()?;
+        Ok(self
+            .shards
+            .iter()
+            .map(|s| std::fs::metadata(s.path()).map_or(0, |m| m.len()))
+            .sum())
+    }
+
+    fn ensure_indexed(&mut self) -> Result<(), ShardError> {
+        if !self.indexed {
+            self.rescan()?;
+        }
+        Ok(())
+    }
+
+    /// Opens the shards of the folder not opened yet and adds their windows to the index.
+    fn rescan(&mut self) -> Result<(), ShardError> {
+        let mut paths = shard_paths(&self.dir)?;
+        paths.retain(|p| self.shards.iter().all(|s| s.path() != p.as_path()));
+        for path in paths {
+            let shard = Shard::open(&path, &self.expected)?;
+            let n = self.shards.len();
+            for (i, w) in shard.windows.iter().enumerate() {
+                self.index.entry(*w).or_insert((n, i));
+            }
+            self.shards.push(shard);
+        }
+        self.indexed = true;
+        Ok(())
+    }
+}
+
+/// The shard files of a store folder, by name (none when the folder does not exist yet).
+fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, ShardError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(ShardError::Refused {
+                path: dir.into(),
+                reason: format!("cannot list the store folder: {e}"),
+            });
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("shard-") && n.ends_with(".bin"))
+        })
+        .collect();
+    paths.sort();
+    Ok(paths)
 }

@@ -1,20 +1,23 @@
-//! The offline logit store: the truncated teacher distribution of every position of a student
-//! token stream, packed tightly in checksummed shards.
+//! The offline logit store: the truncated teacher distribution at every position of the
+//! training windows its students read, packed tightly in checksummed shards.
 //!
 //! # Format
 //!
-//! A store is a folder of shards `shard-NNNNN.bin`. A shard holds whole *blocks*; block `b` is
-//! optimiser step `b` of the students that read the store (`batch_seqs · context` positions, in
-//! the order of `data::Batcher`), so a student reads one block per step. A shard is:
+//! A store is a folder of shards `shard-HASH.bin`. A store belongs to one teacher, one corpus
+//! and context and one truncation, never to a seed: its unit is the *window* (the `context`
+//! positions of training window `w`, `data::Batcher`), and each student reads the windows of
+//! its steps in its own order, so one store serves every seed and budget. A shard holds a set
+//! of windows (ascending); a store grows by new shards for the windows a new seed or a longer
+//! budget adds, and a shard once written is never rewritten. A shard is:
 //!
 //! | bytes | content |
 //! |---|---|
-//! | 8 | magic `PDSLGT01` |
+//! | 8 | magic `PDSLGT02` |
 //! | 4 | length `h` of the JSON header (u32, little-endian) |
-//! | 32 | SHA-256 of everything after this field (header, offsets, payload) |
-//! | h | JSON [`StoreHeader`]: teacher run and checkpoint hash, corpus and data order, vocab, top-p, top-k, value encoding, first block and block count |
-//! | 8·(n+1) | byte offset of each block in the payload (u64), and the payload length |
-//! | … | payload: the blocks, each starting on a byte boundary |
+//! | 32 | SHA-256 of the header and the digest table |
+//! | h | JSON header: the [`StoreHeader`] (teacher run and checkpoint hash, corpus and context, vocab, top-p, top-k, value encoding, positions per window) and the windows held |
+//! | 32·n | SHA-256 of each window's block |
+//! | n·B | the blocks, each `B` = [`block_bytes`]`(context, V, k)` bytes |
 //!
 //! Within a block each position is bit-packed, least significant bit first: exactly k entries
 //! (the store's top-k, at most the vocabulary), each a token id in ⌈log2 V⌉ bits and a value in
@@ -25,8 +28,10 @@
 //! own, every τ, loss and α, and its size is known exactly before it is written. For a byte
 //! vocabulary this is 2 bytes per kept logit.
 //!
-//! Shards are written to a temporary file and renamed. A shard whose magic, checksum, header or
-//! block layout does not match what the reader expects is refused with its path.
+//! Shards are written to a temporary file and renamed, named by a hash of the windows they
+//! hold (two writers of the same windows write the same bytes). A shard whose magic, checksum,
+//! header or size does not match what the reader expects is refused with its path; each
+//! window's block is checked against its digest when it is read.
 
 use std::path::{Path, PathBuf};
 
@@ -52,21 +57,24 @@ pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
     (kept * (index_bits(vocab) + VALUE_BITS) as u64).div_ceil(8)
 }
 
-const MAGIC: &[u8; 8] = b"PDSLGT01";
+const MAGIC: &[u8; 8] = b"PDSLGT02";
+/// Bytes before a shard's JSON header: magic, header length, checksum.
+const PREAMBLE: usize = 44;
 /// Name of the value encoding written in every header.
 pub const VALUE_ENCODING: &str = "u8 -log-prob, uniform over [0, 16] nats";
 const VALUE_RANGE: f32 = 16.0;
 
-/// What a shard says about itself; a reader checks it against what it expects.
+/// What every shard says about the store it belongs to; a reader checks it against what it
+/// expects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoreHeader {
-    /// The `logits` run that wrote it.
+    /// The `logits` run that writes the store.
     pub logits_run: String,
     /// The teacher run.
     pub teacher_run: String,
     /// SHA-256 of the teacher checkpoint file the logits came from.
     pub teacher_checkpoint_sha256: String,
-    /// Describes the corpus, tokenizer and data order (seed, context, batch).
+    /// Describes the corpus, tokenizer and windows (context); never a seed or a batch size.
     pub data_key: String,
     /// Vocabulary.
     pub vocab: u64,
@@ -76,12 +84,16 @@ pub struct StoreHeader {
     pub top_k: u64,
     /// How values are encoded ([`VALUE_ENCODING`]).
     pub value_encoding: String,
-    /// Positions per block.
-    pub block_positions: u64,
-    /// First block in this shard.
-    pub first_block: u64,
-    /// Blocks in this shard.
-    pub blocks: u64,
+    /// Positions per window (the context).
+    pub window_positions: u64,
+}
+
+/// A shard's header: the store's, and the windows this shard holds (ascending).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ShardHeader {
+    #[serde(flatten)]
+    store: StoreHeader,
+    windows: Vec<u64>,
 }
 
 /// A shard could not be written or is not usable.
@@ -102,6 +114,14 @@ pub enum ShardError {
         path: PathBuf,
         /// Which check failed.
         reason: String,
+    },
+    /// A student asked for a window its store does not hold.
+    #[error("the logit store `{}` holds no logits for window {window} (its logit pass covers the windows of the students it was planned for)\n\nhint: plan the sweep again (`pdsweep run` does): the logit pass then extends the store", dir.display())]
+    Missing {
+        /// The store folder.
+        dir: PathBuf,
+        /// The window.
+        window: u64,
     },
 }
 
@@ -206,127 +226,159 @@ pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> O
     Some(out)
 }
 
-/// Writes a shard holding `blocks` (already encoded) to `path`.
+/// Writes a shard holding the blocks of `windows` (ascending, already encoded, one each) to
+/// `path`, atomically.
 pub fn write_shard(
     path: &Path,
     header: &StoreHeader,
+    windows: &[u64],
     blocks: &[Vec<u8>],
 ) -> Result<(), ShardError> {
-    let json = serde_json::to_vec(header).map_err(|e| ShardError::Write {
+    let fail = |reason: String| ShardError::Write {
         path: path.into(),
-        reason: e.to_string(),
-    })?;
-    let mut offsets = Vec::with_capacity(8 * (blocks.len() + 1));
-    let mut at = 0u64;
-    for b in blocks {
-        offsets.extend_from_slice(&at.to_le_bytes());
-        at += b.len() as u64;
+        reason,
+    };
+    if windows.len() != blocks.len() || windows.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(fail("windows must be ascending, one block each".into()));
     }
-    offsets.extend_from_slice(&at.to_le_bytes());
+    let json = serde_json::to_vec(&ShardHeader {
+        store: header.clone(),
+        windows: windows.to_vec(),
+    })
+    .map_err(|e| fail(e.to_string()))?;
+    let digests: Vec<u8> = blocks.iter().flat_map(|b| Sha256::digest(b)).collect();
     let mut hasher = Sha256::new();
     hasher.update(&json);
-    hasher.update(&offsets);
-    for b in blocks {
-        hasher.update(b);
-    }
+    hasher.update(&digests);
     let sha = hasher.finalize();
     let len = (json.len() as u32).to_le_bytes();
-    let mut parts: Vec<&[u8]> = vec![MAGIC, &len, &sha, &json, &offsets];
+    let mut parts: Vec<&[u8]> = vec![MAGIC, &len, &sha, &json, &digests];
     parts.extend(blocks.iter().map(|b| b.as_slice()));
-    write_atomic(path, &parts).map_err(|e| ShardError::Write {
-        path: path.into(),
-        reason: e.to_string(),
-    })
+    write_atomic(path, &parts).map_err(|e| fail(e.to_string()))
 }
 
-/// A verified shard in memory.
+/// An open shard: its verified header and digest table; blocks are read on demand, one window
+/// at a time, and each is checked against its digest before it is decoded.
 #[derive(Debug)]
 pub struct Shard {
-    /// Its header.
+    /// The store it belongs to.
     pub header: StoreHeader,
-    offsets: Vec<u64>,
-    payload: Vec<u8>,
+    /// The windows it holds, ascending.
+    pub windows: Vec<u64>,
+    digests: Vec<[u8; 32]>,
+    payload_at: u64,
+    block_bytes: u64,
+    file: std::fs::File,
     path: PathBuf,
 }
 
 impl Shard {
-    /// Reads `path` and checks its magic, checksum and layout, and that its header agrees with
-    /// `expected` in everything but the block range.
+    /// Opens `path` and checks its magic, header checksum and size, and that it belongs to the
+    /// store `expected`.
     pub fn open(path: &Path, expected: &StoreHeader) -> Result<Shard, ShardError> {
+        use std::io::Read;
         let refuse = |reason: String| ShardError::Refused {
             path: path.into(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|e| refuse(e.to_string()))?;
-        if bytes.len() < 44 || &bytes[..8] != MAGIC {
-            return Err(refuse("not a pdsweep logit shard".into()));
+        let mut file = std::fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
+        let size = file.metadata().map_err(|e| refuse(e.to_string()))?.len();
+        let mut preamble = [0u8; PREAMBLE];
+        file.read_exact(&mut preamble)
+            .map_err(|_| refuse("not a pdsweep logit shard (too short)".into()))?;
+        if &preamble[..8] != MAGIC {
+            return Err(refuse(
+                "not a pdsweep logit shard of this version (an older store is re-written by its logit pass: `pdsweep gc` removes it)".into(),
+            ));
         }
-        if Sha256::digest(&bytes[44..])[..] != bytes[12..44] {
+        let h = u32::from_le_bytes([preamble[8], preamble[9], preamble[10], preamble[11]]) as u64;
+        if PREAMBLE as u64 + h > size {
+            return Err(refuse("truncated header".into()));
+        }
+        let mut json = vec![0u8; h as usize];
+        file.read_exact(&mut json)
+            .map_err(|e| refuse(format!("truncated header: {e}")))?;
+        let header: ShardHeader =
+            serde_json::from_slice(&json).map_err(|e| refuse(format!("bad header: {e}")))?;
+        let n = header.windows.len() as u64;
+        let table_end = PREAMBLE as u64 + h + 32 * n;
+        if table_end > size {
+            return Err(refuse("truncated digest table".into()));
+        }
+        let mut table = vec![0u8; 32 * n as usize];
+        file.read_exact(&mut table)
+            .map_err(|e| refuse(format!("truncated digest table: {e}")))?;
+        let mut hasher = Sha256::new();
+        hasher.update(&json);
+        hasher.update(&table);
+        if hasher.finalize()[..] != preamble[12..44] {
             return Err(refuse("checksum mismatch (the file is damaged)".into()));
         }
-        let h = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
-        let json = bytes
-            .get(44..44 + h)
-            .ok_or_else(|| refuse("truncated header".into()))?;
-        let header: StoreHeader =
-            serde_json::from_slice(json).map_err(|e| refuse(format!("bad header: {e}")))?;
-        let same = StoreHeader {
-            first_block: expected.first_block,
-            blocks: expected.blocks,
-            ..header.clone()
-        };
-        if &same != expected {
+        if &header.store != expected {
             return Err(refuse(format!(
-                "it was written for another store ({header:?})"
+                "it was written for another store ({:?})",
+                header.store
             )));
         }
-        let table = 44 + h;
-        let n = header.blocks as usize + 1;
-        let raw = bytes
-            .get(table..table + 8 * n)
-            .ok_or_else(|| refuse("truncated block table".into()))?;
-        let offsets: Vec<u64> = raw
-            .chunks(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        if header.windows.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(refuse("its windows are not ascending".into()));
+        }
+        let s = &header.store;
+        let block_bytes = block_bytes(s.window_positions, s.vocab, s.top_k);
+        if size != table_end + n * block_bytes {
+            return Err(refuse(format!(
+                "{size} bytes, not the {} of {n} windows of {} positions × top-{}",
+                table_end + n * block_bytes,
+                s.window_positions,
+                s.top_k
+            )));
+        }
+        let digests = table
+            .chunks(32)
+            .map(|c| c.try_into().unwrap_or([0u8; 32]))
             .collect();
-        let payload = bytes[table + 8 * n..].to_vec();
-        if offsets.windows(2).any(|w| w[0] > w[1])
-            || offsets.last().copied() != Some(payload.len() as u64)
-        {
-            return Err(refuse("block table does not match the payload".into()));
-        }
-        let block_bytes = block_bytes(header.block_positions, header.vocab, header.top_k);
-        if let Some(i) = offsets.windows(2).position(|w| w[1] - w[0] != block_bytes) {
-            return Err(refuse(format!(
-                "block {} holds {} bytes, not the {block_bytes} of {} positions × top-{}",
-                header.first_block + i as u64,
-                offsets[i + 1] - offsets[i],
-                header.block_positions,
-                header.top_k
-            )));
-        }
         Ok(Shard {
-            header,
-            offsets,
-            payload,
+            header: header.store,
+            windows: header.windows,
+            digests,
+            payload_at: table_end,
+            block_bytes,
+            file,
             path: path.into(),
         })
     }
 
-    /// Decodes block `block` (absolute numbering).
-    pub fn block(&self, block: u64) -> Result<Vec<Kept>, ShardError> {
-        let h = &self.header;
-        let refuse = |reason: &str| ShardError::Refused {
+    /// Its file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads, verifies and decodes the `i`-th window this shard holds.
+    pub fn block(&mut self, i: usize) -> Result<Vec<Kept>, ShardError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let refuse = |reason: String| ShardError::Refused {
             path: self.path.clone(),
-            reason: reason.into(),
+            reason,
         };
-        let i = block
-            .checked_sub(h.first_block)
-            .filter(|&i| i < h.blocks)
-            .ok_or_else(|| refuse("block outside this shard"))? as usize;
-        let bytes = &self.payload[self.offsets[i] as usize..self.offsets[i + 1] as usize];
-        decode_block(bytes, h.block_positions as usize, h.vocab, h.top_k)
-            .ok_or_else(|| refuse("block does not decode"))
+        let digest = self
+            .digests
+            .get(i)
+            .ok_or_else(|| refuse(format!("no block {i}")))?;
+        let mut bytes = vec![0u8; self.block_bytes as usize];
+        let at = self.payload_at + i as u64 * self.block_bytes;
+        self.file
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| self.file.read_exact(&mut bytes))
+            .map_err(|e| refuse(format!("cannot read window {}: {e}", self.windows[i])))?;
+        if Sha256::digest(&bytes)[..] != digest[..] {
+            return Err(refuse(format!(
+                "window {} does not match its checksum (the file is damaged)",
+                self.windows[i]
+            )));
+        }
+        let h = &self.header;
+        decode_block(&bytes, h.window_positions as usize, h.vocab, h.top_k)
+            .ok_or_else(|| refuse(format!("window {} does not decode", self.windows[i])))
     }
 }
 
@@ -353,7 +405,7 @@ mod tests {
     use crate::distill::truncate;
     use crate::spec::TopK;
 
-    fn header(blocks: u64) -> StoreHeader {
+    fn header() -> StoreHeader {
         StoreHeader {
             logits_run: "l".into(),
             teacher_run: "t".into(),
@@ -363,9 +415,7 @@ mod tests {
             top_p: 0.95,
             top_k: 32,
             value_encoding: VALUE_ENCODING.into(),
-            block_positions: 3,
-            first_block: 0,
-            blocks,
+            window_positions: 3,
         }
     }
 
@@ -402,17 +452,19 @@ mod tests {
     #[test]
     fn a_flipped_byte_or_a_foreign_store_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("shard-00000.bin");
+        let path = dir.path().join("shard-a.bin");
         let blocks = vec![
             encode_block(&positions(1), 256, 32),
             encode_block(&positions(2), 256, 32),
         ];
-        write_shard(&path, &header(2), &blocks).unwrap();
-        let shard = Shard::open(&path, &header(2)).unwrap();
+        write_shard(&path, &header(), &[4, 9], &blocks).unwrap();
+        let mut shard = Shard::open(&path, &header()).unwrap();
+        assert_eq!(shard.windows, vec![4, 9]);
         assert_eq!(shard.block(1).unwrap()[0].ids, positions(2)[0].ids);
+        assert!(write_shard(&path, &header(), &[9, 4], &blocks).is_err());
         let other = StoreHeader {
             top_k: 16,
-            ..header(2)
+            ..header()
         };
         assert!(
             Shard::open(&path, &other)
@@ -420,14 +472,28 @@ mod tests {
                 .to_string()
                 .contains("another store")
         );
+        // a flipped payload byte is caught when its window is read, not before
         let mut bytes = std::fs::read(&path).unwrap();
         let n = bytes.len();
         bytes[n - 2] ^= 0x10;
-        std::fs::write(&path, bytes).unwrap();
-        let err = Shard::open(&path, &header(2)).unwrap_err().to_string();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut shard = Shard::open(&path, &header()).unwrap();
+        assert!(shard.block(0).is_ok());
+        let err = shard.block(1).unwrap_err().to_string();
         assert!(
-            err.contains("shard-00000.bin") && err.contains("checksum mismatch"),
+            err.contains("shard-a.bin") && err.contains("window 9") && err.contains("checksum"),
             "{err}"
         );
+        // a flipped header byte: the whole shard
+        bytes[n - 2] ^= 0x10;
+        bytes[50] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = Shard::open(&path, &header()).unwrap_err().to_string();
+        assert!(
+            err.contains("checksum mismatch") || err.contains("bad header"),
+            "{err}"
+        );
+        std::fs::write(&path, &bytes[..100]).unwrap();
+        assert!(Shard::open(&path, &header()).is_err());
     }
 }

@@ -62,11 +62,11 @@ pub struct TeacherTargets<'a> {
 }
 
 impl TeacherTargets<'_> {
-    /// The teacher targets of every position of `batch` (step `step`), truncated to this
+    /// The teacher targets of every position of `batch`, truncated to this
     /// student's top-p and top-k, on `device`; `None` when the store failed (the error is
     /// kept in `self.error`). An online teacher truncating on the device hands its targets
     /// over without a trip through the host.
-    pub fn targets(&mut self, step: u64, batch: &Batch, device: &Device) -> Option<SparseTargets> {
+    pub fn targets(&mut self, batch: &Batch, device: &Device) -> Option<SparseTargets> {
         if let TeacherSource::Online {
             teacher,
             device: plain,
@@ -90,13 +90,13 @@ impl TeacherTargets<'_> {
             return (kept.len() == batch.batch * batch.context)
                 .then(|| sparse_targets(&kept, device));
         }
-        let kept = self.kept(step, batch);
+        let kept = self.kept(batch);
         (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
     }
 
-    /// The kept teacher support of every position of `batch` (step `step`) on the host, already
+    /// The kept teacher support of every position of `batch` on the host, already
     /// refined to this student's top-p and top-k; empty when the store failed.
-    pub fn kept(&mut self, step: u64, batch: &Batch) -> Vec<Kept> {
+    pub fn kept(&mut self, batch: &Batch) -> Vec<Kept> {
         let t = self.truncation;
         let raw = match &mut self.source {
             TeacherSource::Online {
@@ -112,7 +112,7 @@ impl TeacherTargets<'_> {
                     teacher, batch, plain, *compute, t.top_p.0, t.top_k,
                 )),
             },
-            TeacherSource::Offline(reader) => match reader.block(step) {
+            TeacherSource::Offline(reader) => match reader.windows(&batch.windows) {
                 Ok(kept) => kept,
                 Err(e) => {
                     self.error.get_or_insert(e);
@@ -259,6 +259,7 @@ fn passes(batch: &Batch) -> impl Iterator<Item = Batch> + '_ {
             targets: batch.targets[span].to_vec(),
             batch: n,
             context: batch.context,
+            windows: batch.windows[first..first + n].to_vec(),
         }
     })
 }

@@ -13,6 +13,7 @@ use super::run::{
 };
 use crate::data::{DataConfig, TokenizerRef};
 use crate::distill::Truncation;
+use crate::distill::logits_run::{StoreRead, store_positions};
 use crate::model::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
@@ -424,6 +425,11 @@ impl<'a> Context<'a> {
         }
     }
 
+    /// Whether the corpus is the synthetic one (a training stream generated per seed).
+    fn synthetic(&self) -> bool {
+        self.data.corpus == crate::spec::CorpusKind::Synthetic
+    }
+
     fn seed_suffix(&self, seed: u64) -> String {
         if self.multi_seed {
             format!("-s{seed}")
@@ -776,8 +782,10 @@ impl Builder<'_, '_> {
                                 let online = cost::forward_flops(t.n, tokens);
                                 self.naive_flops +=
                                     teacher_train + online + cost::training_flops(m.n, tokens);
+                                // a text corpus's store serves every seed
+                                let store_seed = if self.ctx.synthetic() { seed } else { 0 };
                                 let store_key = (point.mode == DistillMode::Offline)
-                                    .then_some((tr.index, seed));
+                                    .then_some((tr.index, store_seed));
                                 pending.push(PendingStudent {
                                     config,
                                     name,
@@ -837,21 +845,32 @@ impl Builder<'_, '_> {
         Ok(())
     }
 
-    /// Creates one logit store per (teacher, data order), sized for its longest student and
-    /// its widest top-k (stores keep the top k with no nucleus cut; each student applies its
-    /// own top-p and top-k when reading), then adds the students with their dependencies.
+    /// Creates one logit store per teacher (per teacher and seed for the synthetic corpus,
+    /// whose stream is generated per seed), covering the windows of every student stream that
+    /// reads it, at its widest top-k (stores keep the top k with no nucleus cut; each student
+    /// applies its own top-p and top-k when reading), then adds the students with their
+    /// dependencies.
     fn link_students(&mut self, pending: Vec<PendingStudent>) {
-        let mut stores: BTreeMap<(usize, u64), (u64, u64)> = BTreeMap::new();
+        type Reads = BTreeMap<u64, u64>;
+        let mut stores: BTreeMap<(usize, u64), (Reads, u64)> = BTreeMap::new();
         for p in &pending {
             if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
-                let entry = stores.entry(key).or_insert((0, 0));
-                entry.0 = entry.0.max(p.config.tokens);
+                let entry = stores.entry(key).or_insert((Reads::new(), 0));
+                let tokens = entry.0.entry(p.config.data.seed).or_insert(0);
+                *tokens = (*tokens).max(p.config.tokens);
                 entry.1 = entry.1.max(top_k_key(d.truncation.top_k));
             }
         }
         let mut store_ids = HashMap::new();
-        for (key, (tokens, widest)) in stores {
+        for (key, (reads, widest)) in stores {
             let (teacher_index, seed) = key;
+            let reads: Vec<StoreRead> = reads
+                .into_iter()
+                .map(|(seed, tokens)| StoreRead { seed, tokens })
+                .collect();
+            // until the corpus is known (`Plan::attach_corpus`), at most every stream's own
+            let shuffled = !self.ctx.synthetic();
+            let tokens = store_positions(&reads, None, shuffled, self.ctx.data.context);
             let top_k = if widest == u64::MAX {
                 TopK::All
             } else {
@@ -873,6 +892,7 @@ impl Builder<'_, '_> {
                 logits: Some(LogitsConfig {
                     teacher: teacher.id.clone(),
                     truncation,
+                    reads,
                 }),
                 backend: self.ctx.sweep.file.backend,
             };
@@ -880,7 +900,11 @@ impl Builder<'_, '_> {
                 "logits-{}-k{}{}",
                 teacher.name.trim_start_matches("teacher-"),
                 truncation.top_k,
-                self.ctx.seed_suffix(seed)
+                if shuffled {
+                    String::new()
+                } else {
+                    self.ctx.seed_suffix(seed)
+                }
             );
             let flops = cost::forward_flops(teacher.params.non_embedding, tokens);
             let deps = vec![teacher.id.clone()];

@@ -8,7 +8,7 @@
 //! fused head's buffers (one chunk of logits, ∂h and ∂W) and the teacher's targets; an online
 //! student also holds its teacher and one forward pass of it. A logit pass holds the teacher,
 //! one layer's temporaries of a forward pass and two copies of one chunk of logits; an offline
-//! student one shard of its store. Every process also pays a base (code, allocator pad, corpus,
+//! student the index of its store. Every process also pays a base (code, allocator pad, corpus,
 //! and a loaded `tokenizer.json`). Measured against `run`'s
 //! recorded peaks in `docs/src/science/memory.md`.
 
@@ -22,9 +22,10 @@ pub const BASE_BYTES: u64 = 64 << 20;
 /// `tokenizers` crate holds them; measured 185 MiB for SmolLM2's 49,152 tokens).
 pub const TOKENIZER_FILE_BYTES: u64 = 192 << 20;
 
-/// What an offline student's store reader adds (a shard's worth, `crate::distill::reader`;
-/// measured 50–60 MiB over online students of the quick start).
-pub const STORE_SHARD_BYTES: u64 = 64 << 20;
+/// What an offline student's store reader adds (`crate::distill::reader`): the index of the
+/// store's windows (its shards' headers and digests, about 80 bytes a window) and one step's
+/// blocks; it reads each window from disk when a batch asks for it.
+pub const STORE_READER_BYTES: u64 = 8 << 20;
 
 /// Bytes per parameter of a training step's state: the f32 weight, its gradient, AdamW's two
 /// moments and the updated weight made before the old is dropped.

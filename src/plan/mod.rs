@@ -60,6 +60,10 @@ pub struct Plan {
     /// What the plan decided that a user should know, one line each (a padded teacher's
     /// vocabulary cut to its tokenizer's).
     pub notes: Vec<String>,
+    /// FLOPs of training a teacher per student (the saving's reference).
+    naive_flops: f64,
+    /// What the time estimates were priced with.
+    calibration: Calibration,
 }
 
 impl Plan {
@@ -100,6 +104,8 @@ impl Plan {
             corpus: None,
             warnings: Vec::new(),
             notes: resolved.notes,
+            naive_flops: expansion.naive_flops,
+            calibration,
         };
         plan.check_disk(sweep)?;
         plan.check_memory(sweep)?;
@@ -123,8 +129,45 @@ impl Plan {
 
     /// Records the prepared corpus and adds its design warnings.
     pub fn attach_corpus(&mut self, corpus: crate::data::CorpusInfo) {
+        if corpus.files > 0 && corpus.train_tokens > 0 {
+            self.size_stores(corpus.train_tokens);
+        }
         self.warnings.extend(corpus_checks(self, &corpus));
         self.corpus = Some(corpus);
+    }
+
+    /// Sizes the logit stores of a real-text corpus of `train_tokens` training tokens
+    /// exactly: the union of the windows their students read (shared across seeds), not the
+    /// sum of every stream that [`grid`] assumes before the corpus is known; then the totals.
+    fn size_stores(&mut self, train_tokens: u64) {
+        for run in self.runs.iter_mut().filter(|r| r.kind() == RunKind::Logits) {
+            let Some(logits) = run.config.logits.as_ref() else {
+                continue;
+            };
+            let context = run.config.data.context.max(1);
+            let windows = train_tokens.saturating_sub(1) / context;
+            let positions = crate::distill::logits_run::store_positions(
+                &logits.reads,
+                Some(windows),
+                true,
+                context,
+            );
+            let vocab = run.config.data.vocab;
+            let kept = logits.truncation.top_k.kept(vocab);
+            run.config.tokens = positions;
+            run.config_json = run.config.to_json();
+            run.flops = forward_flops(run.params.non_embedding, positions);
+            run.disk_bytes =
+                crate::distill::store::logit_bytes_per_token(vocab, kept).saturating_mul(positions);
+        }
+        let seconds = estimated_seconds(&self.runs, &self.calibration);
+        let flops: f64 = self.runs.iter().map(|r| r.flops).sum();
+        let throughput = Throughput {
+            flops_per_s: if seconds > 0.0 { flops / seconds } else { 0.0 },
+            source: self.calibration.source.clone(),
+        };
+        self.totals = cost::totals(&self.runs, self.naive_flops, throughput);
+        self.totals.estimated_seconds = seconds;
     }
 
     /// The run with id `id`.
@@ -247,7 +290,7 @@ fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
                         let pass = memory::forward_pass(t, positions, tchunk);
                         pass.total() - pass.base
                     }),
-                Some(_) => memory::STORE_SHARD_BYTES,
+                Some(_) => memory::STORE_READER_BYTES,
                 None => 0,
             };
             step

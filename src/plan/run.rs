@@ -320,6 +320,10 @@ pub struct LogitsConfig {
     pub teacher: RunId,
     /// The truncation applied.
     pub truncation: Truncation,
+    /// The student streams (seed, positions) whose windows the store covers. Not part of the
+    /// run's id: a plan that adds a seed or a longer budget extends the same store.
+    #[serde(default)]
+    pub reads: Vec<crate::distill::logits_run::StoreRead>,
 }
 
 impl RunConfig {
@@ -340,7 +344,7 @@ impl RunConfig {
             teacher_run: &logits.teacher.0,
             truncation: logits.truncation,
             data: &self.data,
-            tokens: self.tokens,
+            reads: &logits.reads,
         })
     }
 
@@ -350,10 +354,22 @@ impl RunConfig {
     }
 
     /// The JSON hashed into the run's id: [`to_json`](Self::to_json) without a tuned run's
-    /// candidate runs (`train.tune.candidates`), which list every seed's baselines. A student's
-    /// identity is its own seed, shape, budget, distillation and the candidate peaks; the rate
-    /// it trains at is chosen when it starts and recorded with its result.
+    /// candidate runs (`train.tune.candidates`), which list every seed's baselines, and
+    /// without a logit pass's coverage (its students' streams and the positions they add up
+    /// to). A student's identity is its own seed, shape, budget, distillation and the
+    /// candidate peaks; the rate it trains at is chosen when it starts and recorded with its
+    /// result. A logit store's is its teacher, corpus, context and truncation: it grows with
+    /// the students it serves.
     pub fn identity_json(&self) -> String {
+        if let Some(logits) = self.logits.as_ref() {
+            let mut config = self.clone();
+            config.tokens = 0;
+            config.logits = Some(LogitsConfig {
+                reads: Vec::new(),
+                ..logits.clone()
+            });
+            return config.to_json();
+        }
         let Some(tune) = self.tune.as_ref() else {
             return self.to_json();
         };

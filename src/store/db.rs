@@ -157,6 +157,9 @@ impl SweepDb {
                         .execute(params![run.id, run.config_json])
                         .map_err(fail)?;
                 }
+                if run.kind() == RunKind::Logits {
+                    extend_store(&tx, run).map_err(fail)?;
+                }
                 runs_added += insert_run
                     .execute(params![
                         run.id,
@@ -175,7 +178,17 @@ impl SweepDb {
                     .execute(params![plan_id, run.id])
                     .map_err(fail)?;
             }
+            // A run not finished waits for the dependencies of this plan, not of an older one
+            // (a logit pass re-keyed, as when stores stopped being per seed, would otherwise
+            // leave it waiting for a pass no plan runs); a finished run keeps its history.
+            let mut clear_deps = tx
+                .prepare(
+                    "DELETE FROM run_deps WHERE run_id = ?1
+                     AND run_id IN (SELECT id FROM runs WHERE state != 'done')",
+                )
+                .map_err(fail)?;
             for run in &plan.runs {
+                clear_deps.execute(params![run.id]).map_err(fail)?;
                 for dep in &run.depends_on {
                     insert_dep.execute(params![run.id, dep]).map_err(fail)?;
                 }
@@ -325,6 +338,57 @@ impl SweepDb {
             .query_row("PRAGMA integrity_check", [], |r| r.get(0))
             .map_err(|e| StoreError::sql(&self.path, "check integrity", e))
     }
+}
+
+/// A logit pass already recorded whose plan now serves more student streams (a seed added, a
+/// longer budget): its configuration is updated, and if it had finished it is planned again, so
+/// that `run` extends its store by the windows they add (its id, and the store's folder, stay).
+fn extend_store(tx: &rusqlite::Transaction, run: &crate::plan::Run) -> rusqlite::Result<()> {
+    let stored: Option<(String, String)> = tx
+        .query_row(
+            "SELECT config_json, state FROM runs WHERE id = ?1",
+            [&run.id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((json, state)) = stored else {
+        return Ok(());
+    };
+    if json == run.config_json || state == "running" {
+        return Ok(());
+    }
+    let covered = serde_json::from_str::<crate::plan::RunConfig>(&json)
+        .ok()
+        .and_then(|old| old.logits)
+        .zip(run.config.logits.as_ref())
+        .is_some_and(|(old, new)| {
+            new.reads.iter().all(|n| {
+                old.reads
+                    .iter()
+                    .any(|o| o.seed == n.seed && o.tokens >= n.tokens)
+            })
+        });
+    if state == "done" && covered {
+        return Ok(());
+    }
+    tx.execute(
+        "UPDATE runs SET config_json = ?2, tokens = ?3, flops = ?4, disk_bytes = ?5 WHERE id = ?1",
+        params![
+            run.id,
+            run.config_json,
+            to_i64(run.tokens()),
+            run.flops,
+            to_i64(run.disk_bytes)
+        ],
+    )?;
+    if state == "done" {
+        tx.execute("DELETE FROM results WHERE run_id = ?1", [&run.id])?;
+        tx.execute(
+            "UPDATE runs SET state = 'planned', error = NULL WHERE id = ?1",
+            [&run.id],
+        )?;
+    }
+    Ok(())
 }
 
 fn to_i64(v: u64) -> i64 {

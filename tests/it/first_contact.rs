@@ -110,8 +110,8 @@ fn fresh_sweep_with_two_jobs_finishes(tokenizer: &str) {
     let runs = db.runs().unwrap();
     assert_eq!(
         runs.len(),
-        7,
-        "a teacher, a store per seed, 2 students, 2 baselines"
+        6,
+        "a teacher, one store for both seeds, 2 students, 2 baselines"
     );
     for run in &runs {
         assert_eq!(run.state, RunState::Done, "{}", run.name);

@@ -173,3 +173,38 @@ fn runs_of_a_dead_process_are_requeued_and_claims_are_exclusive() {
         "a live process keeps its run"
     );
 }
+
+/// A student not finished waits for the dependencies of the current plan only: one planned
+/// by an older pdsweep whose logit pass had another id (per seed, before stores were shared)
+/// must not wait for a pass no plan runs.
+#[test]
+fn a_pending_run_waits_for_the_current_plans_dependencies_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    plan(tmp.path(), SWEEP);
+    let path = tmp.path().join("results/db-test/sweep.db");
+    let student = {
+        let db = SweepDb::open(&path).unwrap();
+        let runs = db.runs().unwrap();
+        let student = runs.iter().find(|r| r.kind == RunKind::Student).unwrap();
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, kind, name, config_json, params_total, params_non_embedding,
+             tokens, flops, disk_bytes, first_plan) VALUES ('old-pass', 'logits', 'logits-old', '{}', 0, 0, 0, 0, 0, 1)",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO run_deps (run_id, depends_on) VALUES (?1, 'old-pass')",
+            [student.id.as_str()],
+        )
+        .unwrap();
+        student.id.clone()
+    };
+    plan(tmp.path(), SWEEP);
+    let db = SweepDb::open(&path).unwrap();
+    let plan_id = db.current_plan().unwrap().unwrap();
+    let runs = db.plan_runs(plan_id).unwrap();
+    let deps = &runs.iter().find(|r| r.id == student).unwrap().depends_on;
+    assert!(!deps.is_empty());
+    assert!(deps.iter().all(|d| d.as_str() != "old-pass"), "{deps:?}");
+}

@@ -28,24 +28,28 @@ pub(crate) fn logits_pass(
     let header =
         logits_run::expected_header(ctx.run.id.as_str(), &spec, &sha, &ctx.prepared.info.key);
     let id = ctx.run.id.clone();
-    let total = ctx.config.tokens / header.block_positions.max(1);
-    on_event(RunEvent::Train {
-        id: id.clone(),
-        event: TrainEvent::Started {
-            steps: total,
-            start_step: 0,
-        },
-    });
     let start = std::time::Instant::now();
     let mut record_error: Option<RecordError> = None;
-    let mut progress = |done: u64, _total: u64| {
+    let mut started = false;
+    // progress counts the windows the store lacks (all of them on a first pass)
+    let mut progress = |done: u64, total: u64| {
+        if !started {
+            started = true;
+            on_event(RunEvent::Train {
+                id: id.clone(),
+                event: TrainEvent::Started {
+                    steps: total,
+                    start_step: 0,
+                },
+            });
+        }
         if done.is_multiple_of(10) || done == total {
             if record_error.is_none()
                 && let Err(e) = recorder.heartbeat(&id)
             {
                 record_error = Some(e);
             }
-            let tokens = done * header.block_positions;
+            let tokens = done * header.window_positions;
             let tokens_per_s = tokens as f64 / start.elapsed().as_secs_f64().max(1e-9);
             let event = TrainEvent::Step {
                 step: done,
@@ -100,6 +104,7 @@ pub(crate) fn logits_pass(
     let extra = serde_json::json!({
         "store_bytes": summary.bytes,
         "positions": summary.positions,
+        "computed_positions": summary.computed,
         "kept_entries": summary.entries,
         "bytes_per_token": summary.bytes as f64 / summary.positions.max(1) as f64,
         "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,

@@ -94,11 +94,7 @@ pub(crate) fn student_objective<'a>(
                 &ctx.prepared.info.key,
             );
             let dir = ctx.env.layout.logit_store(store_id);
-            TeacherSource::Offline(Box::new(StoreReader::new(
-                &dir,
-                header.clone(),
-                logits_run::shard_blocks(&header),
-            )))
+            TeacherSource::Offline(Box::new(StoreReader::new(&dir, header)))
         }
     };
     Ok(Ok(distill.objective(source)))

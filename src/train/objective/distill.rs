@@ -35,7 +35,7 @@ impl Objective for DistillObjective<'_> {
         let alpha = schedule::value_at(&self.alpha.0, step, steps);
         let device = head.hidden.device();
         let n = targets.dims()[0].max(1) as f64;
-        let Some(sparse) = self.targets.targets(step, batch, &device) else {
+        let Some(sparse) = self.targets.targets(batch, &device) else {
             // the store failed: stop this run (error recorded)
             let lm = kernels::head_loss(
                 head.hidden,
@@ -66,7 +66,7 @@ impl Objective for DistillObjective<'_> {
 
     fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String> {
         let alpha = schedule::value_at(&self.alpha.0, step, steps);
-        let kept = self.targets.kept(step, batch);
+        let kept = self.targets.kept(batch);
         if let Some(e) = &self.targets.error {
             return Err(e.to_string());
         }

@@ -39,6 +39,7 @@ pub fn tokens_per_s(
             targets: tokens,
             batch: rows,
             context,
+            windows: (0..rows as u64).collect(),
         }
     };
     let ad = device.clone().autodiff();
