@@ -13,7 +13,9 @@ use pdsweep::plan::{MIN_STEPS, Plan, PlanOptions, RunKind, measured_floor, plate
 use pdsweep::spec::Sweep;
 use pdsweep::spec::units::{format_count, format_duration};
 use pdsweep::store::{RunState, StoredRun, SweepDb, SweepLayout};
-use pdsweep::suggest::{Budget, Goal, Suggestion, Unconverged, suggest as propose};
+use pdsweep::suggest::{
+    Budget, Goal, GroupOutlook, Step, Suggestion, Unconverged, suggest as propose,
+};
 
 use super::UsageError;
 
@@ -223,6 +225,64 @@ fn width(w: Option<f64>) -> String {
     w.map_or("–".into(), |w| format!("{w:.2}x"))
 }
 
+/// A group's expected outlook: its interval's expected width where it has an optimum, else how
+/// often simulated sweeps of the design would support one (a width there is meaningless).
+fn outlook(g: &GroupOutlook, proposed: bool) -> String {
+    if let Some([before, after]) = g.supported {
+        let now = format!(
+            "no optimum in the grid yet: simulated sweeps of this design support one in {:.0} %",
+            100.0 * before
+        );
+        return if proposed {
+            format!("{now}, after the runs below in {:.0} %", 100.0 * after)
+        } else {
+            now
+        };
+    }
+    if g.expected_before.is_none() {
+        return "no U-shaped curve to simulate from: the runs below are chosen to bracket the optimum, not to narrow an interval".into();
+    }
+    let before = format!(
+        "expected width with this design {}",
+        width(g.expected_before)
+    );
+    match (proposed, g.expected_before, g.expected_after) {
+        (false, ..) => before,
+        (true, Some(b), Some(a)) if a > b * 1.005 => format!(
+            "{before}, after the runs below {} (no narrower: they are for other students)",
+            width(Some(a))
+        ),
+        (true, _, a) => format!("{before}, after the runs below {}", width(a)),
+    }
+}
+
+/// What a step buys, as text.
+fn step_value(st: &Step, to_target: bool) -> String {
+    let mut parts = Vec::new();
+    if st.narrowing > 0.0 {
+        parts.push(format!(
+            "expected intervals narrower by a factor {:.2}{}",
+            st.narrowing.exp(),
+            if to_target {
+                " (down to the target)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if st.bracketing > 0.0 {
+        parts.push(format!(
+            "{:.0} % more simulated sweeps support an optimum",
+            100.0 * st.bracketing
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", parts.join("; "))
+    }
+}
+
 /// The suggestion as text.
 fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
     let mut out = format!(
@@ -231,13 +291,12 @@ fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
     for g in &s.groups {
         let _ = writeln!(
             out,
-            "  student {} on {} tokens ({}): {}\n    expected width with this design {}, after the runs below {}",
+            "  student {} on {} tokens ({}): {}\n    {}",
             format_count(g.student_params),
             format_count(g.student_tokens),
             g.config,
             g.now,
-            width(g.expected_before),
-            width(g.expected_after),
+            outlook(g, !s.steps.is_empty()),
         );
     }
     let mut limit = match goal.budget {
@@ -266,19 +325,7 @@ fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
                 st.why,
                 st.new_runs.len(),
                 format_duration(st.seconds),
-                if st.value > 0.0 {
-                    format!(
-                        ", expected intervals narrower by a factor {:.2}{}",
-                        st.value.exp(),
-                        if goal.target_width.is_some() {
-                            " (down to the target)"
-                        } else {
-                            ""
-                        }
-                    )
-                } else {
-                    String::new()
-                },
+                step_value(st, goal.target_width.is_some()),
                 st.new_runs.join(", ")
             );
         }

@@ -8,8 +8,11 @@
 //! grid, since a curve measured there says when runs leave the plateau, not where the capacity
 //! gap lies). Each candidate is priced by planning the edited sweep
 //! (the new runs' ids are those the current plan lacks; seconds from the calibrated cost model)
-//! and valued by simulation ([`expected`]): the median T* interval of sweeps drawn from the
-//! fitted curve with the measured noise, before and after. The best value per hour is taken
+//! and valued by simulation ([`expected`]): for a student whose measured curve has an optimum,
+//! the median T* interval of sweeps drawn from the fitted curve with the measured noise, before
+//! and after; for one without (best teacher at the grid's edge, or an optimum the data do not
+//! support), no width means anything, and runs are valued by how much more often the
+//! simulated sweeps support an optimum (bracketing). The best value per hour is taken
 //! greedily until the budget is spent.
 
 use std::collections::{BTreeSet, HashMap};
@@ -78,11 +81,20 @@ pub struct GroupOutlook {
     pub now: String,
     /// The measured interval's width (97.5th / 2.5th percentile), when there is one.
     pub measured_width: Option<f64>,
-    /// Expected width (median of simulated sweeps) with the current design.
+    /// Expected width (median of simulated sweeps) with the current design; only for a group
+    /// whose measured curve has an optimum with an interval (a width of a group without one
+    /// would be the simulation's penalty for unsupported sweeps, not an interval).
     pub expected_before: Option<f64>,
-    /// Expected width after the chosen edits.
+    /// Expected width after the chosen edits (same condition).
     pub expected_after: Option<f64>,
+    /// For a group without a measured optimum: the fraction of simulated sweeps of the current
+    /// design whose optimum the data support (the grid brackets it), and after the edits.
+    pub supported: Option<[f64; 2]>,
 }
+
+/// Value of bracketing an optimum: a group whose simulated sweeps go from never to always
+/// supporting an optimum is worth as much as narrowing an interval fourfold.
+const BRACKET_VALUE: f64 = 2.0 * std::f64::consts::LN_2;
 
 /// A student size and budget whose runs are not converged enough for a capacity gap to mean
 /// anything (found by the caller: too few optimiser steps, or baselines that ended near the
@@ -110,8 +122,13 @@ pub struct Step {
     pub new_runs: Vec<String>,
     /// Their estimated seconds, one at a time.
     pub seconds: f64,
-    /// Sum over groups of ln(expected width before / after) (widths raised to the target, if
-    /// any; see [`Goal::value`]): the value it buys.
+    /// Sum over groups with an optimum of ln(expected width before / after) (widths raised to
+    /// the target, if any; see [`Goal::value`]).
+    pub narrowing: f64,
+    /// Sum over groups without one of the rise in the fraction of simulated sweeps that
+    /// support an optimum.
+    pub bracketing: f64,
+    /// What it buys in all: `narrowing` + [`BRACKET_VALUE`]·`bracketing`.
     pub value: f64,
 }
 
@@ -143,6 +160,30 @@ struct Group<'a> {
     gap: &'a CapacityGap,
     model: Option<CurveModel>,
     design: Vec<(f64, u64)>,
+    /// Whether its measured curve has an optimum with an interval: then runs are valued by the
+    /// expected width, else by how often they let the simulated sweeps support one.
+    has_optimum: bool,
+}
+
+/// A group's simulated outlook under a design: expected width and supported fraction.
+#[derive(Debug, Clone, Copy)]
+struct Outlook {
+    width: f64,
+    supported: f64,
+}
+
+impl Group<'_> {
+    /// What `after` buys over `before` for this group: (narrowing, bracketing).
+    fn gain(&self, goal: &Goal, before: Option<Outlook>, after: Option<Outlook>) -> (f64, f64) {
+        let (Some(b), Some(a)) = (before, after) else {
+            return (0.0, 0.0);
+        };
+        if self.has_optimum {
+            (goal.value(b.width, a.width), 0.0)
+        } else {
+            (0.0, (a.supported - b.supported).max(0.0))
+        }
+    }
 }
 
 /// The runs an edit adds and their price.
@@ -183,9 +224,13 @@ pub fn suggest(
                 .iter()
                 .map(|p| (p.teacher_params, p.seed.unwrap_or(0)))
                 .collect(),
+            has_optimum: matches!(
+                g.by_teacher_params.optimum,
+                Optimum::Interior { ci: Some(_), .. }
+            ),
         })
         .collect();
-    let before: Vec<Option<f64>> = groups.iter().map(|g| width(g, None)).collect();
+    let before: Vec<Option<Outlook>> = groups.iter().map(|g| outlook(g, None)).collect();
     let mut known: BTreeSet<RunId> = current.runs.iter().map(|r| r.id.clone()).collect();
     let mut text = source.to_string();
     let mut candidates = candidates(&groups, current);
@@ -194,7 +239,7 @@ pub fn suggest(
     let (mut steps, mut passed_over) = (Vec::new(), Vec::new());
     let (mut runs_used, mut seconds_used) = (0usize, 0.0f64);
     loop {
-        let mut best: Option<(f64, Candidate, Priced, f64)> = None;
+        let mut best: Option<(f64, Candidate, Priced, [f64; 3])> = None;
         let mut still = Vec::new();
         for c in candidates.drain(..) {
             let priced = match price(path, &text, c.edit, &known, &groups, calibration) {
@@ -223,28 +268,22 @@ pub fn suggest(
                 ));
                 continue;
             }
-            let after: Vec<Option<f64>> = groups
-                .iter()
-                .enumerate()
-                .map(|(i, g)| {
-                    let extra: Vec<(f64, u64)> = priced
-                        .students
-                        .iter()
-                        .filter(|s| s.0 == i)
-                        .map(|s| (s.1, s.2))
-                        .collect();
-                    width(g, Some(&extra))
-                })
-                .collect();
-            let now: Vec<Option<f64>> = groups.iter().map(|g| width(g, None)).collect();
-            let value: f64 = now
-                .iter()
-                .zip(&after)
-                .map(|(b, a)| match (b, a) {
-                    (Some(b), Some(a)) => goal.value(*b, *a),
-                    _ => 0.0,
-                })
-                .sum();
+            let (mut narrowing, mut bracketing) = (0.0, 0.0);
+            for (i, g) in groups.iter().enumerate() {
+                let extra: Vec<(f64, u64)> = priced
+                    .students
+                    .iter()
+                    .filter(|s| s.0 == i)
+                    .map(|s| (s.1, s.2))
+                    .collect();
+                if extra.is_empty() {
+                    continue; // the edit adds nothing to this group: it cannot change
+                }
+                let (n, b) = g.gain(&goal, outlook(g, None), outlook(g, Some(&extra)));
+                narrowing += n;
+                bracketing += b;
+            }
+            let value = narrowing + BRACKET_VALUE * bracketing;
             // Bracketing edits first (there is no interval to shrink until the grid holds the
             // optimum), then value per hour.
             // A longer budget before either: a curve of unconverged runs is not worth extending.
@@ -259,7 +298,7 @@ pub fn suggest(
                     if let Some((_, old, _, _)) = best.take() {
                         still.push(old);
                     }
-                    best = Some((score, c, priced, value));
+                    best = Some((score, c, priced, [narrowing, bracketing, value]));
                 } else {
                     still.push(c);
                 }
@@ -272,7 +311,7 @@ pub fn suggest(
             }
         }
         candidates = still;
-        let Some((_, c, priced, value)) = best else {
+        let Some((_, c, priced, [narrowing, bracketing, value])) = best else {
             break;
         };
         for (i, t, s) in &priced.students {
@@ -286,6 +325,8 @@ pub fn suggest(
             why: c.why,
             new_runs: priced.new_runs.iter().map(|r| r.name.clone()).collect(),
             seconds: priced.seconds,
+            narrowing,
+            bracketing,
             value,
         });
         text = priced.text;
@@ -312,19 +353,28 @@ pub fn suggest(
     let groups_out = groups
         .iter()
         .zip(&before)
-        .map(|(g, b)| GroupOutlook {
-            student_params: g.gap.student_params,
-            student_tokens: g.gap.student_tokens,
-            config: g.gap.config.clone(),
-            now: describe(&g.gap.by_teacher_params.optimum),
-            measured_width: match g.gap.by_teacher_params.optimum {
-                Optimum::Interior {
-                    ci: Some([a, b]), ..
-                } => Some(b / a),
-                _ => None,
-            },
-            expected_before: *b,
-            expected_after: width(g, None),
+        .map(|(g, b)| {
+            let after = outlook(g, None);
+            let widths = g
+                .has_optimum
+                .then_some((b.map(|o| o.width), after.map(|o| o.width)));
+            GroupOutlook {
+                student_params: g.gap.student_params,
+                student_tokens: g.gap.student_tokens,
+                config: g.gap.config.clone(),
+                now: describe(&g.gap.by_teacher_params.optimum),
+                measured_width: match g.gap.by_teacher_params.optimum {
+                    Optimum::Interior {
+                        ci: Some([a, b]), ..
+                    } => Some(b / a),
+                    _ => None,
+                },
+                expected_before: widths.and_then(|w| w.0),
+                expected_after: widths.and_then(|w| w.1),
+                supported: (!g.has_optimum)
+                    .then(|| b.zip(after).map(|(b, a)| [b.supported, a.supported]))
+                    .flatten(),
+            }
         })
         .collect();
     Ok(Suggestion {
@@ -335,12 +385,14 @@ pub fn suggest(
     })
 }
 
-/// The expected width of a group's interval with its design plus `extra` students.
-fn width(g: &Group, extra: Option<&[(f64, u64)]>) -> Option<f64> {
+/// The simulated outlook of a group's design plus `extra` students (`None` without a U-shaped
+/// curve to simulate from).
+fn outlook(g: &Group, extra: Option<&[(f64, u64)]>) -> Option<Outlook> {
     let model = g.model.as_ref()?;
     let mut design = g.design.clone();
     design.extend_from_slice(extra.unwrap_or(&[]));
-    Some(expected_width(model, &design, 7).0)
+    let (width, supported) = expected_width(model, &design, 7);
+    Some(Outlook { width, supported })
 }
 
 fn describe(o: &Optimum) -> String {

@@ -377,6 +377,25 @@ fn at_the_edge_of_the_grid_suggest_extends_it_and_writes_a_follow_up() {
         text.contains("the best teacher is the largest; extend the grid"),
         "{text}"
     );
+    // A student with no optimum in the grid has no interval: `suggest` says how often the
+    // simulated sweeps would support one, never an "expected width" (which was the
+    // simulation's penalty for failures: "408.86x") nor a factor by which it narrows.
+    for block in text.split("  student ").skip(1) {
+        let head = block.lines().next().unwrap_or("");
+        if head.contains("edge of grid") || head.contains("no supported optimum") {
+            let next = block.lines().nth(1).unwrap_or("");
+            assert!(
+                !next.contains("expected width"),
+                "a width for a student without an optimum: {text}"
+            );
+        }
+    }
+    if !text.contains("T* ") {
+        assert!(
+            !text.contains("narrower by a factor"),
+            "no interval exists to narrow: {text}"
+        );
+    }
     let next = std::fs::read_to_string(dir.join("gap16-next.toml")).unwrap();
     assert!(next.starts_with("# Follow-up of gap16.toml"), "{next}");
     let sweep = Sweep::parse(&dir.join("gap16-next.toml"), next.clone()).unwrap();
