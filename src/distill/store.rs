@@ -246,7 +246,7 @@ pub fn write_shard(
         windows: windows.to_vec(),
     })
     .map_err(|e| fail(e.to_string()))?;
-    let digests: Vec<u8> = blocks.iter().flat_map(|b| Sha256::digest(b)).collect();
+    let digests: Vec<u8> = blocks.iter().flat_map(Sha256::digest).collect();
     let mut hasher = Sha256::new();
     hasher.update(&json);
     hasher.update(&digests);
