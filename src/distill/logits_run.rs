@@ -243,8 +243,9 @@ pub fn write_store(
         })?;
         write_shard(&dir.join(shard_name(windows)), header, windows, &encoded)?;
     }
-    let mut reader = StoreReader::new(dir, header.clone());
-    let stored = reader.held()?.intersection(&needed).count() as u64;
+    // every window needed is held now: those found and those just written
+    let stored = needed.len() as u64;
+    reader.refresh()?;
     let wall_s = start.elapsed().as_secs_f64();
     Ok(StoreSummary {
         positions: stored * context,
@@ -308,28 +309,35 @@ mod tests {
         }
     }
 
+    fn truncation() -> Truncation {
+        Truncation {
+            top_p: TopP(1.0),
+            top_k: TopK::Keep(6),
+        }
+    }
+
+    /// The header of the test store (its coverage is not part of it).
+    fn header() -> StoreHeader {
+        let config = config();
+        let spec = StoreSpec {
+            teacher_run: "t",
+            truncation: truncation(),
+            data: &config,
+            reads: &[],
+        };
+        expected_header("l", &spec, "sha", "corpus")
+    }
+
     fn write(dir: &Path, reads: &[StoreRead], pass: &PassDevice, data: &Prepared) -> StoreSummary {
         let config = config();
         let spec = StoreSpec {
             teacher_run: "t",
-            truncation: Truncation {
-                top_p: TopP(1.0),
-                top_k: TopK::Keep(6),
-            },
+            truncation: truncation(),
             data: &config,
             reads,
         };
-        let header = expected_header("l", &spec, "sha", "corpus");
-        write_store(
-            &spec,
-            &header,
-            pass,
-            data,
-            dir,
-            &AtomicBool::new(false),
-            &mut |_, _| {},
-        )
-        .unwrap()
+        let stop = AtomicBool::new(false);
+        write_store(&spec, &header(), pass, data, dir, &stop, &mut |_, _| {}).unwrap()
     }
 
     /// One store serves two seeds exactly as a store of each seed's own steps would (the
@@ -375,21 +383,7 @@ mod tests {
             v
         };
         let before = shard_bytes(dir.path());
-        let header = expected_header(
-            "l",
-            &StoreSpec {
-                teacher_run: "t",
-                truncation: Truncation {
-                    top_p: TopP(1.0),
-                    top_k: TopK::Keep(6),
-                },
-                data: &config(),
-                reads: &reads,
-            },
-            "sha",
-            "corpus",
-        );
-        let mut reader = StoreReader::new(dir.path(), header.clone());
+        let mut reader = StoreReader::new(dir.path(), header());
         for seed in [1, 2] {
             let batcher = Batcher::new(&data.train, CONTEXT as usize, 3, seed, true).unwrap();
             for step in 0..10 {

@@ -63,7 +63,7 @@ impl StoreReader {
     pub fn windows(&mut self, windows: &[u64]) -> Result<Vec<Kept>, ShardError> {
         self.ensure_indexed()?;
         if windows.iter().any(|w| !self.index.contains_key(w)) {
-            self.rescan()?;
+            self.refresh()?;
         }
         let mut out = Vec::new();
         for &w in windows {
@@ -88,13 +88,14 @@ impl StoreReader {
 
     fn ensure_indexed(&mut self) -> Result<(), ShardError> {
         if !self.indexed {
-            self.rescan()?;
+            self.refresh()?;
         }
         Ok(())
     }
 
-    /// Opens the shards of the folder not opened yet and adds their windows to the index.
-    fn rescan(&mut self) -> Result<(), ShardError> {
+    /// Opens the shards of the folder not opened yet (written since, by this or another
+    /// process) and adds their windows to the index.
+    pub fn refresh(&mut self) -> Result<(), ShardError> {
         let mut paths = shard_paths(&self.dir)?;
         paths.retain(|p| self.shards.iter().all(|s| s.path() != p.as_path()));
         for path in paths {
