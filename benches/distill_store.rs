@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use burn::tensor::{Device, Tensor, TensorData};
-use pdsweep::distill::store::{decode_block, encode_block};
+use pdsweep::distill::store::{Layout, decode_block, encode_block};
 use pdsweep::distill::{Kept, distill_loss, refine, sparse_targets, truncate};
 use pdsweep::spec::{LossKind, TopK};
 
@@ -34,13 +34,14 @@ fn main() {
     let start = Instant::now();
     let mut bytes = Vec::new();
     for _ in 0..5 {
-        bytes = encode_block(&kept, vocab as u64, k);
+        bytes = encode_block(&kept, &Layout::top_k(vocab as u64, k));
     }
     let encode = start.elapsed().as_secs_f64() / 5.0;
     let start = Instant::now();
     let mut decoded = Vec::new();
     for _ in 0..5 {
-        decoded = decode_block(&bytes, positions, vocab as u64, k).expect("decodes");
+        decoded =
+            decode_block(&bytes, positions, &Layout::top_k(vocab as u64, k)).expect("decodes");
     }
     let decode = start.elapsed().as_secs_f64() / 5.0;
     println!("distill_store: vocab {vocab}, top-k {k}, {positions} positions");
@@ -73,10 +74,7 @@ fn main() {
                 set.iter()
                     .map(|k| {
                         let n = refine(k, top_p, top_k);
-                        Kept {
-                            ids: k.ids[..n].to_vec(),
-                            log_probs: k.log_probs[..n].to_vec(),
-                        }
+                        Kept::new(k.ids[..n].to_vec(), k.log_probs[..n].to_vec())
                     })
                     .collect()
             };

@@ -20,7 +20,7 @@ use burn::optim::{AdamWConfig, GradientsParams};
 use burn::tensor::{Device, Distribution, FloatDType, Int, Tensor, TensorData};
 use pdsweep::distill::logits_run::{PassDevice, expected_header, write_store};
 use pdsweep::distill::store::logit_bytes_per_token;
-use pdsweep::distill::store::{decode_block, encode_block};
+use pdsweep::distill::store::{Layout, decode_block, encode_block};
 use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
 use pdsweep::kernels::{self, Distillation, HeadWeight};
 use pdsweep::model::{ModelShape, TransformerConfig};
@@ -71,10 +71,12 @@ fn store_codec(vocab: usize, k: u64) {
             .collect();
     });
     let mut bytes = Vec::new();
-    let encode_s = time(5, || bytes = encode_block(&kept, vocab as u64, k));
+    let encode_s = time(5, || {
+        bytes = encode_block(&kept, &Layout::top_k(vocab as u64, k))
+    });
     let mut decoded = Vec::new();
     let decode_s = time(5, || {
-        decoded = decode_block(&bytes, positions, vocab as u64, k).expect("decodes")
+        decoded = decode_block(&bytes, positions, &Layout::top_k(vocab as u64, k)).expect("decodes")
     });
     assert_eq!(decoded.len(), positions);
     assert!(kept.iter().zip(&decoded).all(|(a, b)| a.ids == b.ids));

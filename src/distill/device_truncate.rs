@@ -209,10 +209,10 @@ pub fn download(truncated: Truncated) -> Vec<Kept> {
         .map(|row| {
             let n = (counts[row].round() as usize).clamp(1, width);
             let at = row * width;
-            Kept {
-                ids: ids[at..at + n].iter().map(|&i| i as u32).collect(),
-                log_probs: values[at..at + n].to_vec(),
-            }
+            Kept::new(
+                ids[at..at + n].iter().map(|&i| i as u32).collect(),
+                values[at..at + n].to_vec(),
+            )
         })
         .collect();
     for (row, support) in wide_rows {

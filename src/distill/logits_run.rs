@@ -15,11 +15,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::reader::{StoreReader, shard_name, windows_per_shard};
-use super::store::{
-    ShardError, StoreHeader, VALUE_ENCODING, block_bytes, encode_block, write_shard,
-};
-use super::targets::{TruncateOn, teacher_support};
-use super::truncate::Truncation;
+use super::store::{Layout, decode_block};
+use super::store::{ShardError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
+use super::targets::{TruncateOn, for_each_distribution, teacher_samples, teacher_support};
+use super::truncate::{Kept, Truncation, draw_seed, sample, truncate};
 use crate::data::{Batcher, DataConfig, Prepared, window_batch};
 use crate::model::Transformer;
 
@@ -122,6 +121,8 @@ pub fn expected_header(
         top_k: spec.truncation.top_k.kept(vocab),
         value_encoding: VALUE_ENCODING.into(),
         window_positions: spec.data.context,
+        targets: spec.truncation.targets,
+        tail: spec.truncation.missing == crate::spec::Missing::Bucket,
     }
 }
 
@@ -201,7 +202,8 @@ pub fn write_store(
     let mut reader = StoreReader::new(dir, header.clone());
     let held = reader.held()?;
     let missing: Vec<u64> = needed.difference(&held).copied().collect();
-    let want = block_bytes(context, header.vocab, header.top_k);
+    let layout = header.layout();
+    let want = layout.block_bytes(context);
     let per_shard = windows_per_shard(want) as usize;
     let rows = spec.data.batch_seqs.max(1) as usize;
     let start = Instant::now();
@@ -215,16 +217,21 @@ pub fn write_store(
                 return Err(LogitsError::Interrupted);
             }
             let batch = window_batch(&data.train, context as usize, batch_windows);
-            let kept = teacher_support(
-                pass.teacher,
-                &batch,
-                pass.device,
-                header.top_p,
-                crate::spec::TopK::Keep(header.top_k),
-                pass.truncate_on,
-            );
+            let kept = match header.targets {
+                crate::spec::Targets::Sampled => {
+                    teacher_samples(pass.teacher, &batch, pass.device, header.top_k)
+                }
+                crate::spec::Targets::TopK => teacher_support(
+                    pass.teacher,
+                    &batch,
+                    pass.device,
+                    header.top_p,
+                    crate::spec::TopK::Keep(header.top_k),
+                    pass.truncate_on,
+                ),
+            };
             for (w, positions) in batch_windows.iter().zip(kept.chunks(context as usize)) {
-                let block = encode_block(positions, header.vocab, header.top_k);
+                let block = encode_block(positions, &layout);
                 if block.len() as u64 != want || positions.len() as u64 != context {
                     return Err(LogitsError::Short {
                         window: *w,
@@ -255,6 +262,107 @@ pub fn write_store(
         wall_s,
         tokens_per_s: (total * context) as f64 / wall_s.max(1e-9),
     })
+}
+
+/// How faithfully a store keeps its teacher's distribution, measured on held-out positions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fidelity {
+    /// Mean KL(stored ‖ teacher) in nats: the stored distribution (renormalised over its ids,
+    /// their counts for sampled targets, or with the tail as one outcome) against the
+    /// teacher's full one, coarsened to the same outcomes. Renormalised top-k gives −ln of the
+    /// kept mass; finite for every kind, unlike KL(teacher ‖ stored).
+    pub kl: f64,
+    /// Mean teacher probability of the stored ids.
+    pub kept_mass: f64,
+    /// Held-out positions measured.
+    pub positions: u64,
+}
+
+/// Held-out windows a fidelity check reads (at most; fewer when the split is shorter).
+pub const FIDELITY_WINDOWS: u64 = 16;
+
+/// The fidelity of a store laid out as `layout` (top-k, sampled or with a tail), on the first
+/// [`FIDELITY_WINDOWS`] windows of the held-out split `val`: each position is stored as the
+/// logit pass would (encoded and decoded, so quantisation counts) and compared with the
+/// teacher's full distribution. `None` when the split is shorter than one window.
+pub fn fidelity(
+    teacher: &Transformer,
+    device: &Device,
+    val: &crate::data::Stream,
+    context: u64,
+    layout: &Layout,
+) -> Option<Fidelity> {
+    let windows = ((val.len() as u64).saturating_sub(1) / context.max(1)).min(FIDELITY_WINDOWS);
+    if windows == 0 {
+        return None;
+    }
+    let ids: Vec<u64> = (0..windows).collect();
+    let batch = window_batch(val, context as usize, &ids);
+    let (mut kl, mut kept_mass, mut n) = (0.0f64, 0.0f64, 0u64);
+    for_each_distribution(teacher, &batch, device, &mut |at, z| {
+        // held-out draws get seeds no training window has
+        let stored = if layout.counts {
+            sample(
+                z,
+                layout.top_k,
+                draw_seed(u64::MAX - at as u64 / context, at as u64 % context),
+            )
+        } else {
+            truncate(z, 1.0, crate::spec::TopK::Keep(layout.top_k))
+        };
+        let block = super::store::encode_block(std::slice::from_ref(&stored), layout);
+        let Some(decoded) = decode_block(&block, 1, layout) else {
+            return;
+        };
+        let (d, m) = position_fidelity(z, &decoded[0], layout);
+        kl += d;
+        kept_mass += m;
+        n += 1;
+    });
+    (n > 0).then(|| Fidelity {
+        kl: kl / n as f64,
+        kept_mass: kept_mass / n as f64,
+        positions: n,
+    })
+}
+
+/// KL(stored ‖ teacher) and the teacher's mass on the stored ids, at one position of logits `z`.
+fn position_fidelity(z: &[f32], stored: &Kept, layout: &Layout) -> (f64, f64) {
+    let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let norm: f64 = z.iter().map(|&v| (v as f64 - max).exp()).sum();
+    let p = |id: u32| (z[id as usize] as f64 - max).exp() / norm;
+    let mass: f64 = stored.ids.iter().map(|&i| p(i)).sum();
+    // the stored weights of the ids (and the tail), normalised together
+    let mut weights: Vec<(f64, f64)> = if layout.counts {
+        let k: f64 = stored.counts.iter().map(|&c| c as f64).sum();
+        stored
+            .ids
+            .iter()
+            .zip(&stored.counts)
+            .map(|(&i, &c)| (c as f64 / k.max(1.0), p(i)))
+            .collect()
+    } else {
+        stored
+            .ids
+            .iter()
+            .zip(&stored.log_probs)
+            .map(|(&i, &lp)| ((lp as f64).exp(), p(i)))
+            .collect()
+    };
+    if layout.tail {
+        let tail = stored.tail.map_or(0.0, |t| (t as f64).exp());
+        weights.push((tail, (1.0 - mass).max(0.0)));
+    }
+    let total: f64 = weights.iter().map(|w| w.0).sum();
+    let kl = weights
+        .iter()
+        .filter(|(q, _)| *q > 0.0)
+        .map(|&(q, p)| {
+            let q = q / total;
+            q * (q / p.max(1e-300)).ln()
+        })
+        .sum();
+    (kl, mass)
 }
 
 #[cfg(test)]
@@ -313,6 +421,8 @@ mod tests {
         Truncation {
             top_p: TopP(1.0),
             top_k: TopK::Keep(6),
+            targets: crate::spec::Targets::TopK,
+            missing: crate::spec::Missing::Renormalise,
         }
     }
 
@@ -343,6 +453,37 @@ mod tests {
     /// One store serves two seeds exactly as a store of each seed's own steps would (the
     /// teacher's support of a step's batch, encoded and decoded as one block); a third seed
     /// only adds shards, and the first ones stay byte-identical.
+    #[test]
+    fn fidelity_is_minus_log_kept_mass_for_renormalised_top_k_and_near_zero_with_the_tail() {
+        let z: Vec<f32> = (0..64u32).map(|i| ((i * 13) % 29) as f32 / 4.0).collect();
+        let top = truncate(&z, 1.0, TopK::Keep(4));
+        let mass: f64 = top.log_probs.iter().map(|l| (*l as f64).exp()).sum();
+        for (tail, want) in [(false, -mass.ln()), (true, 0.0)] {
+            let layout = Layout {
+                tail,
+                ..Layout::top_k(64, 4)
+            };
+            let block = crate::distill::store::encode_block(std::slice::from_ref(&top), &layout);
+            let stored = &decode_block(&block, 1, &layout).unwrap()[0];
+            let (kl, kept) = position_fidelity(&z, stored, &layout);
+            assert!((kept - mass).abs() < 1e-6);
+            // quantisation (±0.031 nats per value) moves it a little
+            assert!((kl - want).abs() < 0.01, "tail {tail}: {kl} vs {want}");
+        }
+        // sampled: the KL of the empirical distribution, which shrinks with more draws
+        let kl_of = |k: u64| {
+            let layout = Layout {
+                counts: true,
+                ..Layout::top_k(64, k)
+            };
+            (0..20)
+                .map(|s| position_fidelity(&z, &sample(&z, k, s), &layout).0)
+                .sum::<f64>()
+                / 20.0
+        };
+        assert!(kl_of(64) < kl_of(8), "{} vs {}", kl_of(64), kl_of(8));
+    }
+
     #[test]
     fn one_store_serves_every_seed_and_grows_without_rewriting() {
         let device = Device::flex();
@@ -396,8 +537,9 @@ mod tests {
                     TopK::Keep(6),
                     TruncateOn::Host,
                 );
-                let block = encode_block(&per_step, 40, 6);
-                let old = decode_block(&block, batch.batch * batch.context, 40, 6).unwrap();
+                let layout = crate::distill::store::Layout::top_k(40, 6);
+                let block = encode_block(&per_step, &layout);
+                let old = decode_block(&block, batch.batch * batch.context, &layout).unwrap();
                 assert_eq!(
                     reader.windows(&batch.windows).unwrap(),
                     old,

@@ -12,6 +12,14 @@
 //! - `mse`: Σ_i (e^{s_i} − q_i)², squared error between probabilities on the kept support
 //!   (no τ² factor).
 //!
+//! With `missing = "bucket"` a row also has a tail entry (mask [`crate::kernels::TAIL_MASK`]):
+//! the teacher's mass outside the kept ids, ln m, joins the kept entries as one more outcome
+//! (q over the kept ids and the tail, tempered together), and the student's outcome is its
+//! own mass outside them, s_t = ln(1 − Σ_i e^{s_i}); each loss above then runs over the kept
+//! ids and the tail. At τ = 1 this is the divergence between the two distributions coarsened
+//! to (kept ids, everything else); at other τ the teacher's tail is tempered as one token
+//! (its tempered mass is not in a store).
+//!
 //! The τ² factor (Hinton et al.) keeps gradient magnitudes comparable across temperatures. Each
 //! loss is averaged over positions. On the CPU the loss and its gradient come from one fused
 //! kernel (`crate::kernels::sparse_distill`); the tests below check both it and the burn-op
@@ -113,6 +121,134 @@ mod tests {
             };
         }
         total / z_s.len() as f64
+    }
+
+    /// The bucket reference: the definitions above over the kept ids and the tail outcome.
+    fn reference_bucket(
+        kind: LossKind,
+        z_s: &[[f64; V]],
+        kept: &[Vec<(usize, f64)>],
+        tau: f64,
+    ) -> f64 {
+        let mut total = 0.0;
+        for (z, kept) in z_s.iter().zip(kept) {
+            let ls: Vec<f64> = log_softmax_f64(&z.map(|v| v / tau));
+            let mut s: Vec<f64> = kept.iter().map(|(i, _)| ls[*i]).collect();
+            s.push((1.0 - s.iter().map(|v| v.exp()).sum::<f64>()).ln());
+            let mut t: Vec<f64> = kept.iter().map(|(_, lp)| *lp).collect();
+            t.push((1.0 - t.iter().map(|v| v.exp()).sum::<f64>()).ln());
+            let t: Vec<f64> = t.iter().map(|v| v / tau).collect();
+            let tmax = t.iter().copied().fold(f64::MIN, f64::max);
+            let tnorm = tmax + t.iter().map(|v| (v - tmax).exp()).sum::<f64>().ln();
+            let mut loss = 0.0;
+            for j in 0..t.len() {
+                let log_q = t[j] - tnorm;
+                let q = log_q.exp();
+                loss += match kind {
+                    LossKind::Kl => q * (log_q - s[j]),
+                    LossKind::CeSoft => -q * s[j],
+                    LossKind::ReverseKl => s[j].exp() * (s[j] - log_q),
+                    LossKind::Mse => (s[j].exp() - q).powi(2),
+                };
+            }
+            total += if kind == LossKind::Mse {
+                loss
+            } else {
+                loss * tau * tau
+            };
+        }
+        total / z_s.len() as f64
+    }
+
+    /// [`targets`] with a tail entry per row (the teacher's exact mass outside its kept ids).
+    fn bucket_targets(kept: &[Vec<(usize, f64)>], device: &Device) -> SparseTargets {
+        let kept: Vec<crate::distill::Kept> = kept
+            .iter()
+            .map(|row| {
+                let mut k = crate::distill::Kept::new(
+                    row.iter().map(|(i, _)| *i as u32).collect(),
+                    row.iter().map(|(_, lp)| *lp as f32).collect(),
+                );
+                k.tail = Some(k.tail_log_mass());
+                k
+            })
+            .collect();
+        crate::distill::sparse_targets(&kept, device)
+    }
+
+    fn bucket_value(
+        kind: LossKind,
+        zs: &[[f64; V]],
+        kept: &[Vec<(usize, f64)>],
+        tau: f64,
+        device: &Device,
+    ) -> Tensor<1> {
+        let flat: Vec<f32> = zs.iter().flatten().map(|&v| v as f32).collect();
+        let logits = Tensor::<2>::from_data(TensorData::new(flat, [zs.len(), V]), device);
+        distill_loss(kind, logits, &bucket_targets(kept, device), tau)
+    }
+
+    #[test]
+    fn bucket_losses_match_their_reference_and_finite_differences() {
+        let (zs, kept) = cases();
+        let plain = Device::flex();
+        for composite in [false, true] {
+            for kind in KINDS {
+                for tau in [1.0, 2.0] {
+                    let run =
+                        || bucket_value(kind, &zs, &kept, tau, &plain).into_scalar::<f32>() as f64;
+                    let got = if composite {
+                        kernels::composite_only(run)
+                    } else {
+                        run()
+                    };
+                    let want = reference_bucket(kind, &zs, &kept, tau);
+                    assert!(
+                        (got - want).abs() < 1e-5 * want.abs().max(1.0),
+                        "{kind:?} τ={tau} (composite: {composite}): {got} vs {want}"
+                    );
+                    // the tail is an outcome: the value differs from renormalising
+                    let renormalised = reference(kind, &zs, &kept, tau);
+                    assert!((want - renormalised).abs() > 1e-3, "{kind:?} τ={tau}");
+                }
+            }
+        }
+        // gradients, by finite differences of the reference
+        let device = Device::flex().autodiff();
+        for (kind, composite) in KINDS.into_iter().flat_map(|k| [(k, false), (k, true)]) {
+            let flat: Vec<f32> = zs.iter().flatten().map(|&v| v as f32).collect();
+            let logits =
+                Tensor::<2>::from_data(TensorData::new(flat, [2, V]), &device).require_grad();
+            let loss = || distill_loss(kind, logits.clone(), &bucket_targets(&kept, &device), 2.0);
+            let loss = if composite {
+                kernels::composite_only(loss)
+            } else {
+                loss()
+            };
+            let grads = loss.backward();
+            let grad: Vec<f32> = logits
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .try_to_vec()
+                .unwrap();
+            for row in 0..2 {
+                for col in 0..V {
+                    let h = 1e-5;
+                    let (mut up, mut down) = (zs.clone(), zs.clone());
+                    up[row][col] += h;
+                    down[row][col] -= h;
+                    let numeric = (reference_bucket(kind, &up, &kept, 2.0)
+                        - reference_bucket(kind, &down, &kept, 2.0))
+                        / (2.0 * h);
+                    let analytic = grad[row * V + col] as f64;
+                    assert!(
+                        (numeric - analytic).abs() < 1e-4,
+                        "{kind:?} (composite: {composite}) [{row},{col}]: {analytic} vs {numeric}"
+                    );
+                }
+            }
+        }
     }
 
     fn targets(kept: &[Vec<(usize, f64)>], device: &Device) -> SparseTargets {

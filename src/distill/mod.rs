@@ -12,5 +12,7 @@ mod truncate;
 
 pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
 pub use reader::StoreReader;
-pub use targets::{TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_support};
-pub use truncate::{Kept, Truncation, refine, truncate};
+pub use targets::{
+    TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_samples, teacher_support,
+};
+pub use truncate::{Kept, Truncation, draw_seed, refine, sample, truncate};

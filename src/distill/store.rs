@@ -28,6 +28,13 @@
 //! own, every τ, loss and α, and its size is known exactly before it is written. For a byte
 //! vocabulary this is 2 bytes per kept logit.
 //!
+//! Two variants, named in the header ([`Layout`]): a store of *sampled* targets (`targets =
+//! "sampled"`) holds k slots per position, the distinct ids drawn, most often drawn first, each
+//! with its value and its count in ⌈log2 (k+1)⌉ bits (unused slots: count 0); a store with a
+//! *tail* (`tail`, kept when a student uses `missing = "bucket"`) ends each position with the
+//! teacher's mass outside the k tokens, −ln m quantised like a value (the sum of the quantised
+//! kept values would miss it by up to 3 % of the head's mass).
+//!
 //! Shards are written to a temporary file and renamed, named by a hash of the windows they
 //! hold (two writers of the same windows write the same bytes). A shard whose magic, checksum,
 //! header or size does not match what the reader expects is refused with its path; each
@@ -38,8 +45,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::truncate::Kept;
+use super::truncate::{Kept, Truncation};
 use crate::atomic::write_atomic;
+use crate::spec::Targets;
 
 /// Bits that identify one of `vocab` tokens: ⌈log2 V⌉.
 pub fn index_bits(vocab: u64) -> u32 {
@@ -48,6 +56,66 @@ pub fn index_bits(vocab: u64) -> u32 {
 
 /// Bits of one stored teacher value (a quantised log-probability).
 pub const VALUE_BITS: u32 = 8;
+
+/// How one position of a store's blocks is packed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Vocabulary (ids take ⌈log2 V⌉ bits).
+    pub vocab: u64,
+    /// Entries per position.
+    pub top_k: u64,
+    /// Each entry carries its draw count (sampled targets).
+    pub counts: bool,
+    /// Each position ends with the teacher's mass outside its entries.
+    pub tail: bool,
+}
+
+impl Layout {
+    /// The layout of a store of `truncation` (top-k as `truncation.top_k.kept(vocab)`) over
+    /// `vocab`; `tail` when a reader keeps the tail.
+    pub fn of(vocab: u64, truncation: &Truncation) -> Layout {
+        Layout {
+            vocab,
+            top_k: truncation.top_k.kept(vocab),
+            counts: truncation.targets == Targets::Sampled,
+            tail: truncation.missing == crate::spec::Missing::Bucket,
+        }
+    }
+
+    /// Plain top-k entries, no tail.
+    pub fn top_k(vocab: u64, top_k: u64) -> Layout {
+        Layout {
+            vocab,
+            top_k,
+            counts: false,
+            tail: false,
+        }
+    }
+
+    fn count_bits(&self) -> u32 {
+        if self.counts {
+            index_bits(self.top_k + 1)
+        } else {
+            0
+        }
+    }
+
+    /// Bits of one position.
+    pub fn position_bits(&self) -> u64 {
+        let entry = u64::from(index_bits(self.vocab) + VALUE_BITS + self.count_bits());
+        self.top_k * entry + if self.tail { u64::from(VALUE_BITS) } else { 0 }
+    }
+
+    /// Bytes of a block of `positions` positions.
+    pub fn block_bytes(&self, positions: u64) -> u64 {
+        (positions * self.position_bits()).div_ceil(8)
+    }
+
+    /// Predicted store bytes per token (position), rounded up to whole bytes.
+    pub fn bytes_per_token(&self) -> u64 {
+        self.position_bits().div_ceil(8)
+    }
+}
 
 /// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
 /// `vocab`-sized distribution per position (stores keep exactly the top k): `kept` pairs of a ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole
@@ -86,6 +154,24 @@ pub struct StoreHeader {
     pub value_encoding: String,
     /// Positions per window (the context).
     pub window_positions: u64,
+    /// `sampled`: k draws with counts instead of the top k (absent for top-k stores).
+    #[serde(default, skip_serializing_if = "Targets::is_top_k")]
+    pub targets: Targets,
+    /// Each position keeps the teacher's mass outside its entries (absent when not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tail: bool,
+}
+
+impl StoreHeader {
+    /// How its blocks are packed.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            vocab: self.vocab,
+            top_k: self.top_k,
+            counts: self.targets == Targets::Sampled,
+            tail: self.tail,
+        }
+    }
 }
 
 /// A shard's header: the store's, and the windows this shard holds (ascending).
@@ -177,49 +263,77 @@ impl BitReader<'_> {
     }
 }
 
-/// Bytes of one encoded block: `positions` × `top_k` entries of ⌈log2 V⌉ + 8 bits.
-pub fn block_bytes(positions: u64, vocab: u64, top_k: u64) -> u64 {
-    (positions * top_k * u64::from(index_bits(vocab) + VALUE_BITS)).div_ceil(8)
+/// Quantises −ln p (a value of [`VALUE_BITS`] bits over [0, 16] nats).
+fn quantise(log_p: f32) -> u64 {
+    let v = if log_p.is_nan() { VALUE_RANGE } else { -log_p };
+    (v.clamp(0.0, VALUE_RANGE) / VALUE_RANGE * 255.0).round() as u64
 }
 
-/// Encodes one block of positions, each with exactly `top_k` entries (the caller truncates
-/// with top-p 1 and top-k `top_k`, which always keeps `top_k` tokens when `top_k` ≤ V).
-pub fn encode_block(positions: &[Kept], vocab: u64, top_k: u64) -> Vec<u8> {
-    let ibits = index_bits(vocab);
+fn dequantise(value: u64) -> f32 {
+    -(value as f32) / 255.0 * VALUE_RANGE
+}
+
+/// Encodes one block of positions in `layout`: top-k positions with exactly `top_k` entries
+/// (the caller truncates with top-p 1 and top-k `top_k`, which always keeps `top_k` tokens
+/// when `top_k` ≤ V), sampled ones with at most `top_k` distinct ids.
+pub fn encode_block(positions: &[Kept], layout: &Layout) -> Vec<u8> {
+    let ibits = index_bits(layout.vocab);
+    let cbits = layout.count_bits();
+    let n = layout.top_k as usize;
     let mut w = BitWriter::default();
     for kept in positions {
-        let n = top_k as usize;
-        for (id, lp) in kept.ids.iter().zip(&kept.log_probs).take(n) {
-            let value = ((-lp).clamp(0.0, VALUE_RANGE) / VALUE_RANGE * 255.0).round() as u64;
-            w.put(u64::from(*id), ibits);
-            w.put(value, VALUE_BITS);
+        for slot in 0..n {
+            let (id, lp) = match (kept.ids.get(slot), kept.log_probs.get(slot)) {
+                (Some(&id), Some(&lp)) => (id, lp),
+                _ if layout.counts => (0, f32::NEG_INFINITY), // an unused slot: count 0
+                _ => break, // a short position: caught by its size
+            };
+            w.put(u64::from(id), ibits);
+            w.put(quantise(lp), VALUE_BITS);
+            if layout.counts {
+                w.put(
+                    u64::from(kept.counts.get(slot).copied().unwrap_or(0)),
+                    cbits,
+                );
+            }
+        }
+        if layout.tail {
+            w.put(quantise(kept.tail_log_mass()), VALUE_BITS);
         }
     }
     w.finish()
 }
 
-/// Decodes a block of `positions` positions (log-probabilities as stored, quantised).
-pub fn decode_block(bytes: &[u8], positions: usize, vocab: u64, top_k: u64) -> Option<Vec<Kept>> {
-    let ibits = index_bits(vocab);
+/// Decodes a block of `positions` positions in `layout` (values as stored, quantised).
+pub fn decode_block(bytes: &[u8], positions: usize, layout: &Layout) -> Option<Vec<Kept>> {
+    let ibits = index_bits(layout.vocab);
+    let cbits = layout.count_bits();
     let mut r = BitReader { bytes, bit: 0 };
     let mut out = Vec::with_capacity(positions);
-    let n = top_k as usize;
-    if bytes.len() as u64 != block_bytes(positions as u64, vocab, top_k) {
+    let n = layout.top_k as usize;
+    if bytes.len() as u64 != layout.block_bytes(positions as u64) {
         return None;
     }
     for _ in 0..positions {
-        let mut kept = Kept {
-            ids: Vec::with_capacity(n),
-            log_probs: Vec::with_capacity(n),
-        };
+        let mut kept = Kept::new(Vec::with_capacity(n), Vec::with_capacity(n));
         for _ in 0..n {
             let id = r.get(ibits)?;
-            if id >= vocab {
+            if id >= layout.vocab {
                 return None;
             }
+            let value = dequantise(r.get(VALUE_BITS)?);
+            if layout.counts {
+                let count = r.get(cbits)? as u32;
+                if count == 0 {
+                    continue;
+                }
+                kept.counts.push(count);
+            }
             kept.ids.push(id as u32);
-            kept.log_probs
-                .push(-(r.get(VALUE_BITS)? as f32) / 255.0 * VALUE_RANGE);
+            kept.log_probs.push(value);
+        }
+        if layout.tail {
+            kept.tail = Some(dequantise(r.get(VALUE_BITS)?));
         }
         out.push(kept);
     }
@@ -324,7 +438,7 @@ impl Shard {
             return Err(refuse("its windows are not ascending".into()));
         }
         let s = &header.store;
-        let block_bytes = block_bytes(s.window_positions, s.vocab, s.top_k);
+        let block_bytes = s.layout().block_bytes(s.window_positions);
         if size != table_end + n * block_bytes {
             return Err(refuse(format!(
                 "{size} bytes, not the {} of {n} windows of {} positions × top-{}",
@@ -377,7 +491,7 @@ impl Shard {
             )));
         }
         let h = &self.header;
-        decode_block(&bytes, h.window_positions as usize, h.vocab, h.top_k)
+        decode_block(&bytes, h.window_positions as usize, &h.layout())
             .ok_or_else(|| refuse(format!("window {} does not decode", self.windows[i])))
     }
 }
@@ -416,6 +530,8 @@ mod tests {
             top_k: 32,
             value_encoding: VALUE_ENCODING.into(),
             window_positions: 3,
+            targets: Targets::TopK,
+            tail: false,
         }
     }
 
@@ -433,11 +549,11 @@ mod tests {
     #[test]
     fn blocks_round_trip_within_quantisation() {
         let kept = positions(1);
-        let bytes = encode_block(&kept, 256, 32);
+        let bytes = encode_block(&kept, &Layout::top_k(256, 32));
         let kept_entries: usize = kept.iter().map(|k| k.ids.len()).sum();
         assert_eq!(kept_entries, 3 * 32);
         assert_eq!(bytes.len(), kept_entries * 2, "2 bytes per kept logit");
-        let back = decode_block(&bytes, 3, 256, 32).unwrap();
+        let back = decode_block(&bytes, 3, &Layout::top_k(256, 32)).unwrap();
         for (a, b) in kept.iter().zip(&back) {
             assert_eq!(a.ids, b.ids);
             for (x, y) in a.log_probs.iter().zip(&b.log_probs) {
@@ -450,12 +566,40 @@ mod tests {
     }
 
     #[test]
+    fn sampled_blocks_with_a_tail_round_trip() {
+        let z: Vec<f32> = (0..300u32)
+            .map(|i| ((i * 37) % 101) as f32 / 20.0)
+            .collect();
+        let layout = Layout {
+            vocab: 300,
+            top_k: 16,
+            counts: true,
+            tail: true,
+        };
+        let mut sampled = truncate::sample(&z, 16, 7);
+        sampled.tail = Some(-2.0);
+        let top = truncate(&z, 1.0, TopK::Keep(16));
+        let bytes = encode_block(&[sampled.clone(), top.clone()], &layout);
+        // 16 slots of 9 id bits, 8 value bits and 5 count bits, and an 8-bit tail
+        assert_eq!(bytes.len() as u64, (2 * (16 * 22 + 8) as u64).div_ceil(8));
+        assert_eq!(layout.bytes_per_token(), 45);
+        let back = decode_block(&bytes, 2, &layout).unwrap();
+        assert_eq!(back[0].ids, sampled.ids, "unused slots are dropped");
+        assert_eq!(back[0].counts, sampled.counts);
+        assert_eq!(back[0].counts.iter().sum::<u32>(), 16);
+        assert!((back[0].tail.unwrap() + 2.0).abs() <= 16.0 / 255.0 / 2.0 + 1e-6);
+        // a top-k position's tail is its exact mass outside, not 1 − Σ quantised values
+        let want = top.tail.unwrap();
+        assert!((back[1].tail.unwrap() - want.max(-16.0)).abs() <= 16.0 / 255.0 / 2.0 + 1e-6);
+    }
+
+    #[test]
     fn a_flipped_byte_or_a_foreign_store_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("shard-a.bin");
         let blocks = vec![
-            encode_block(&positions(1), 256, 32),
-            encode_block(&positions(2), 256, 32),
+            encode_block(&positions(1), &Layout::top_k(256, 32)),
+            encode_block(&positions(2), &Layout::top_k(256, 32)),
         ];
         write_shard(&path, &header(), &[4, 9], &blocks).unwrap();
         let mut shard = Shard::open(&path, &header()).unwrap();

@@ -9,9 +9,10 @@ use super::device_truncate::{Truncated, download, truncate_on_device};
 use super::loss::SparseTargets;
 use super::reader::StoreReader;
 use super::store::ShardError;
-use super::truncate::{Kept, Truncation, refine, truncate};
+use super::truncate::{Kept, Truncation, draw_seed, refine, sample, truncate};
 use crate::data::{Batch, batch_tensors};
 use crate::model::Transformer;
+use crate::spec::{Missing, Targets};
 
 /// Where the teacher's top-p/top-k truncation runs (chosen once, at the edge, from the backend).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +53,10 @@ pub enum TeacherSource<'a> {
 
 /// The teacher targets of one student run: its source and the student's truncation.
 pub struct TeacherTargets<'a> {
-    /// The student's top-p and top-k (at most the store's).
+    /// The student's top-p and top-k (at most the store's), targets and tail.
     pub truncation: Truncation,
+    /// The student's temperature τ (sampled targets are reweighted for it).
+    pub tau: f64,
     /// Where the teacher's distribution comes from.
     pub source: TeacherSource<'a>,
     /// The first error reading the store (a training step cannot return one; the runner
@@ -67,18 +70,22 @@ impl TeacherTargets<'_> {
     /// kept in `self.error`). An online teacher truncating on the device hands its targets
     /// over without a trip through the host.
     pub fn targets(&mut self, batch: &Batch, device: &Device) -> Option<SparseTargets> {
+        let t = self.truncation;
         if let TeacherSource::Online {
             teacher,
             device: plain,
             compute,
             truncate_on: TruncateOn::Device,
         } = &self.source
+            && t.targets == Targets::TopK
         {
-            let t = self.truncation;
             let truncated = online_on_device(teacher, batch, plain, *compute, t.top_p.0, t.top_k);
             if truncated.on_device() {
                 // Constants of the student's graph: moved onto its (autodiff) device.
-                let sparse = truncated.targets;
+                let mut sparse = truncated.targets;
+                if t.missing == Missing::Bucket {
+                    sparse = with_tail_on_device(sparse);
+                }
                 return Some(SparseTargets {
                     ids: sparse.ids.to_device(device),
                     log_probs: sparse.log_probs.to_device(device),
@@ -86,7 +93,10 @@ impl TeacherTargets<'_> {
                 });
             }
             // a support wider than the device keeps: padded on the host like a store's
-            let kept = download(truncated);
+            let kept: Vec<Kept> = download(truncated)
+                .into_iter()
+                .map(|k| self.prepared(k))
+                .collect();
             return (kept.len() == batch.batch * batch.context)
                 .then(|| sparse_targets(&kept, device));
         }
@@ -94,11 +104,23 @@ impl TeacherTargets<'_> {
         (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
     }
 
-    /// The kept teacher support of every position of `batch` on the host, already
-    /// refined to this student's top-p and top-k; empty when the store failed.
+    /// The kept teacher support of every position of `batch` on the host, ready for the
+    /// loss ([`Self::prepared`]); empty when the store failed.
     pub fn kept(&mut self, batch: &Batch) -> Vec<Kept> {
         let t = self.truncation;
         let raw = match &mut self.source {
+            TeacherSource::Online {
+                teacher,
+                device: plain,
+                compute,
+                ..
+            } if t.targets == Targets::Sampled => teacher_samples_in(
+                teacher,
+                batch,
+                plain,
+                *compute,
+                t.top_k.kept(teacher.vocab() as u64),
+            ),
             TeacherSource::Online {
                 teacher,
                 device: plain,
@@ -120,14 +142,54 @@ impl TeacherTargets<'_> {
                 }
             },
         };
-        raw.into_iter()
-            .map(|mut k| {
-                let n = refine(&k, t.top_p.0, t.top_k);
-                k.ids.truncate(n);
-                k.log_probs.truncate(n);
-                k
-            })
-            .collect()
+        raw.into_iter().map(|k| self.prepared(k)).collect()
+    }
+
+    /// One position's teacher support as the loss reads it: a top-k support refined to this
+    /// student's top-p and top-k, with its tail (`Some`) only for `missing = "bucket"`; a
+    /// sampled one with weights for τ in place of its log-probabilities.
+    ///
+    /// Sampled targets are draws from p at τ = 1; the loss renormalises exp(v/τ) over the
+    /// entries, so v = τ·ln c + (1 − τ)·ln p gives weights c·p^(1/τ − 1): counts/k at τ = 1
+    /// (unbiased), and the self-normalised importance estimate of softmax(z/τ) at other τ.
+    pub fn prepared(&self, mut k: Kept) -> Kept {
+        let t = self.truncation;
+        if t.targets == Targets::Sampled {
+            let tau = self.tau as f32;
+            for (v, &c) in k.log_probs.iter_mut().zip(&k.counts) {
+                *v = tau * (c as f32).ln() + (1.0 - tau) * *v;
+            }
+            k.counts.clear();
+            k.tail = None;
+            return k;
+        }
+        let n = refine(&k, t.top_p.0, t.top_k);
+        k.keep_first(n);
+        k.tail = match t.missing {
+            Missing::Bucket => Some(k.tail_log_mass()),
+            Missing::Renormalise => None,
+        };
+        k
+    }
+}
+
+/// Device targets with a tail-bucket entry appended to each row: ln(1 − Σ p) of its real
+/// entries (exact log-probabilities on the device), floored at e^-16 as a store's.
+fn with_tail_on_device(t: SparseTargets) -> SparseTargets {
+    let [rows, _] = t.ids.dims();
+    let device = t.ids.device();
+    let head = (t.log_probs.clone().exp() * t.mask.clone()).sum_dim(1);
+    let tail = head.neg().add_scalar(1.0).clamp_min((-16.0f64).exp()).log();
+    SparseTargets {
+        ids: Tensor::cat(vec![t.ids.clone(), t.ids.narrow(1, 0, 1)], 1),
+        log_probs: Tensor::cat(vec![t.log_probs, tail], 1),
+        mask: Tensor::cat(
+            vec![
+                t.mask,
+                Tensor::full([rows, 1], crate::kernels::TAIL_MASK, &device),
+            ],
+            1,
+        ),
     }
 }
 
@@ -286,9 +348,67 @@ fn teacher_support_in(
     out
 }
 
-/// Pads the kept supports to a common width as tensors on `device`.
+/// `k` tokens drawn from the teacher's distribution at every position of `batch` (the logit
+/// pass of a sampled store, and a live teacher's sampled targets), each position seeded by
+/// its window and place in it ([`draw_seed`]), so a store and a live teacher draw the same.
+/// Sampling needs the whole distribution, so it always runs on the host.
+pub fn teacher_samples(teacher: &Transformer, batch: &Batch, device: &Device, k: u64) -> Vec<Kept> {
+    teacher_samples_in(teacher, batch, device, FloatDType::F32, k)
+}
+
+fn teacher_samples_in(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    compute: FloatDType,
+    k: u64,
+) -> Vec<Kept> {
+    use rayon::prelude::*;
+    let context = batch.context.max(1);
+    let mut out = Vec::with_capacity(batch.batch * batch.context);
+    for part in passes(batch) {
+        let (inputs, _) = batch_tensors(&part, device);
+        for (first, logits) in head_chunks(teacher, inputs, compute) {
+            let vocab = logits.dims()[1];
+            let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+            out.par_extend(values.par_chunks(vocab).enumerate().map(|(i, z)| {
+                let at = first + i;
+                let window = part.windows.get(at / context).copied().unwrap_or(0);
+                sample(z, k, draw_seed(window, (at % context) as u64))
+            }));
+        }
+    }
+    out
+}
+
+/// Calls `f(position, logits)` with the teacher's full `[vocab]` logits (f32) at every
+/// position of `batch`, in order, a head chunk at a time on the host (a store's fidelity
+/// check, [`super::logits_run::fidelity`]).
+pub fn for_each_distribution(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    f: &mut dyn FnMut(usize, &[f32]),
+) {
+    let mut at = 0;
+    for part in passes(batch) {
+        let (inputs, _) = batch_tensors(&part, device);
+        for (_, logits) in head_chunks(teacher, inputs, FloatDType::F32) {
+            let vocab = logits.dims()[1];
+            let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+            for z in values.chunks(vocab) {
+                f(at, z);
+                at += 1;
+            }
+        }
+    }
+}
+
+/// Pads the kept supports to a common width as tensors on `device`; a support with a tail
+/// (`Kept::tail`) gets one more entry, the tail bucket (mask [`crate::kernels::TAIL_MASK`]).
 pub fn sparse_targets(kept: &[Kept], device: &Device) -> SparseTargets {
-    let width = kept.iter().map(|k| k.ids.len()).max().unwrap_or(1).max(1);
+    let tails = kept.iter().any(|k| k.tail.is_some());
+    let width = kept.iter().map(|k| k.ids.len()).max().unwrap_or(1).max(1) + usize::from(tails);
     let n = kept.len();
     let (mut ids, mut lps, mut mask) = (
         Vec::with_capacity(n * width),
@@ -302,6 +422,11 @@ pub fn sparse_targets(kept: &[Kept], device: &Device) -> SparseTargets {
                     ids.push(id as i64);
                     lps.push(lp);
                     mask.push(1.0f32);
+                }
+                _ if j == k.ids.len() && k.tail.is_some() => {
+                    ids.push(k.ids.first().copied().unwrap_or(0) as i64);
+                    lps.push(k.tail.unwrap_or(0.0));
+                    mask.push(crate::kernels::TAIL_MASK);
                 }
                 _ => {
                     ids.push(k.ids.first().copied().unwrap_or(0) as i64);

@@ -2,19 +2,31 @@
 //! softmax(z) first, then at most k tokens. What is kept is the tokens and their log-probabilities
 //! at τ = 1 under the full vocabulary; renormalising over the kept support at a temperature τ is
 //! done when the targets are used ([`super::loss`]), so one truncation serves every τ.
+//!
+//! Sampled targets ([`sample`]) keep instead k tokens drawn from softmax(z) with their counts
+//! (Anshumann et al., ACL 2025): an unbiased estimate of the whole distribution.
 
 use serde::{Deserialize, Serialize};
 
+use crate::data::mix;
 use crate::kernels;
-use crate::spec::{TopK, TopP};
+use crate::spec::{Missing, Targets, TopK, TopP};
 
-/// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k).
+/// How the teacher distribution is truncated before use (Peng et al.: top-p, then top-k; or
+/// k sampled tokens), and what becomes of the mass outside the kept tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Truncation {
-    /// Nucleus mass.
+    /// Nucleus mass (1 for sampled targets).
     pub top_p: TopP,
-    /// Most tokens kept.
+    /// Most tokens kept (the number of draws of sampled targets).
     pub top_k: TopK,
+    /// The k most probable tokens, or k draws (absent from ids when `top_k`).
+    #[serde(default, skip_serializing_if = "Targets::is_top_k")]
+    pub targets: Targets,
+    /// Renormalise over the kept tokens, or keep the tail as one outcome (absent from ids
+    /// when `renormalise`); a store keeps the tail when any of its students uses it.
+    #[serde(default, skip_serializing_if = "Missing::is_renormalise")]
+    pub missing: Missing,
 }
 
 /// The kept support of one position: token ids by decreasing probability and their
@@ -25,6 +37,44 @@ pub struct Kept {
     pub ids: Vec<u32>,
     /// ln p(id) under softmax(z) over the full vocabulary.
     pub log_probs: Vec<f32>,
+    /// Sampled targets: how many of the draws fell on each id (empty for top-k targets).
+    pub counts: Vec<u32>,
+    /// ln of the teacher's mass outside `ids` at τ = 1 where it is known exactly (a live
+    /// teacher's truncation, a store that keeps it); `None`: 1 − Σ p of the kept ids.
+    pub tail: Option<f32>,
+}
+
+impl Kept {
+    /// Top-k entries of a support, no tail known.
+    pub fn new(ids: Vec<u32>, log_probs: Vec<f32>) -> Kept {
+        Kept {
+            ids,
+            log_probs,
+            counts: Vec::new(),
+            tail: None,
+        }
+    }
+
+    /// Keeps the first `n` entries; the mass of those dropped joins the tail.
+    pub fn keep_first(&mut self, n: usize) {
+        if n >= self.ids.len() {
+            return;
+        }
+        let dropped: f64 = self.log_probs[n..].iter().map(|&l| (l as f64).exp()).sum();
+        self.tail = self.tail.map(|t| ((t as f64).exp() + dropped).ln() as f32);
+        self.ids.truncate(n);
+        self.log_probs.truncate(n);
+        self.counts.truncate(n.min(self.counts.len()));
+    }
+
+    /// ln of the teacher's mass outside the kept ids: the exact tail when known, else
+    /// 1 − Σ p of the kept ids (at least e^-16, the store's floor).
+    pub fn tail_log_mass(&self) -> f32 {
+        self.tail.unwrap_or_else(|| {
+            let kept: f64 = self.log_probs.iter().map(|&l| (l as f64).exp()).sum();
+            (1.0 - kept).max((-16.0f64).exp()).ln() as f32
+        })
+    }
 }
 
 /// Truncates the logits `z` of one position: tokens in decreasing probability until their
@@ -38,10 +88,7 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     let by_prob = |a: &u32, b: &u32| z[*b as usize].total_cmp(&z[*a as usize]).then(a.cmp(b));
     let mut order = top_ids(z, k);
     order.sort_unstable_by(by_prob);
-    let mut kept = Kept {
-        ids: Vec::with_capacity(k),
-        log_probs: Vec::with_capacity(k),
-    };
+    let mut kept = Kept::new(Vec::with_capacity(k), Vec::with_capacity(k));
     let mut mass = 0.0f64;
     for id in order {
         let log_p = z[id as usize] as f64 - log_norm;
@@ -54,7 +101,64 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
             break;
         }
     }
+    kept.tail = Some((1.0 - mass).max(0.0).ln() as f32);
     kept
+}
+
+/// The seed of the draws at `position` of training window `window` (its own stream, so a
+/// store's draws do not depend on which windows a pass computes together, and a live
+/// teacher draws what a store would hold). SplitMix64 ([`mix`]) is a fixed algorithm, so a
+/// store's draws are the same bytes on every machine and release.
+pub fn draw_seed(window: u64, position: u64) -> u64 {
+    mix(
+        mix(0x5eed_5a3d, window.wrapping_add(1)),
+        position.wrapping_add(1),
+    )
+}
+
+/// `k` tokens drawn with replacement from softmax(z), seeded by `seed`: the distinct ids
+/// (most often drawn first, ties to the lower id), their log-probabilities under the full
+/// vocabulary, and their counts. counts/k is an unbiased estimate of softmax(z).
+pub fn sample(z: &[f32], k: u64, seed: u64) -> Kept {
+    let max = kernels::row_max(z);
+    // one set of exponentials for the normaliser and the walk, so the last cumulative sum is
+    // the normaliser exactly
+    let e: Vec<f32> = z
+        .iter()
+        .map(|&v| kernels::exp_nonpositive(v - max))
+        .collect();
+    let norm: f64 = e.iter().map(|&x| x as f64).sum();
+    let mut u: Vec<f64> = (0..k)
+        .map(|i| (mix(seed, i + 1) >> 11) as f64 / (1u64 << 53) as f64 * norm)
+        .collect();
+    u.sort_unstable_by(f64::total_cmp);
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    let (mut cumulative, mut next) = (0.0f64, 0usize);
+    for (id, &x) in e.iter().enumerate() {
+        cumulative += x as f64;
+        let mut n = 0;
+        while next < u.len() && (u[next] < cumulative || id + 1 == z.len()) {
+            n += 1;
+            next += 1;
+        }
+        if n > 0 {
+            counts.push((id as u32, n));
+        }
+        if next == u.len() {
+            break;
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let log_norm = max as f64 + norm.ln();
+    Kept {
+        ids: counts.iter().map(|c| c.0).collect(),
+        log_probs: counts
+            .iter()
+            .map(|c| (z[c.0 as usize] as f64 - log_norm) as f32)
+            .collect(),
+        counts: counts.iter().map(|c| c.1).collect(),
+        tail: None,
+    }
 }
 
 /// The ids of the `k` largest values of `z` (ties to the lower id), in no particular order.
@@ -188,6 +292,53 @@ mod tests {
         }
     }
 
+    /// Sparse logit sampling is unbiased: the mean of many sampled estimates (counts / k) of a
+    /// fixed distribution converges to it, within five standard errors at every token, while
+    /// the top-k estimate of the same size stays off by far more.
+    #[test]
+    fn sampled_targets_are_unbiased() {
+        let z: Vec<f32> = (0..50u32)
+            .map(|i| ((i * 29) % 17) as f32 / 3.0 - (i % 5) as f32)
+            .collect();
+        let p = probs(&z);
+        let (k, n) = (16u64, 4000u64);
+        let mut mean = vec![0.0f64; z.len()];
+        for i in 0..n {
+            let s = sample(&z, k, draw_seed(3, i));
+            assert_eq!(s.counts.iter().sum::<u32>() as u64, k);
+            let mut ids = s.ids.clone();
+            ids.sort_unstable();
+            ids.dedup();
+            assert_eq!(ids.len(), s.ids.len(), "distinct ids");
+            for (id, c) in s.ids.iter().zip(&s.counts) {
+                mean[*id as usize] += *c as f64 / (k * n) as f64;
+            }
+            for (id, lp) in s.ids.iter().zip(&s.log_probs) {
+                assert!((lp.exp() as f64 - p[*id as usize]).abs() < 1e-5);
+            }
+        }
+        for (v, (&m, &q)) in mean.iter().zip(&p).enumerate() {
+            let se = (q * (1.0 - q) / (k * n) as f64).sqrt();
+            assert!((m - q).abs() <= 5.0 * se + 1e-6, "token {v}: {m} vs {q}");
+        }
+        let top = truncate(&z, 1.0, TopK::Keep(k));
+        let kept: f64 = top.log_probs.iter().map(|l| (*l as f64).exp()).sum();
+        let worst = (0..z.len())
+            .map(|v| {
+                let q = top
+                    .ids
+                    .iter()
+                    .position(|&i| i as usize == v)
+                    .map_or(0.0, |j| (top.log_probs[j] as f64).exp() / kept);
+                (q - p[v]).abs()
+            })
+            .fold(0.0, f64::max);
+        assert!(worst > 0.01, "top-{k} renormalised is biased: {worst}");
+        // the draws are a function of the seed alone
+        assert_eq!(sample(&z, k, 11), sample(&z, k, 11));
+        assert_ne!(sample(&z, k, 11), sample(&z, k, 12));
+    }
+
     #[test]
     fn ties_go_to_the_lower_id() {
         assert_eq!(
@@ -208,8 +359,9 @@ mod tests {
         assert_eq!(refine(&all, 1.0, TopK::All), 256);
         assert_eq!(truncate(&z, 1.0, TopK::Keep(100)).ids.len(), 100);
         assert_eq!(truncate(&z, 0.95, TopK::All).ids.len(), 2); // 0.88 + 0.12
-        let block = crate::distill::store::encode_block(std::slice::from_ref(&all), 256, 256);
-        let decoded = crate::distill::store::decode_block(&block, 1, 256, 256);
+        let layout = crate::distill::store::Layout::top_k(256, 256);
+        let block = crate::distill::store::encode_block(std::slice::from_ref(&all), &layout);
+        let decoded = crate::distill::store::decode_block(&block, 1, &layout);
         assert_eq!(decoded.map(|d| d[0].ids.clone()), Some(all.ids));
     }
 }

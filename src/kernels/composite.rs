@@ -14,6 +14,9 @@ use crate::spec::LossKind;
 /// A large negative log-probability given to padding so it gets no teacher mass.
 const PAD_LOG_PROB: f64 = -1e4;
 
+/// The least student tail mass used (as `super::cpu::softmax`'s kernel).
+const TAIL_FLOOR: f64 = 1e-6;
+
 /// Per-row −ln softmax(logits)[target].
 ///
 /// # Shapes
@@ -38,12 +41,25 @@ pub fn sparse_distill(
     kind: LossKind,
     tau: f64,
 ) -> Tensor<1> {
-    let [rows, _] = logits.dims();
+    let [rows, width] = ids.dims();
+    // real entries (mask 1), the tail bucket (mask −1, `super::TAIL_MASK`) and both
+    let real = mask.clone().clamp_min(0.0);
+    let tail = mask.neg().clamp_min(0.0);
+    let mask = real.clone() + tail.clone();
     let pad = mask.clone().neg().add_scalar(1.0).mul_scalar(PAD_LOG_PROB);
     let scaled = log_probs.div_scalar(tau) * mask.clone() + pad;
     let log_q = log_softmax(scaled.clone(), 1);
     let q = softmax(scaled, 1) * mask.clone();
-    let s = log_softmax(logits.div_scalar(tau), 1).gather(1, ids);
+    let s_kept = log_softmax(logits.div_scalar(tau), 1).gather(1, ids);
+    // the student's tail: 1 − its mass on the real entries (floored, as the CPU kernel does)
+    let head = (s_kept.clone().exp() * real).sum_dim(1);
+    let s_tail = head
+        .neg()
+        .add_scalar(1.0)
+        .clamp_min(TAIL_FLOOR)
+        .log()
+        .repeat_dim(1, width);
+    let s = s_kept * tail.clone().neg().add_scalar(1.0) + s_tail * tail;
     let per_row = match kind {
         LossKind::Kl => (q * (log_q * mask.clone() - s.clone() * mask))
             .sum_dim(1)

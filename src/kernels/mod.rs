@@ -16,7 +16,7 @@ mod head;
 pub mod ops;
 
 pub use cpu::simd::{Isa, isa};
-pub use cpu::softmax::row_log_sum_exp;
+pub use cpu::softmax::{TAIL as TAIL_MASK, row_log_sum_exp};
 pub use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_max};
 pub use head::{Distillation, HeadWeight};
 pub use ops::{

@@ -17,8 +17,8 @@ use crate::distill::logits_run::{StoreRead, store_positions};
 use crate::model::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
-    Alpha, Design, DistillMode, DistillSection, GroupSection, LossKind, ModelEntry, Schedule,
-    SpecError, Sweep, Temperature, TokenBudget, TopK, TopP,
+    Alpha, Design, DistillMode, DistillSection, GroupSection, LossKind, Missing, ModelEntry,
+    Schedule, SpecError, Sweep, Targets, Temperature, TokenBudget, TopK, TopP,
 };
 use crate::train::TrainConfig;
 
@@ -43,6 +43,23 @@ struct DistillPoint {
     temperature: Temperature,
     top_p: TopP,
     top_k: TopK,
+    targets: Targets,
+    missing: Missing,
+}
+
+impl DistillPoint {
+    /// The point as a student runs it: sampled targets have no nucleus (top-p 1) and no tail
+    /// (they estimate the whole distribution), so those axes do not apply to them.
+    fn normalised(self) -> DistillPoint {
+        match self.targets {
+            Targets::TopK => self,
+            Targets::Sampled => DistillPoint {
+                top_p: TopP(1.0),
+                missing: Missing::Renormalise,
+                ..self
+            },
+        }
+    }
 }
 
 /// A trained teacher the students may pair with.
@@ -167,6 +184,16 @@ impl<'a> Context<'a> {
         };
         let d = &f.distill;
         let distill = distill_points(d);
+        if distill
+            .iter()
+            .any(|p| p.targets == Targets::Sampled && p.top_k == TopK::All)
+        {
+            return Err(SpecError::whole_file(
+                &sweep.path,
+                "`[distill] targets = \"sampled\"` draws `top_k` tokens per position, and a setting pairs it with `top_k = \"all\"`",
+            )
+            .with_hint("give sampled targets a number of draws, e.g. `top_k = 32`"));
+        }
         let mut all_seeds: BTreeSet<u64> = f.seed.values().iter().copied().collect();
         for group in [&f.teachers, &f.students] {
             let g = group.get_ref();
@@ -505,7 +532,8 @@ struct PendingStudent {
     config: RunConfig,
     name: String,
     teacher: usize,
-    store_key: Option<(usize, u64)>,
+    /// (teacher run, store seed, 0 for top-k targets or the draws of sampled ones).
+    store_key: Option<(usize, u64, u64)>,
     /// The baselines its learning rate is tuned on (`[train] tune_lr`), else empty.
     tuned_on: Vec<RunId>,
 }
@@ -764,6 +792,8 @@ impl Builder<'_, '_> {
                                         truncation: Truncation {
                                             top_p: point.top_p,
                                             top_k: point.top_k,
+                                            targets: point.targets,
+                                            missing: point.missing,
                                         },
                                         teacher: teacher.id.clone(),
                                     }),
@@ -784,8 +814,13 @@ impl Builder<'_, '_> {
                                     teacher_train + online + cost::training_flops(m.n, tokens);
                                 // a text corpus's store serves every seed
                                 let store_seed = if self.ctx.synthetic() { seed } else { 0 };
+                                // sampled stores hold their own draws, one store per k
+                                let kind = match point.targets {
+                                    Targets::TopK => 0,
+                                    Targets::Sampled => top_k_key(point.top_k),
+                                };
                                 let store_key = (point.mode == DistillMode::Offline)
-                                    .then_some((tr.index, store_seed));
+                                    .then_some((tr.index, store_seed, kind));
                                 pending.push(PendingStudent {
                                     config,
                                     name,
@@ -852,18 +887,20 @@ impl Builder<'_, '_> {
     /// dependencies.
     fn link_students(&mut self, pending: Vec<PendingStudent>) {
         type Reads = BTreeMap<u64, u64>;
-        let mut stores: BTreeMap<(usize, u64), (Reads, u64)> = BTreeMap::new();
+        // per store: the streams it serves, its widest top-k, whether a reader keeps the tail
+        let mut stores: BTreeMap<(usize, u64, u64), (Reads, u64, bool)> = BTreeMap::new();
         for p in &pending {
             if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
-                let entry = stores.entry(key).or_insert((Reads::new(), 0));
+                let entry = stores.entry(key).or_insert((Reads::new(), 0, false));
                 let tokens = entry.0.entry(p.config.data.seed).or_insert(0);
                 *tokens = (*tokens).max(p.config.tokens);
                 entry.1 = entry.1.max(top_k_key(d.truncation.top_k));
+                entry.2 |= d.truncation.missing == Missing::Bucket;
             }
         }
         let mut store_ids = HashMap::new();
-        for (key, (reads, widest)) in stores {
-            let (teacher_index, seed) = key;
+        for (key, (reads, widest, bucket)) in stores {
+            let (teacher_index, seed, sampled) = key;
             let reads: Vec<StoreRead> = reads
                 .into_iter()
                 .map(|(seed, tokens)| StoreRead { seed, tokens })
@@ -879,6 +916,16 @@ impl Builder<'_, '_> {
             let truncation = Truncation {
                 top_p: TopP(1.0),
                 top_k,
+                targets: if sampled > 0 {
+                    Targets::Sampled
+                } else {
+                    Targets::TopK
+                },
+                missing: if bucket {
+                    Missing::Bucket
+                } else {
+                    Missing::Renormalise
+                },
             };
             let teacher = &self.runs[teacher_index];
             let config = RunConfig {
@@ -897,9 +944,11 @@ impl Builder<'_, '_> {
                 backend: self.ctx.sweep.file.backend,
             };
             let name = format!(
-                "logits-{}-k{}{}",
+                "logits-{}-{}{}{}{}",
                 teacher.name.trim_start_matches("teacher-"),
+                if sampled > 0 { "s" } else { "k" },
                 truncation.top_k,
+                if bucket { "-tail" } else { "" },
                 if shuffled {
                     String::new()
                 } else {
@@ -960,11 +1009,11 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
     let disk_bytes = match config.kind {
         RunKind::Logits => {
             let vocab = config.data.vocab;
-            let kept = config
-                .logits
-                .as_ref()
-                .map_or(vocab, |l| l.truncation.top_k.kept(vocab));
-            crate::distill::store::logit_bytes_per_token(vocab, kept).saturating_mul(config.tokens)
+            let per_token = config.logits.as_ref().map_or(
+                crate::distill::store::logit_bytes_per_token(vocab, vocab),
+                |l| crate::distill::store::Layout::of(vocab, &l.truncation).bytes_per_token(),
+            );
+            per_token.saturating_mul(config.tokens)
         }
         _ if config.model.pretrained.is_some() => 0, // read from its folder, never written
         _ => cost::checkpoint_bytes(params.total),
@@ -1021,6 +1070,8 @@ struct AxisLabels {
     temperature: bool,
     top_p: bool,
     top_k: bool,
+    targets: bool,
+    missing: bool,
 }
 
 fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
@@ -1031,6 +1082,8 @@ fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
         temperature: d.temperature.values().len() > 1,
         top_p: d.top_p.values().len() > 1,
         top_k: d.top_k.values().len() > 1,
+        targets: d.targets.values().len() > 1,
+        missing: d.missing.values().len() > 1,
     }
 }
 
@@ -1055,6 +1108,12 @@ impl AxisLabels {
         if self.top_k {
             s += &format!("-k{}", p.top_k);
         }
+        if self.targets {
+            s += &format!("-{}", p.targets);
+        }
+        if self.missing {
+            s += &format!("-{}", p.missing);
+        }
         s
     }
 }
@@ -1065,72 +1124,64 @@ impl AxisLabels {
 fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
     let (modes, losses, alphas) = (d.mode.values(), d.loss.values(), d.alpha.values());
     let (temps, top_ps, top_ks) = (d.temperature.values(), d.top_p.values(), d.top_k.values());
-    let mut points = Vec::new();
-    match d.design {
+    let (targets, missing) = (d.targets.values(), d.missing.values());
+    let reference = DistillPoint {
+        mode: modes[0],
+        loss: losses[0],
+        alpha: alphas[0],
+        temperature: temps[0],
+        top_p: top_ps[0],
+        top_k: top_ks[0],
+        targets: targets[0],
+        missing: missing[0],
+    };
+    let mut points = vec![reference];
+    // each axis in turn: every point so far with each value of it (grid), or the reference
+    // with each other value (one at a time)
+    let mut vary = |set: &dyn Fn(&mut DistillPoint, usize), n: usize| match d.design {
         Design::Grid => {
-            for &mode in modes {
-                for &loss in losses {
-                    for &alpha in alphas {
-                        for &temperature in temps {
-                            for &top_p in top_ps {
-                                for &top_k in top_ks {
-                                    points.push(DistillPoint {
-                                        mode,
-                                        loss,
-                                        alpha,
-                                        temperature,
-                                        top_p,
-                                        top_k,
-                                    });
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            points = points
+                .iter()
+                .flat_map(|p| {
+                    (0..n).map(move |i| {
+                        let mut q = *p;
+                        set(&mut q, i);
+                        q
+                    })
+                })
+                .collect();
         }
-        Design::OneAtATime => {
-            let reference = DistillPoint {
-                mode: modes[0],
-                loss: losses[0],
-                alpha: alphas[0],
-                temperature: temps[0],
-                top_p: top_ps[0],
-                top_k: top_ks[0],
-            };
-            points.push(reference);
-            points.extend(
-                modes[1..]
-                    .iter()
-                    .map(|&mode| DistillPoint { mode, ..reference }),
-            );
-            points.extend(
-                losses[1..]
-                    .iter()
-                    .map(|&loss| DistillPoint { loss, ..reference }),
-            );
-            points.extend(
-                alphas[1..]
-                    .iter()
-                    .map(|&alpha| DistillPoint { alpha, ..reference }),
-            );
-            points.extend(temps[1..].iter().map(|&temperature| DistillPoint {
-                temperature,
-                ..reference
-            }));
-            points.extend(
-                top_ps[1..]
-                    .iter()
-                    .map(|&top_p| DistillPoint { top_p, ..reference }),
-            );
-            points.extend(
-                top_ks[1..]
-                    .iter()
-                    .map(|&top_k| DistillPoint { top_k, ..reference }),
-            );
-        }
-    }
+        Design::OneAtATime => points.extend((1..n).map(|i| {
+            let mut q = reference;
+            set(&mut q, i);
+            q
+        })),
+    };
+    vary(&|p, i| p.mode = modes[i], modes.len());
+    vary(&|p, i| p.loss = losses[i], losses.len());
+    vary(&|p, i| p.alpha = alphas[i], alphas.len());
+    vary(&|p, i| p.temperature = temps[i], temps.len());
+    vary(&|p, i| p.top_p = top_ps[i], top_ps.len());
+    vary(&|p, i| p.top_k = top_ks[i], top_ks.len());
+    vary(&|p, i| p.targets = targets[i], targets.len());
+    vary(&|p, i| p.missing = missing[i], missing.len());
+    // sampled targets ignore top-p and the tail: settings that differ only there are one
+    let mut seen = Vec::new();
     points
+        .into_iter()
+        .map(DistillPoint::normalised)
+        .filter(|p| {
+            let key = format!(
+                "{} {} {:?} {} {} {} {} {}",
+                p.mode, p.loss, p.alpha, p.temperature.0, p.top_p.0, p.top_k, p.targets, p.missing
+            );
+            let new = !seen.contains(&key);
+            if new {
+                seen.push(key);
+            }
+            new
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1204,5 +1255,46 @@ mod tests {
             );
         }
         assert!(!names.iter().any(|n| n.contains("online-mse")));
+    }
+
+    /// `targets` and `missing` are axes: a sampled student reads its own store of draws, a
+    /// bucket student makes its teacher's top-k store keep the tail (so every top-k student of
+    /// that teacher shares it); sampled targets ignore top-p and the tail, so a grid does not
+    /// plan them twice.
+    #[test]
+    fn targets_and_missing_are_axes_with_their_own_stores() {
+        let text = "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\nbaseline = false\n[distill]\ndesign = \"one_at_a_time\"\ntop_k = 32\ntargets = [\"top_k\", \"sampled\"]\nmissing = [\"renormalise\", \"bucket\"]\n";
+        let sweep = Sweep::parse(Path::new("d.toml"), text.into()).expect("valid sweep");
+        let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
+        let of = |kind| plan.runs.iter().filter(move |r| r.kind() == kind);
+        let names: Vec<&str> = of(RunKind::Student).map(|r| r.name.as_str()).collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+        let stores: Vec<&str> = of(RunKind::Logits).map(|r| r.name.as_str()).collect();
+        assert_eq!(stores.len(), 2, "{stores:?}");
+        assert!(
+            stores.iter().any(|n| n.ends_with("-k32-tail")),
+            "{stores:?}"
+        );
+        assert!(stores.iter().any(|n| n.ends_with("-s32")), "{stores:?}");
+        let per_token = |suffix: &str| {
+            of(RunKind::Logits)
+                .find(|r| r.name.ends_with(suffix))
+                .map(|r| r.disk_bytes / r.config.tokens)
+        };
+        // byte vocabulary: 32 × (8 + 8) bits + an 8-bit tail; 32 × (8 + 8 + 6) bits
+        assert_eq!(per_token("-k32-tail"), Some(65));
+        assert_eq!(per_token("-s32"), Some(88));
+        // a grid of both axes: sampled × bucket is sampled × renormalise
+        let grid = students(
+            "top_k = 32\ntargets = [\"top_k\", \"sampled\"]\nmissing = [\"renormalise\", \"bucket\"]\n",
+        );
+        assert_eq!(grid.len(), 3, "{grid:?}");
+        // draws must be a number
+        let text = "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\n[distill]\ntop_k = \"all\"\ntargets = \"sampled\"\n";
+        let sweep = Sweep::parse(Path::new("d.toml"), text.into()).expect("valid sweep");
+        let err = Plan::build(&sweep, &PlanOptions::default())
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("sampled") && e.contains("top_k")));
     }
 }

@@ -152,13 +152,12 @@ impl Plan {
                 true,
                 context,
             );
-            let vocab = run.config.data.vocab;
-            let kept = logits.truncation.top_k.kept(vocab);
+            let layout =
+                crate::distill::store::Layout::of(run.config.data.vocab, &logits.truncation);
             run.config.tokens = positions;
             run.config_json = run.config.to_json();
             run.flops = forward_flops(run.params.non_embedding, positions);
-            run.disk_bytes =
-                crate::distill::store::logit_bytes_per_token(vocab, kept).saturating_mul(positions);
+            run.disk_bytes = layout.bytes_per_token().saturating_mul(positions);
         }
         let seconds = estimated_seconds(&self.runs, &self.calibration);
         let flops: f64 = self.runs.iter().map(|r| r.flops).sum();

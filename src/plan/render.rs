@@ -71,6 +71,7 @@ fn run_json(plan: &Plan, run: &Run, names: &HashMap<&str, &str>) -> Value {
         "seed": c.data.seed,
         "flops": run.flops,
         "disk_bytes": run.disk_bytes,
+        "store_bytes_per_token": store_layout(run).map(|l| l.bytes_per_token()),
         "memory_bytes": run.memory.total(),
         "memory": {
             "state": run.memory.state, "activations": run.memory.activations,
@@ -318,6 +319,38 @@ fn warnings(plan: &Plan) -> String {
         .collect()
 }
 
+/// A logit pass's store layout.
+fn store_layout(run: &Run) -> Option<crate::distill::store::Layout> {
+    let logits = run.config.logits.as_ref()?;
+    Some(crate::distill::store::Layout::of(
+        run.config.data.vocab,
+        &logits.truncation,
+    ))
+}
+
+/// One line per logit store: what it keeps, its bytes per token, positions and size.
+fn stores(plan: &Plan) -> String {
+    let mut out = String::new();
+    for run in &plan.runs {
+        let (Some(layout), Some(logits)) = (store_layout(run), run.config.logits.as_ref()) else {
+            continue;
+        };
+        let what = match logits.truncation.targets {
+            crate::spec::Targets::TopK => format!("top-{}", layout.top_k),
+            crate::spec::Targets::Sampled => format!("{} draws", layout.top_k),
+        };
+        let tail = if layout.tail { " + tail" } else { "" };
+        out += &format!(
+            "  store        {}: {what}{tail}, {} B/token x {} positions = {}\n",
+            run.name,
+            layout.bytes_per_token(),
+            run.config.tokens,
+            format_bytes(run.disk_bytes as f64)
+        );
+    }
+    out
+}
+
 fn summary(plan: &Plan) -> String {
     let t = &plan.totals;
     let kinds: Vec<String> = RunKind::ALL
@@ -351,6 +384,7 @@ fn summary(plan: &Plan) -> String {
         format_bytes(t.logit_store_bytes as f64),
         format_bytes(t.checkpoint_bytes as f64)
     );
+    out += &stores(plan);
     if let Some(run) = plan.largest_memory() {
         out += &format!(
             "  memory       at most {} per run at its peak ({})\n",

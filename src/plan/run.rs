@@ -215,6 +215,7 @@ impl DistillConfig {
             temperature: self.temperature,
             targets: crate::distill::TeacherTargets {
                 truncation: self.truncation,
+                tau: self.temperature.0,
                 source,
                 error: None,
             },

@@ -8,8 +8,8 @@ use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::Precision;
 use super::values::{
-    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Name, Ratio,
-    Schedule, Temperature, TokenizerSetting, TopK, TopP,
+    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Missing, Name,
+    Ratio, Schedule, Targets, Temperature, TokenizerSetting, TopK, TopP,
 };
 
 /// A whole sweep file.
@@ -275,6 +275,13 @@ pub struct DistillSection {
     /// Keep at most this many teacher tokens (`"all"` keeps all).
     #[serde(default = "default_top_k")]
     pub top_k: Axis<TopK>,
+    /// `top_k` (the k most probable tokens) or `sampled` (k tokens drawn from the teacher,
+    /// counts as weights; `top_p` does not apply).
+    #[serde(default = "default_targets")]
+    pub targets: Axis<Targets>,
+    /// `renormalise` (drop the tail's mass) or `bucket` (keep it as one extra outcome).
+    #[serde(default = "default_missing")]
+    pub missing: Axis<Missing>,
 }
 
 impl Default for DistillSection {
@@ -287,6 +294,8 @@ impl Default for DistillSection {
             temperature: default_temperature(),
             top_p: default_top_p(),
             top_k: default_top_k(),
+            targets: default_targets(),
+            missing: default_missing(),
         }
     }
 }
@@ -305,6 +314,12 @@ fn default_temperature() -> Axis<Temperature> {
 }
 fn default_top_p() -> Axis<TopP> {
     OneOrMany(vec![TopP(0.95)])
+}
+fn default_targets() -> Axis<Targets> {
+    OneOrMany(vec![Targets::TopK])
+}
+fn default_missing() -> Axis<Missing> {
+    OneOrMany(vec![Missing::Renormalise])
 }
 fn default_top_k() -> Axis<TopK> {
     OneOrMany(vec![TopK::Keep(50)])

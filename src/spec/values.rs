@@ -245,6 +245,43 @@ word_enum!(
     } default Kl
 );
 
+word_enum!(
+    /// Which teacher tokens a student's targets keep at each position.
+    Targets {
+        /// The k most probable (after the top-p nucleus): biased towards the head of the
+        /// distribution (Anshumann et al., 2025).
+        TopK = "top_k",
+        /// k tokens drawn from the teacher's distribution, their counts as weights: an
+        /// unbiased estimate of it ("Sparse Logit Sampling", Anshumann et al., ACL 2025).
+        Sampled = "sampled",
+    } default TopK
+);
+
+impl Targets {
+    /// Whether this is the default (kept out of run ids, so earlier runs keep theirs).
+    pub fn is_top_k(&self) -> bool {
+        *self == Targets::TopK
+    }
+}
+
+word_enum!(
+    /// What becomes of the teacher's probability outside the kept tokens.
+    Missing {
+        /// The kept tokens are renormalised to sum to one; the tail is dropped.
+        Renormalise = "renormalise",
+        /// The tail's mass is one extra outcome, matched against the student's own mass
+        /// outside the kept tokens (DistillKit's missing-probability handling).
+        Bucket = "bucket",
+    } default Renormalise
+);
+
+impl Missing {
+    /// Whether this is the default (kept out of run ids, so earlier runs keep theirs).
+    pub fn is_renormalise(&self) -> bool {
+        *self == Missing::Renormalise
+    }
+}
+
 fn finite_in(value: f64, low: f64, high: f64, low_open: bool, what: &str) -> Result<f64, String> {
     let above = if low_open { value > low } else { value >= low };
     if value.is_finite() && above && value <= high {

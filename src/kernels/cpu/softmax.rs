@@ -117,7 +117,8 @@ pub struct Support<'a> {
     pub ids: &'a [u32],
     /// The teacher's log-probabilities at τ = 1.
     pub log_probs: &'a [f32],
-    /// 1 for a real entry, 0 for padding.
+    /// 1 for a real entry, 0 for padding, [`TAIL`] for the tail bucket (its log-probability
+    /// is that of the teacher's mass outside the row's real entries).
     pub mask: &'a [f32],
     /// Entries per row.
     pub width: usize,
@@ -152,6 +153,13 @@ pub struct Distill {
     pub tau: f32,
 }
 
+/// The mask of a row's tail-bucket entry (`missing = "bucket"`): one extra outcome, the
+/// teacher's mass outside the real entries against the student's, 1 − Σ of its real entries.
+pub const TAIL: f32 = -1.0;
+
+/// The least student tail mass used (f32 cannot resolve 1 − Σ much closer to 0).
+const TAIL_FLOOR: f32 = 1e-6;
+
 /// The widest support handled without allocating.
 pub(super) const MAX_WIDTH: usize = 256;
 
@@ -182,10 +190,21 @@ pub(super) fn row_terms(
     }
     let t_lse = t_max + t_sum.ln();
     let tau2 = d.tau * d.tau;
-    let mut loss = 0.0f32;
+    let (mut head, mut tail) = (0.0f32, None);
     for j in 0..ids.len() {
         s[j] = z[ids[j] as usize] * inv_tau - lse;
         log_q[j] = lp[j] * inv_tau - t_lse;
+        if mask[j] == TAIL {
+            tail = Some(j);
+        } else if mask[j] != 0.0 {
+            head += super::simd::exp1(s[j]);
+        }
+    }
+    if let Some(t) = tail {
+        s[t] = (1.0 - head).max(TAIL_FLOOR).ln();
+    }
+    let mut loss = 0.0f32;
+    for j in 0..ids.len() {
         if mask[j] == 0.0 {
             continue;
         }
@@ -275,6 +294,8 @@ pub fn distill_forward(
 
 /// ∂loss/∂s_j for every kept entry j (0 for padding) into `c`, and their sum: the gradient of a
 /// distillation loss with respect to the student's log-probabilities s at τ (its τ² included).
+/// A tail entry's s_t = ln(1 − Σ_j e^{s_j}) is a function of the real entries', so its
+/// coefficient is passed on to them (∂s_t/∂s_j = −e^{s_j − s_t}) and is 0 itself.
 #[inline(always)]
 pub(super) fn support_coefficients(
     kind: LossKind,
@@ -284,8 +305,11 @@ pub(super) fn support_coefficients(
     c: &mut [f32],
     tau2: f32,
 ) -> f32 {
-    let mut total = 0.0f32;
+    let mut tail = None;
     for j in 0..c.len() {
+        if mask[j] == TAIL {
+            tail = Some(j);
+        }
         c[j] = if mask[j] == 0.0 {
             0.0
         } else {
@@ -298,9 +322,17 @@ pub(super) fn support_coefficients(
                 }
             }
         };
-        total += c[j];
     }
-    total
+    if let Some(t) = tail {
+        let through = c[t];
+        c[t] = 0.0;
+        for j in 0..c.len() {
+            if mask[j] != 0.0 && j != t {
+                c[j] -= through * super::simd::exp1(s[j] - s[t]);
+            }
+        }
+    }
+    c.iter().sum()
 }
 
 multiversion! {

@@ -96,6 +96,14 @@ pub(crate) fn logits_pass(
         &ctx.device,
         ctx.prepared.info.val_bytes_per_token,
     );
+    let layout = header.layout();
+    let fidelity = logits_run::fidelity(
+        &teacher,
+        &ctx.device,
+        &ctx.prepared.val,
+        header.window_positions,
+        &layout,
+    );
     let mut row = result_row(ctx, val_loss, val_bpb, summary.wall_s, summary.tokens_per_s);
     let truncated_on = match pass.truncate_on {
         TruncateOn::Host => "host",
@@ -110,6 +118,9 @@ pub(crate) fn logits_pass(
         "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
         "predicted_store_bytes": predicted_store_bytes(ctx),
         "truncated_on": truncated_on,
+        "fidelity_kl": fidelity.map(|f| f.kl),
+        "fidelity_kept_mass": fidelity.map(|f| f.kept_mass),
+        "fidelity_positions": fidelity.map(|f| f.positions),
     });
     add_extra(&mut row, extra);
     Ok(Step::Done(row))
@@ -118,10 +129,7 @@ pub(crate) fn logits_pass(
 /// The plan's predicted disk bytes for the store of `ctx`'s run.
 fn predicted_store_bytes(ctx: &Ctx) -> u64 {
     let vocab = ctx.config.data.vocab;
-    let kept = ctx
-        .config
-        .logits
-        .as_ref()
-        .map_or(0, |l| l.truncation.top_k.kept(vocab));
-    crate::distill::store::logit_bytes_per_token(vocab, kept) * ctx.config.tokens
+    ctx.config.logits.as_ref().map_or(0, |l| {
+        crate::distill::store::Layout::of(vocab, &l.truncation).bytes_per_token()
+    }) * ctx.config.tokens
 }
