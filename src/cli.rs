@@ -437,6 +437,10 @@ pub struct FitArgs {
         conflicts_with = "data"
     )]
     pub seeds: Option<Vec<u64>>,
+    /// On a sweep: check a confirmation round against a prediction file written by
+    /// `suggest --confirm SEEDS --predict FILE` (fits the round's seeds alone; stores nothing).
+    #[arg(long, value_name = "PREDICTION", conflicts_with_all = ["data", "seeds"])]
+    pub check: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
@@ -466,6 +470,7 @@ impl FitArgs {
             seed: self.seed,
             grid: self.grid,
             seeds: self.seeds,
+            check: self.check,
             json: matches!(self.format, ReportFormat::Json),
         }
     }
@@ -809,6 +814,45 @@ pub struct SuggestArgs {
     /// go to the curves expected wider than it, none to those already under it.
     #[arg(long, value_name = "W")]
     pub target_width: Option<f64>,
+    /// Pre-register a confirmation round of these new seeds instead of searching for edits:
+    /// every student and baseline with each seed, every measured teacher (e.g. `21-26` or
+    /// `21,22,23`); with `--predict` the prediction file, with `--write` the round's sweep file.
+    #[arg(long, value_name = "SEEDS", value_parser = parse_seed_list, conflicts_with_all = ["runs", "hours", "target_width"])]
+    pub confirm: Option<SeedList>,
+    /// Write the confirmation round's prediction here (JSON; `fit --check` reads it).
+    #[arg(long, value_name = "FILE", requires = "confirm")]
+    pub predict: Option<PathBuf>,
+}
+
+/// Seeds given as a list or ranges (`--confirm`).
+#[derive(Debug, Clone)]
+pub struct SeedList(pub Vec<u64>);
+
+/// `21-26` or `21,22,23` (or a mix) as a sorted list of distinct seeds.
+fn parse_seed_list(text: &str) -> Result<SeedList, String> {
+    let mut seeds = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("`{part}` is not a seed or a range of seeds like 21-26");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u64, u64) = (
+                    a.trim().parse().map_err(|_| bad())?,
+                    b.trim().parse().map_err(|_| bad())?,
+                );
+                if a > b || b - a > 1000 {
+                    return Err(bad());
+                }
+                seeds.extend(a..=b);
+            }
+            None => seeds.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    seeds.sort_unstable();
+    seeds.dedup();
+    if seeds.is_empty() {
+        return Err("give at least one seed".into());
+    }
+    Ok(SeedList(seeds))
 }
 
 impl SuggestArgs {
@@ -828,6 +872,8 @@ impl SuggestArgs {
             },
             write: self.write,
             bootstrap: self.bootstrap,
+            confirm: self.confirm.map(|s| s.0),
+            predict: self.predict,
         }
     }
 }

@@ -87,6 +87,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         || err
             .downcast_ref::<pdsweep::suggest::SuggestError>()
             .is_some()
+        || err.downcast_ref::<pdsweep::suggest::CheckError>().is_some()
         || matches!(
             err.downcast_ref::<pdsweep::report::ReportError>(),
             Some(pdsweep::report::ReportError::NoPlan { .. })

@@ -52,6 +52,10 @@ pub struct FitCommand {
     pub grid: Option<String>,
     /// Fit only the students and baselines of these seeds, and store nothing.
     pub seeds: Option<Vec<u64>>,
+    /// Check a confirmation round against this prediction file (`suggest --predict`): fit
+    /// the round's seeds alone, store nothing, and say for each group whether its optimum lies
+    /// in the predicted interval.
+    pub check: Option<PathBuf>,
     /// JSON output.
     pub json: bool,
 }
@@ -105,7 +109,11 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             let db_path = locate_db(&cmd.target, &cmd.results)?;
             let mut db = SweepDb::open(&db_path)?;
             let mut runs = finished_runs(&db)?;
-            if let Some(seeds) = &cmd.seeds {
+            let prediction = match &cmd.check {
+                Some(path) => Some(pdsweep::suggest::read_prediction(path)?),
+                None => None,
+            };
+            if let Some(seeds) = cmd.seeds.as_ref().or(prediction.as_ref().map(|p| &p.seeds)) {
                 runs = of_seeds(runs, seeds)?;
             }
             let mut fits = fit_sweep(
@@ -146,6 +154,15 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                 skipped: fits.skipped.clone(),
                 released: fits.released.clone(),
             }));
+            if let Some(prediction) = &prediction {
+                let checks = pdsweep::suggest::check(prediction, &fits.capacity_gaps);
+                if cmd.json {
+                    println!("{}", serde_json::to_string_pretty(&checks)?);
+                } else {
+                    print!("{}", check_report(prediction, &checks, runs.len()));
+                }
+                return Ok(());
+            }
             let stored = cmd.seeds.is_none();
             if stored {
                 save_fits(&mut db, &records)?;
@@ -160,6 +177,102 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
     }
 }
 
+/// A confirmation round against its prediction, one block per group.
+fn check_report(
+    prediction: &pdsweep::suggest::Prediction,
+    checks: &[pdsweep::suggest::GroupCheck],
+    runs: usize,
+) -> String {
+    let seeds: Vec<String> = prediction.seeds.iter().map(u64::to_string).collect();
+    let made = &prediction.made_from;
+    let mut out = format!(
+        "confirmation round: seeds {} ({runs} finished runs: every teacher, the round's students and baselines)
+against the prediction made {} from {} finished runs of {} (runs digest {})
+
+",
+        seeds.join(", "),
+        made.made_at,
+        made.finished_runs,
+        made.sweep,
+        &made.runs_sha256[..made.runs_sha256.len().min(12)]
+    );
+    let count = |v: f64| pdsweep::spec::units::format_count(v);
+    let interval = |i: Option<[f64; 2]>| {
+        i.map_or("none".to_string(), |[a, b]| {
+            format!("[{}, {}]", count(a), count(b))
+        })
+    };
+    for c in checks {
+        let p = &c.predicted;
+        out += &format!(
+            "student {} on {} tokens ({}): {} of {} runs of the round
+",
+            count(p.student_params),
+            count(p.student_tokens),
+            p.config,
+            c.runs_found,
+            p.design.len()
+        );
+        out += &format!(
+            "  predicted  {} (interval {})
+",
+            p.now,
+            interval(p.interval)
+        );
+        out += &format!(
+            "  measured   {}
+",
+            c.measured
+        );
+        let edge = p.edge.as_deref().unwrap_or("edge");
+        let verdict = match (c.inside, c.edge_held) {
+            (Some(true), _) => "inside the predicted interval".to_string(),
+            (Some(false), _) => "OUTSIDE the predicted interval".to_string(),
+            (None, Some(true)) => {
+                format!("the round's best teacher is the {edge} too, as predicted")
+            }
+            (None, Some(false)) => {
+                format!("the round's best teacher is NOT the {edge}, as was predicted")
+            }
+            (None, None) if p.interval.is_none() => {
+                "no predicted interval to check against".to_string()
+            }
+            (None, None) => "no optimum in the round to check".to_string(),
+        };
+        out += &format!(
+            "  outcome    {verdict}
+"
+        );
+        let expected = p
+            .expected_width
+            .map_or("none".to_string(), |w| format!("{w:.2}x"));
+        let supported = p.expected_supported.map_or(String::new(), |s| {
+            format!(", {:.0}% of simulated rounds support an optimum", 100.0 * s)
+        });
+        match (c.width, c.width_ratio) {
+            (Some(w), Some(r)) => {
+                out += &format!(
+                    "  width      {w:.2}x measured, {expected} expected ({r:.2} of it){supported}
+"
+                )
+            }
+            (Some(w), None) => {
+                out += &format!(
+                    "  width      {w:.2}x measured, none expected
+"
+                )
+            }
+            (None, _) => {
+                out += &format!(
+                    "  width      no interval measured, {expected} expected{supported}
+"
+                )
+            }
+        }
+    }
+    out
+}
+
 /// The runs of `runs` that a fit on `seeds` uses: every teacher, and the students and
 /// baselines of those seeds. A seed no student or baseline has is a usage error naming it.
 fn of_seeds(runs: Vec<FinishedRun>, seeds: &[u64]) -> anyhow::Result<Vec<FinishedRun>> {
@@ -172,7 +285,7 @@ fn of_seeds(runs: Vec<FinishedRun>, seeds: &[u64]) -> anyhow::Result<Vec<Finishe
     if let Some(missing) = seeds.iter().find(|s| !known.contains(s)) {
         let list: Vec<String> = known.iter().map(u64::to_string).collect();
         return Err(UsageError(format!(
-            "`--seeds`: no finished student or baseline has seed {missing} (seeds: {})",
+            "`--seeds`/`--check`: no finished student or baseline has seed {missing} (seeds: {})\n\nhint: a confirmation round is checked once its runs have finished (`pdsweep run` its follow-up sweep)",
             list.join(", ")
         ))
         .into());

@@ -32,6 +32,10 @@ pub struct SuggestCommand {
     pub write: Option<PathBuf>,
     /// Bootstrap resamples of the fits.
     pub bootstrap: usize,
+    /// Pre-register a confirmation round of these new seeds instead of searching.
+    pub confirm: Option<Vec<u64>>,
+    /// Where to write the confirmation round's prediction.
+    pub predict: Option<PathBuf>,
 }
 
 /// Runs `pdsweep suggest`.
@@ -68,6 +72,13 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
     if let Some(out) = &cmd.write {
         check_output(&cmd.sweep, out)?;
     }
+    if let Some(out) = cmd.predict.as_ref().filter(|p| p.exists()) {
+        return Err(UsageError(format!(
+            "`--predict {}`: the file exists; a prediction is written once, before its round (nothing was overwritten)",
+            out.display()
+        ))
+        .into());
+    }
     let db = SweepDb::open(&db_path)?;
     let calibration = super::estimate::calibration(Some(&db), sweep.file.backend, false);
     let current = Plan::build(
@@ -88,6 +99,9 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
             supervised_law: LawKind::Chinchilla,
         },
     );
+    if let Some(seeds) = &cmd.confirm {
+        return confirm(&cmd, &sweep, seeds, &fits, &runs, &db_path);
+    }
     let students: Vec<StoredRun> = match db.current_plan()? {
         Some(plan) => db.plan_runs(plan)?,
         None => db.runs()?,
@@ -131,6 +145,117 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `suggest --confirm SEEDS`: the prediction of a confirmation round of new seeds, printed,
+/// written with `--predict`, and the round's sweep file written with `--write`.
+fn confirm(
+    cmd: &SuggestCommand,
+    sweep: &Sweep,
+    seeds: &[u64],
+    fits: &SweepFits,
+    runs: &[FinishedRun],
+    db_path: &std::path::Path,
+) -> anyhow::Result<()> {
+    use pdsweep::suggest::{Edit, Provenance, apply, predict};
+    use sha2::{Digest, Sha256};
+    let used: std::collections::BTreeSet<u64> = runs
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.kind,
+                pdsweep::fit::Role::Student | pdsweep::fit::Role::Baseline
+            )
+        })
+        .map(|r| r.seed)
+        .collect();
+    if let Some(s) = seeds.iter().find(|s| used.contains(s)) {
+        return Err(UsageError(format!(
+            "`--confirm`: seed {s} already has finished students or baselines; a confirmation round uses seeds never run before\n\nhint: start after the largest seed used ({})",
+            used.iter().max().copied().unwrap_or(0)
+        ))
+        .into());
+    }
+    if fits.capacity_gaps.is_empty() {
+        return Err(UsageError(
+            "no capacity-gap curve yet (no finished students): run the sweep, then predict".into(),
+        )
+        .into());
+    }
+    let mut lines: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{} {:?}", r.id, r.loss))
+        .collect();
+    lines.sort();
+    let made_from = Provenance {
+        made_at: pdsweep::report::load::now_utc(),
+        pdsweep: env!("CARGO_PKG_VERSION").into(),
+        sweep: cmd.sweep.display().to_string(),
+        sweep_sha256: hex(&Sha256::digest(sweep.source.as_bytes())),
+        database: db_path.display().to_string(),
+        finished_runs: runs.len(),
+        runs_sha256: hex(&Sha256::digest(lines.join("\n").as_bytes())),
+    };
+    let prediction = predict(&fits.capacity_gaps, seeds, made_from);
+    print!("{}", render_prediction(&prediction));
+    if let Some(out) = &cmd.predict {
+        std::fs::write(out, serde_json::to_string_pretty(&prediction)? + "\n")
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+        println!(
+            "\nwrote the prediction to {} (commit it before the round runs)",
+            out.display()
+        );
+    }
+    if let Some(out) = &cmd.write {
+        let mut text = sweep.source.clone();
+        for &seed in seeds {
+            text = apply(&text, Edit::AddSeed { seed, count: 1 })?;
+        }
+        let list: Vec<String> = seeds.iter().map(u64::to_string).collect();
+        let header = format!(
+            "# Confirmation round of {} written by `pdsweep suggest --confirm`: seeds {} for students and baselines, every teacher as measured.\n# Same name, same database: `pdsweep run` trains only the new runs; then `pdsweep fit {} --check PREDICTION`.\n",
+            cmd.sweep.display(),
+            list.join(", "),
+            out.display()
+        );
+        std::fs::write(out, header + &text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+        println!("wrote the round's sweep file to {}", out.display());
+    }
+    Ok(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The prediction as the researcher reads it before the round.
+fn render_prediction(p: &pdsweep::suggest::Prediction) -> String {
+    let seeds: Vec<String> = p.seeds.iter().map(u64::to_string).collect();
+    let mut out = format!(
+        "prediction for a confirmation round of seeds {} ({} finished runs fitted):\n",
+        seeds.join(", "),
+        p.made_from.finished_runs
+    );
+    for g in &p.groups {
+        let width = g
+            .expected_width
+            .map_or("no U-shaped curve to simulate".into(), |w| {
+                format!("expected width of the round's own interval {w:.2}x")
+            });
+        let supported = g.expected_supported.map_or(String::new(), |s| {
+            format!(", {:.0}% of simulated rounds support an optimum", 100.0 * s)
+        });
+        out += &format!(
+            "  student {} on {} tokens ({}): {}; {} runs; {width}{supported}\n",
+            format_count(g.student_params),
+            format_count(g.student_tokens),
+            g.config,
+            g.now,
+            g.design.len()
+        );
+    }
+    out
 }
 
 /// The follow-up must sit next to the sweep file (its paths are relative to it) and must not

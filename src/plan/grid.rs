@@ -946,7 +946,7 @@ impl Builder<'_, '_> {
             let name = format!(
                 "logits-{}-{}{}{}{}",
                 teacher.name.trim_start_matches("teacher-"),
-                if sampled > 0 { "s" } else { "k" },
+                if sampled > 0 { "sampled" } else { "k" },
                 truncation.top_k,
                 if bucket { "-tail" } else { "" },
                 if shuffled {
@@ -1275,7 +1275,10 @@ mod tests {
             stores.iter().any(|n| n.ends_with("-k32-tail")),
             "{stores:?}"
         );
-        assert!(stores.iter().any(|n| n.ends_with("-s32")), "{stores:?}");
+        assert!(
+            stores.iter().any(|n| n.ends_with("-sampled32")),
+            "{stores:?}"
+        );
         let per_token = |suffix: &str| {
             of(RunKind::Logits)
                 .find(|r| r.name.ends_with(suffix))
@@ -1283,7 +1286,7 @@ mod tests {
         };
         // byte vocabulary: 32 × (8 + 8) bits + an 8-bit tail; 32 × (8 + 8 + 6) bits
         assert_eq!(per_token("-k32-tail"), Some(65));
-        assert_eq!(per_token("-s32"), Some(88));
+        assert_eq!(per_token("-sampled32"), Some(88));
         // a grid of both axes: sampled × bucket is sampled × renormalise
         let grid = students(
             "top_k = 32\ntargets = [\"top_k\", \"sampled\"]\nmissing = [\"renormalise\", \"bucket\"]\n",

@@ -395,7 +395,8 @@ fn outlook(g: &Group, extra: Option<&[(f64, u64)]>) -> Option<Outlook> {
     Some(Outlook { width, supported })
 }
 
-fn describe(o: &Optimum) -> String {
+/// What a curve's optimum says, in one line.
+pub(crate) fn describe(o: &Optimum) -> String {
     match o {
         Optimum::Interior { at, ci, .. } => match ci {
             Some([a, b]) => format!("T* {} [{}, {}]", fmt(*at), fmt(*a), fmt(*b)),

@@ -11,13 +11,21 @@
 //! and valued by simulation ([`expected`]): the median T* interval of sweeps drawn from the
 //! fitted curve with the measured noise, before and after. The best value per hour is taken
 //! greedily until the budget is spent.
+//!
+//! [`prediction`] pre-registers a confirmation round (`suggest --confirm SEEDS --predict FILE`)
+//! and checks it (`fit --check FILE`).
 
 mod edit;
 mod engine;
 mod error;
 mod expected;
+mod prediction;
 
 pub use edit::{Edit, apply};
 pub use engine::{Budget, Goal, GroupOutlook, Step, Suggestion, Unconverged, suggest};
 pub use error::SuggestError;
 pub use expected::{CurveModel, expected_width};
+pub use prediction::{
+    CheckError, GroupCheck, GroupPrediction, PREDICTION_FORMAT, Prediction, Provenance, check,
+    predict, read_prediction,
+};

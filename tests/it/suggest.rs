@@ -448,3 +448,134 @@ fn at_the_edge_of_the_grid_suggest_extends_it_and_writes_a_follow_up() {
     assert_eq!(none.status.code(), Some(2), "{}", stderr(&none));
     assert!(stderr(&none).contains("run it first"), "{}", stderr(&none));
 }
+
+/// Pre-registration: `suggest --confirm` writes a prediction (with the database state it was
+/// made from) and the round's sweep file, refuses seeds already run and never overwrites a
+/// prediction; `fit --check` refuses a round that has not run and, on finished seeds, says
+/// for each group whether the optimum lies in the predicted interval.
+#[test]
+fn a_confirmation_round_is_predicted_then_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let results = gap16(dir);
+    let r = results.display().to_string();
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "suggest",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--bootstrap",
+            "50",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run = |a: Vec<String>| {
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        pdsweep(dir, &refs)
+    };
+    let out = run(args(&[
+        "--confirm",
+        "3-4",
+        "--predict",
+        "prediction.json",
+        "--write",
+        "gap16-confirm.toml",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("confirmation round of seeds 3, 4"), "{text}");
+    let prediction: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("prediction.json")).unwrap())
+            .unwrap();
+    assert_eq!(prediction["seeds"], serde_json::json!([3, 4]));
+    let groups = prediction["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "one per student size: {prediction}");
+    // every measured teacher with each new seed
+    assert_eq!(groups[0]["design"].as_array().unwrap().len(), 4 * 2);
+    let made = &prediction["made_from"];
+    assert_eq!(made["runs_sha256"].as_str().unwrap().len(), 64);
+    assert!(made["finished_runs"].as_u64().unwrap() > 0);
+    let round = std::fs::read_to_string(dir.join("gap16-confirm.toml")).unwrap();
+    let sweep = Sweep::parse(&dir.join("gap16-confirm.toml"), round.clone()).unwrap();
+    assert_eq!(sweep.file.name.as_str(), "gap16");
+    assert!(round.contains("seed = [1, 2, 3, 4]"), "{round}");
+    // a prediction is written once; seeds already run are not a confirmation
+    let again = run(args(&["--confirm", "5", "--predict", "prediction.json"]));
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("exists"), "{}", stderr(&again));
+    let used = run(args(&["--confirm", "2-3"]));
+    assert_eq!(used.status.code(), Some(2), "{}", stderr(&used));
+    assert!(
+        stderr(&used).contains("seed 2 already"),
+        "{}",
+        stderr(&used)
+    );
+    // the round has not run: said, nothing fitted
+    let early = pdsweep(
+        dir,
+        &[
+            "fit",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--check",
+            "prediction.json",
+        ],
+    );
+    assert_eq!(early.status.code(), Some(2), "{}", stderr(&early));
+    assert!(stderr(&early).contains("seed 3"), "{}", stderr(&early));
+    // checked against seeds that have run (the file edited to name seed 2): a verdict per group
+    let mut edited = prediction.clone();
+    edited["seeds"] = serde_json::json!([2]);
+    for g in edited["groups"].as_array_mut().unwrap() {
+        for d in g["design"].as_array_mut().unwrap() {
+            if d[1] == 3 {
+                d[1] = serde_json::json!(2);
+            }
+        }
+    }
+    std::fs::write(dir.join("prediction-2.json"), edited.to_string()).unwrap();
+    let out = pdsweep(
+        dir,
+        &[
+            "fit",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--check",
+            "prediction-2.json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("confirmation round: seeds 2"), "{text}");
+    assert_eq!(text.matches("  outcome    ").count(), 2, "{text}");
+    // gap16's best teachers sit at the grid's largest edge, in the prediction and in seed 2
+    assert!(
+        text.contains("the round's best teacher is the largest too"),
+        "{text}"
+    );
+    assert!(text.contains("4 of 8 runs of the round"), "{text}");
+    let bad = pdsweep(
+        dir,
+        &[
+            "fit",
+            "gap16.toml",
+            "--results",
+            &r,
+            "--check",
+            "gap16.toml",
+        ],
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("not a pdsweep prediction"),
+        "{}",
+        stderr(&bad)
+    );
+}
