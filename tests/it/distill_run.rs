@@ -119,3 +119,113 @@ fn students_learn_from_their_teacher_in_both_modes_and_a_damaged_shard_is_refuse
         .state;
     assert_eq!(state, RunState::Failed);
 }
+
+const FIDELITY: &str = r#"
+name = "fidelity"
+[corpus]
+val_tokens = "16K"
+[model]
+context = 64
+[teachers]
+sizes = ["120K"]
+tokens = ["600K"]
+[students]
+sizes = ["20K"]
+tokens = ["200K"]
+[distill]
+mode = ["offline", "online"]
+top_k = 16
+targets = ["top_k", "sampled"]
+missing = ["renormalise", "bucket"]
+[train]
+batch_tokens = "2K"
+evals = 2
+"#;
+
+/// Sampled targets and the tail bucket end to end, offline and online: every student learns
+/// from its teacher, a live teacher gives what its store gives (the same draws; the store's
+/// quantised values), each store is the size the plan predicts for its layout, and each logit
+/// pass records its store's fidelity.
+#[test]
+fn sampled_and_bucket_students_run_offline_and_online_and_stores_record_their_fidelity() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f.toml"), FIDELITY).unwrap();
+    let out = pdsweep(tmp.path(), &["run", "f.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let db_path = tmp.path().join("results/fidelity/sweep.db");
+    let db = SweepDb::open(&db_path).unwrap();
+    let runs = db.runs().unwrap();
+    assert!(runs.iter().all(|r| r.state == RunState::Done));
+    let students: Vec<_> = runs
+        .iter()
+        .filter(|r| r.name.starts_with("student"))
+        .collect();
+    assert_eq!(
+        students.len(),
+        6,
+        "sampled × bucket is planned once per mode"
+    );
+    let loss = |suffix: &str| {
+        let run = runs
+            .iter()
+            .find(|r| r.name.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no run ending {suffix}"));
+        db.result(&run.id).unwrap().unwrap().0
+    };
+    let baseline = loss("baseline-20K");
+    for setting in ["top_k-bucket", "sampled-renormalise"] {
+        let (offline, online) = (
+            loss(&format!("offline-{setting}")),
+            loss(&format!("online-{setting}")),
+        );
+        assert!(
+            offline < baseline - 0.05,
+            "{setting}: {offline} vs baseline {baseline}"
+        );
+        assert!(
+            (offline - online).abs() < 0.02,
+            "{setting}: {offline} vs {online}"
+        );
+    }
+    let conn = rusqlite::Connection::open(&db_path).unwrap();
+    for (store, per_token) in [
+        ("logits-120K-k16-tail", 16 * 2 + 1),
+        ("logits-120K-sampled16", 16 * 21 / 8),
+    ] {
+        let run = runs
+            .iter()
+            .find(|r| r.name == store)
+            .unwrap_or_else(|| panic!("no {store}"));
+        let extra: String = conn
+            .query_row(
+                "SELECT extra_json FROM results WHERE run_id = ?1",
+                [run.id.as_str()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let extra: serde_json::Value = serde_json::from_str(&extra).unwrap();
+        let kl = extra["fidelity_kl"].as_f64().unwrap();
+        let mass = extra["fidelity_kept_mass"].as_f64().unwrap();
+        assert!(extra["fidelity_positions"].as_u64().unwrap() > 0, "{extra}");
+        assert!(
+            kl >= 0.0 && (0.0..=1.0 + 1e-9).contains(&mass),
+            "{store}: {extra}"
+        );
+        if store.ends_with("tail") {
+            assert!(kl < 0.01, "a tail keeps the coarsened distribution: {kl}");
+        }
+        // 9-bit ids would not fit a byte: V = 256 here, 8-bit ids, 8-bit values (+5-bit counts)
+        let bytes = extra["store_bytes"].as_u64().unwrap() as f64;
+        let positions = extra["positions"].as_u64().unwrap() as f64;
+        let want = if store.ends_with("tail") {
+            per_token as f64
+        } else {
+            (16.0 * 21.0 / 8.0f64).ceil()
+        };
+        assert!(
+            (bytes / positions / want - 1.0).abs() < 0.05,
+            "{store}: {} B/token vs {want}",
+            bytes / positions
+        );
+    }
+}
