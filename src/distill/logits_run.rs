@@ -15,9 +15,11 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::reader::{StoreReader, shard_name, windows_per_shard};
-use super::store::{Layout, decode_block};
+use super::store::decode_block;
 use super::store::{ShardError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
-use super::targets::{TruncateOn, for_each_distribution, teacher_samples, teacher_support};
+use super::targets::{
+    TruncateOn, for_each_distribution, prepare, teacher_samples, teacher_support,
+};
 use super::truncate::{Kept, Truncation, draw_seed, sample, truncate};
 use crate::data::{Batcher, DataConfig, Prepared, window_batch};
 use crate::model::Transformer;
@@ -264,15 +266,19 @@ pub fn write_store(
     })
 }
 
-/// How faithfully a store keeps its teacher's distribution, measured on held-out positions.
+/// How faithfully a store, read at one truncation, keeps its teacher's distribution, measured
+/// on held-out positions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fidelity {
-    /// Mean KL(stored ‖ teacher) in nats: the stored distribution (renormalised over its ids,
-    /// their counts for sampled targets, or with the tail as one outcome) against the
-    /// teacher's full one, coarsened to the same outcomes. Renormalised top-k gives −ln of the
-    /// kept mass; finite for every kind, unlike KL(teacher ‖ stored).
+    /// The truncation the store is read at (the store's own, or a student's).
+    pub view: Truncation,
+    /// Mean KL(stored ‖ teacher) in nats: the distribution a student reading at `view` is
+    /// given (renormalised over its ids, their counts for sampled targets, or with the tail as
+    /// one outcome), at τ = 1, against the teacher's full one coarsened to the same outcomes.
+    /// Renormalised top-k gives −ln of the kept mass; finite for every kind, unlike
+    /// KL(teacher ‖ stored).
     pub kl: f64,
-    /// Mean teacher probability of the stored ids.
+    /// Mean teacher probability of the ids kept.
     pub kept_mass: f64,
     /// Held-out positions measured.
     pub positions: u64,
@@ -281,77 +287,80 @@ pub struct Fidelity {
 /// Held-out windows a fidelity check reads (at most; fewer when the split is shorter).
 pub const FIDELITY_WINDOWS: u64 = 16;
 
-/// The fidelity of a store laid out as `layout` (top-k, sampled or with a tail), on the first
-/// [`FIDELITY_WINDOWS`] windows of the held-out split `val`: each position is stored as the
-/// logit pass would (encoded and decoded, so quantisation counts) and compared with the
-/// teacher's full distribution. `None` when the split is shorter than one window.
+/// The fidelity of the store `header` describes, read at its own truncation `own` and at each
+/// of `views` (its students'), on the first [`FIDELITY_WINDOWS`] windows of the held-out split
+/// `val`: each position is stored as the logit pass would store it (encoded and decoded, so
+/// quantisation counts), prepared as a student reads it ([`prepare`]) and compared with the
+/// teacher's full distribution. Empty when the split is shorter than one window.
 pub fn fidelity(
     teacher: &Transformer,
     device: &Device,
     val: &crate::data::Stream,
-    context: u64,
-    layout: &Layout,
-) -> Option<Fidelity> {
-    let windows = ((val.len() as u64).saturating_sub(1) / context.max(1)).min(FIDELITY_WINDOWS);
+    header: &StoreHeader,
+    own: Truncation,
+    views: &[Truncation],
+) -> Vec<Fidelity> {
+    let context = header.window_positions.max(1);
+    let layout = header.layout();
+    let windows = ((val.len() as u64).saturating_sub(1) / context).min(FIDELITY_WINDOWS);
     if windows == 0 {
-        return None;
+        return Vec::new();
     }
+    let mut all = vec![own];
+    all.extend(views.iter().filter(|v| **v != own));
     let ids: Vec<u64> = (0..windows).collect();
     let batch = window_batch(val, context as usize, &ids);
-    let (mut kl, mut kept_mass, mut n) = (0.0f64, 0.0f64, 0u64);
+    let mut sums = vec![(0.0f64, 0.0f64); all.len()];
+    let mut n = 0u64;
     for_each_distribution(teacher, &batch, device, &mut |at, z| {
         // held-out draws get seeds no training window has
+        let (window, position) = (u64::MAX - at as u64 / context, at as u64 % context);
         let stored = if layout.counts {
-            sample(
-                z,
-                layout.top_k,
-                draw_seed(u64::MAX - at as u64 / context, at as u64 % context),
-            )
+            sample(z, layout.top_k, draw_seed(window, position))
         } else {
             truncate(z, 1.0, crate::spec::TopK::Keep(layout.top_k))
         };
-        let block = super::store::encode_block(std::slice::from_ref(&stored), layout);
-        let Some(decoded) = decode_block(&block, 1, layout) else {
+        let block = super::store::encode_block(std::slice::from_ref(&stored), &layout);
+        let Some(decoded) = decode_block(&block, 1, &layout) else {
             return;
         };
-        let (d, m) = position_fidelity(z, &decoded[0], layout);
-        kl += d;
-        kept_mass += m;
+        for (sum, view) in sums.iter_mut().zip(&all) {
+            let (d, m) = position_fidelity(z, &prepare(decoded[0].clone(), view, 1.0));
+            sum.0 += d;
+            sum.1 += m;
+        }
         n += 1;
     });
-    (n > 0).then(|| Fidelity {
-        kl: kl / n as f64,
-        kept_mass: kept_mass / n as f64,
-        positions: n,
-    })
+    if n == 0 {
+        return Vec::new();
+    }
+    all.into_iter()
+        .zip(sums)
+        .map(|(view, (kl, mass))| Fidelity {
+            view,
+            kl: kl / n as f64,
+            kept_mass: mass / n as f64,
+            positions: n,
+        })
+        .collect()
 }
 
-/// KL(stored ‖ teacher) and the teacher's mass on the stored ids, at one position of logits `z`.
-fn position_fidelity(z: &[f32], stored: &Kept, layout: &Layout) -> (f64, f64) {
+/// KL(given ‖ teacher) and the teacher's mass on the given ids, at one position of logits `z`:
+/// `given` as the loss reads it ([`prepare`] at τ = 1), weights e^v over its entries and, with
+/// a tail, e^tail for everything else.
+fn position_fidelity(z: &[f32], given: &Kept) -> (f64, f64) {
     let max = z.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let norm: f64 = z.iter().map(|&v| (v as f64 - max).exp()).sum();
     let p = |id: u32| (z[id as usize] as f64 - max).exp() / norm;
-    let mass: f64 = stored.ids.iter().map(|&i| p(i)).sum();
-    // the stored weights of the ids (and the tail), normalised together
-    let mut weights: Vec<(f64, f64)> = if layout.counts {
-        let k: f64 = stored.counts.iter().map(|&c| c as f64).sum();
-        stored
-            .ids
-            .iter()
-            .zip(&stored.counts)
-            .map(|(&i, &c)| (c as f64 / k.max(1.0), p(i)))
-            .collect()
-    } else {
-        stored
-            .ids
-            .iter()
-            .zip(&stored.log_probs)
-            .map(|(&i, &lp)| ((lp as f64).exp(), p(i)))
-            .collect()
-    };
-    if layout.tail {
-        let tail = stored.tail.map_or(0.0, |t| (t as f64).exp());
-        weights.push((tail, (1.0 - mass).max(0.0)));
+    let mass: f64 = given.ids.iter().map(|&i| p(i)).sum();
+    let mut weights: Vec<(f64, f64)> = given
+        .ids
+        .iter()
+        .zip(&given.log_probs)
+        .map(|(&i, &v)| ((v as f64).exp(), p(i)))
+        .collect();
+    if let Some(tail) = given.tail {
+        weights.push(((tail as f64).exp(), (1.0 - mass).max(0.0)));
     }
     let total: f64 = weights.iter().map(|w| w.0).sum();
     let kl = weights
@@ -369,7 +378,7 @@ fn position_fidelity(z: &[f32], stored: &Kept, layout: &Layout) -> (f64, f64) {
 mod tests {
     use super::*;
     use crate::data::{CorpusInfo, Stream};
-    use crate::distill::store::decode_block;
+    use crate::distill::store::Layout;
     use crate::model::{ModelShape, TransformerConfig};
     use crate::spec::{TopK, TopP};
 
@@ -458,26 +467,41 @@ mod tests {
         let z: Vec<f32> = (0..64u32).map(|i| ((i * 13) % 29) as f32 / 4.0).collect();
         let top = truncate(&z, 1.0, TopK::Keep(4));
         let mass: f64 = top.log_probs.iter().map(|l| (*l as f64).exp()).sum();
-        for (tail, want) in [(false, -mass.ln()), (true, 0.0)] {
-            let layout = Layout {
-                tail,
-                ..Layout::top_k(64, 4)
+        let layout = Layout {
+            tail: true,
+            ..Layout::top_k(64, 4)
+        };
+        let block = crate::distill::store::encode_block(std::slice::from_ref(&top), &layout);
+        let stored = &decode_block(&block, 1, &layout).unwrap()[0];
+        for (missing, want) in [
+            (crate::spec::Missing::Renormalise, -mass.ln()),
+            (crate::spec::Missing::Bucket, 0.0),
+        ] {
+            let view = Truncation {
+                missing,
+                ..truncation()
             };
-            let block = crate::distill::store::encode_block(std::slice::from_ref(&top), &layout);
-            let stored = &decode_block(&block, 1, &layout).unwrap()[0];
-            let (kl, kept) = position_fidelity(&z, stored, &layout);
+            let (kl, kept) = position_fidelity(&z, &prepare(stored.clone(), &view, 1.0));
             assert!((kept - mass).abs() < 1e-6);
             // quantisation (±0.031 nats per value) moves it a little
-            assert!((kl - want).abs() < 0.01, "tail {tail}: {kl} vs {want}");
+            assert!((kl - want).abs() < 0.01, "{missing}: {kl} vs {want}");
         }
+        // a student's narrower view keeps less mass and is further from the teacher
+        let narrow = Truncation {
+            top_k: TopK::Keep(2),
+            ..truncation()
+        };
+        let (kl2, kept2) = position_fidelity(&z, &prepare(stored.clone(), &narrow, 1.0));
+        assert!(kept2 < mass && kl2 > -mass.ln(), "{kl2} {kept2}");
         // sampled: the KL of the empirical distribution, which shrinks with more draws
+        let sampled = |k: u64| Truncation {
+            top_k: TopK::Keep(k),
+            targets: crate::spec::Targets::Sampled,
+            ..truncation()
+        };
         let kl_of = |k: u64| {
-            let layout = Layout {
-                counts: true,
-                ..Layout::top_k(64, k)
-            };
             (0..20)
-                .map(|s| position_fidelity(&z, &sample(&z, k, s), &layout).0)
+                .map(|s| position_fidelity(&z, &prepare(sample(&z, k, s), &sampled(k), 1.0)).0)
                 .sum::<f64>()
                 / 20.0
         };

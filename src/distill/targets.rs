@@ -152,25 +152,29 @@ impl TeacherTargets<'_> {
     /// Sampled targets are draws from p at τ = 1; the loss renormalises exp(v/τ) over the
     /// entries, so v = τ·ln c + (1 − τ)·ln p gives weights c·p^(1/τ − 1): counts/k at τ = 1
     /// (unbiased), and the self-normalised importance estimate of softmax(z/τ) at other τ.
-    pub fn prepared(&self, mut k: Kept) -> Kept {
-        let t = self.truncation;
-        if t.targets == Targets::Sampled {
-            let tau = self.tau as f32;
-            for (v, &c) in k.log_probs.iter_mut().zip(&k.counts) {
-                *v = tau * (c as f32).ln() + (1.0 - tau) * *v;
-            }
-            k.counts.clear();
-            k.tail = None;
-            return k;
-        }
-        let n = refine(&k, t.top_p.0, t.top_k);
-        k.keep_first(n);
-        k.tail = match t.missing {
-            Missing::Bucket => Some(k.tail_log_mass()),
-            Missing::Renormalise => None,
-        };
-        k
+    pub fn prepared(&self, k: Kept) -> Kept {
+        prepare(k, &self.truncation, self.tau)
     }
+}
+
+/// [`TeacherTargets::prepared`] for the truncation `t` at temperature `tau`.
+pub fn prepare(mut k: Kept, t: &Truncation, tau: f64) -> Kept {
+    if t.targets == Targets::Sampled {
+        let tau = tau as f32;
+        for (v, &c) in k.log_probs.iter_mut().zip(&k.counts) {
+            *v = tau * (c as f32).ln() + (1.0 - tau) * *v;
+        }
+        k.counts.clear();
+        k.tail = None;
+        return k;
+    }
+    let n = refine(&k, t.top_p.0, t.top_k);
+    k.keep_first(n);
+    k.tail = match t.missing {
+        Missing::Bucket => Some(k.tail_log_mass()),
+        Missing::Renormalise => None,
+    };
+    k
 }
 
 /// Device targets with a tail-bucket entry appended to each row: ln(1 − Σ p) of its real

@@ -887,19 +887,26 @@ impl Builder<'_, '_> {
     /// dependencies.
     fn link_students(&mut self, pending: Vec<PendingStudent>) {
         type Reads = BTreeMap<u64, u64>;
-        // per store: the streams it serves, its widest top-k, whether a reader keeps the tail
-        let mut stores: BTreeMap<(usize, u64, u64), (Reads, u64, bool)> = BTreeMap::new();
+        // per store: the streams it serves, its widest top-k, whether a reader keeps the tail,
+        // the truncations its students read
+        type Store = (Reads, u64, bool, Vec<Truncation>);
+        let mut stores: BTreeMap<(usize, u64, u64), Store> = BTreeMap::new();
         for p in &pending {
             if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
-                let entry = stores.entry(key).or_insert((Reads::new(), 0, false));
+                let entry = stores
+                    .entry(key)
+                    .or_insert((Reads::new(), 0, false, Vec::new()));
                 let tokens = entry.0.entry(p.config.data.seed).or_insert(0);
                 *tokens = (*tokens).max(p.config.tokens);
                 entry.1 = entry.1.max(top_k_key(d.truncation.top_k));
                 entry.2 |= d.truncation.missing == Missing::Bucket;
+                if !entry.3.contains(&d.truncation) {
+                    entry.3.push(d.truncation);
+                }
             }
         }
         let mut store_ids = HashMap::new();
-        for (key, (reads, widest, bucket)) in stores {
+        for (key, (reads, widest, bucket, views)) in stores {
             let (teacher_index, seed, sampled) = key;
             let reads: Vec<StoreRead> = reads
                 .into_iter()
@@ -940,6 +947,7 @@ impl Builder<'_, '_> {
                     teacher: teacher.id.clone(),
                     truncation,
                     reads,
+                    views,
                 }),
                 backend: self.ctx.sweep.file.backend,
             };

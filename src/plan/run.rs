@@ -325,6 +325,10 @@ pub struct LogitsConfig {
     /// run's id: a plan that adds a seed or a longer budget extends the same store.
     #[serde(default)]
     pub reads: Vec<crate::distill::logits_run::StoreRead>,
+    /// The truncations its students read it at (each a refinement of `truncation`), whose
+    /// fidelity the pass measures. Not part of the run's id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<Truncation>,
 }
 
 impl RunConfig {
@@ -367,6 +371,7 @@ impl RunConfig {
             config.tokens = 0;
             config.logits = Some(LogitsConfig {
                 reads: Vec::new(),
+                views: Vec::new(),
                 ..logits.clone()
             });
             return config.to_json();

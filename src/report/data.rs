@@ -155,6 +155,11 @@ pub struct RunView {
     pub corpus_train_tokens: Option<u64>,
     /// Peak learning rate as planned (a tuned student's is chosen when it starts).
     pub lr_peak: Option<f64>,
+    /// Logit passes: their store's measured fidelity, KL(stored ‖ teacher) in nats per
+    /// position; offline students: their store's at the student's own truncation.
+    pub fidelity_kl: Option<f64>,
+    /// The teacher's mean mass on the kept ids, as `fidelity_kl`.
+    pub fidelity_kept_mass: Option<f64>,
 }
 
 impl RunView {

@@ -43,6 +43,7 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
     for r in &mut runs {
         r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
     }
+    attach_fidelity(db, &rows, &mut runs);
     let candidate_ids =
         crate::plan::teacher_candidates(rows.iter().map(|r| (r.kind, r.config_json.as_str())));
     let (teacher_candidates, runs): (Vec<RunView>, Vec<RunView>) = runs
@@ -182,6 +183,25 @@ fn distill_knobs(config: &Value) -> BTreeMap<&'static str, String> {
             text(&d["truncation"]["top_k"])
         ),
     );
+    // absent from a config's JSON when at their defaults (top-k targets, renormalised)
+    let targets = &d["truncation"]["targets"];
+    knobs.insert(
+        "targets",
+        if targets.is_null() {
+            "top-k targets".into()
+        } else {
+            format!("{} targets", text(targets))
+        },
+    );
+    let missing = &d["truncation"]["missing"];
+    knobs.insert(
+        "missing",
+        if missing.is_null() {
+            "tail renormalised".into()
+        } else {
+            format!("tail {}", text(missing))
+        },
+    );
     knobs
 }
 
@@ -289,6 +309,8 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                 gain: r.gain,
                 corpus_train_tokens: None,
                 lr_peak: config["train"]["lr"]["peak"].as_f64(),
+                fidelity_kl: None,
+                fidelity_kept_mass: None,
             }
         })
         .collect()
@@ -331,6 +353,67 @@ fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, Re
             })
         })
         .collect())
+}
+
+/// Each logit pass's measured fidelity (its store at its own truncation) and each offline
+/// student's (its store at the student's truncation), from the passes' `fidelity_views`.
+fn attach_fidelity(db: &SweepDb, rows: &[RunRow], runs: &mut [RunView]) {
+    // (teacher run, truncation JSON) → (KL, kept mass), and each pass's own
+    let mut by_view: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.kind == RunKind::Logits) {
+        let Some(extra) = db.result_extra(&r.id).ok().flatten() else {
+            continue;
+        };
+        let extra: Value = serde_json::from_str(&extra).unwrap_or(Value::Null);
+        let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
+        let teacher = config["logits"]["teacher"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if let Some(view) = runs.iter_mut().find(|v| v.id == r.id) {
+            view.fidelity_kl = extra["fidelity_kl"].as_f64();
+            view.fidelity_kept_mass = extra["fidelity_kept_mass"].as_f64();
+        }
+        for v in extra["fidelity_views"].as_array().into_iter().flatten() {
+            let (Some(kl), Some(mass)) = (v["kl"].as_f64(), v["kept_mass"].as_f64()) else {
+                continue;
+            };
+            let key = format!(
+                "{} {} {} {}",
+                v["top_p"],
+                v["top_k"].as_str().unwrap_or(""),
+                v["targets"].as_str().unwrap_or(""),
+                v["missing"].as_str().unwrap_or("")
+            );
+            by_view.insert((teacher.clone(), key), (kl, mass));
+        }
+    }
+    for r in rows.iter().filter(|r| r.kind == RunKind::Student) {
+        let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
+        let d = &config["distill"];
+        if d["mode"].as_str() != Some("offline") {
+            continue;
+        }
+        let t = &d["truncation"];
+        let key = format!(
+            "{} {} {} {}",
+            t["top_p"],
+            match &t["top_k"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+            t["targets"].as_str().unwrap_or("top_k"),
+            t["missing"].as_str().unwrap_or("renormalise")
+        );
+        let teacher = d["teacher"].as_str().unwrap_or("").to_string();
+        if let (Some(&(kl, mass)), Some(view)) = (
+            by_view.get(&(teacher, key)),
+            runs.iter_mut().find(|v| v.id == r.id),
+        ) {
+            view.fidelity_kl = Some(kl);
+            view.fidelity_kept_mass = Some(mass);
+        }
+    }
 }
 
 /// The candidate a tuned teacher adopted (`results.extra_json` → `adopted_from`), if any.

@@ -92,6 +92,8 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
             x("agreement", &|r| r.agreement),
             x("kl_teacher_student", &|r| r.kl_teacher_student),
             x("gain", &|r| r.gain),
+            x("fidelity_kl", &|r| r.fidelity_kl),
+            x("fidelity_kept_mass", &|r| r.fidelity_kept_mass),
             s("error", &|r| r.error.clone()),
         ],
     )?;

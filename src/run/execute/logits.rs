@@ -96,14 +96,28 @@ pub(crate) fn logits_pass(
         &ctx.device,
         ctx.prepared.info.val_bytes_per_token,
     );
-    let layout = header.layout();
     let fidelity = logits_run::fidelity(
         &teacher,
         &ctx.device,
         &ctx.prepared.val,
-        header.window_positions,
-        &layout,
+        &header,
+        logits.truncation,
+        &logits.views,
     );
+    let views: Vec<serde_json::Value> = fidelity
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "top_p": f.view.top_p.0,
+                "top_k": f.view.top_k.to_string(),
+                "targets": f.view.targets.as_str(),
+                "missing": f.view.missing.as_str(),
+                "kl": f.kl,
+                "kept_mass": f.kept_mass,
+            })
+        })
+        .collect();
+    let own = fidelity.first();
     let mut row = result_row(ctx, val_loss, val_bpb, summary.wall_s, summary.tokens_per_s);
     let truncated_on = match pass.truncate_on {
         TruncateOn::Host => "host",
@@ -118,9 +132,10 @@ pub(crate) fn logits_pass(
         "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
         "predicted_store_bytes": predicted_store_bytes(ctx),
         "truncated_on": truncated_on,
-        "fidelity_kl": fidelity.map(|f| f.kl),
-        "fidelity_kept_mass": fidelity.map(|f| f.kept_mass),
-        "fidelity_positions": fidelity.map(|f| f.positions),
+        "fidelity_kl": own.map(|f| f.kl),
+        "fidelity_kept_mass": own.map(|f| f.kept_mass),
+        "fidelity_positions": own.map(|f| f.positions),
+        "fidelity_views": views,
     });
     add_extra(&mut row, extra);
     Ok(Step::Done(row))
