@@ -310,7 +310,7 @@ pub fn recommend_from_fits(
     let config = q.config.as_deref();
     let distill: Fit = fits
         .iter()
-        .filter(|f| f.scope == SCOPE_DISTILL && config.is_none_or(|c| f.key.contains(c)))
+        .filter(|f| f.scope == SCOPE_DISTILL && config.is_none_or(|c| names_config(&f.key, c)))
         .max_by_key(|f| (f.n_points, f.id))
         .and_then(StoredFit::as_fit)
         .ok_or_else(|| missing("distillation", "distillation law"))?;
@@ -357,7 +357,7 @@ pub fn recommend_from_fits(
     let same_budget = |t: f64| (t / d_s - 1.0).abs() < 0.01; // budgets are rounded to whole batches
     let tstar = fits
         .iter()
-        .filter(|f| f.scope == SCOPE_TSTAR && f.key.contains(&config_key))
+        .filter(|f| f.scope == SCOPE_TSTAR && names_config(&f.key, &config_key))
         .filter_map(StoredFit::as_tstar)
         .find(|t| same_budget(t.student_tokens));
     let tstar_empirical = tstar
@@ -789,4 +789,13 @@ fn empirical_optimum(
         teacher_params: Some(n_t),
         teacher_params_ci,
     }
+}
+
+/// Whether the stored fit key `key` names the distillation config `config` itself, not a
+/// config that extends it (`... targets=sampled`, `... missing=bucket` start with it).
+fn names_config(key: &str, config: &str) -> bool {
+    key.match_indices(config).any(|(i, _)| {
+        let rest = &key[i + config.len()..];
+        !rest.starts_with(" targets=") && !rest.starts_with(" missing=")
+    })
 }

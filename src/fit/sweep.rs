@@ -340,12 +340,22 @@ pub fn config_key(distill: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
+    // sampled targets and the tail bucket are named only when set, so keys stored before
+    // they existed still match
+    let t = &distill["truncation"];
+    let mut extra = String::new();
+    if let Some(targets) = t["targets"].as_str().filter(|v| *v != "top_k") {
+        extra += &format!(" targets={targets}");
+    }
+    if let Some(missing) = t["missing"].as_str().filter(|v| *v != "renormalise") {
+        extra += &format!(" missing={missing}");
+    }
     format!(
-        "loss={} alpha={alpha} tau={} top_p={} top_k={} mode={}",
+        "loss={} alpha={alpha} tau={} top_p={} top_k={} mode={}{extra}",
         s(&distill["loss"]),
         s(&distill["temperature"]),
-        s(&distill["truncation"]["top_p"]),
-        s(&distill["truncation"]["top_k"]),
+        s(&t["top_p"]),
+        s(&t["top_k"]),
         s(&distill["mode"]),
     )
 }
