@@ -9,7 +9,9 @@ use crate::commands::{
     ExportCommand, FitCommand, FitTarget, GcCommand, PlanCommand, RecommendCommand, ReportCommand,
     RunCommand, SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
 };
+use crate::commands::{PromptSource, SampleCommand};
 use pdsweep::fit::LawKind;
+use pdsweep::generate::Sampling;
 use pdsweep::plan::PlanFormat;
 use pdsweep::report::export::ExportFormat;
 
@@ -46,6 +48,9 @@ pub enum Command {
     /// Write a sweep's runs, metrics and fits as CSV, Parquet or JSON tables (default
     /// folder results/NAME/export/).
     Export(ExportArgs),
+    /// Text from a finished run (teacher, student, baseline or pre-trained teacher):
+    /// continue a prompt or held-out prefixes, greedy or sampled, with a key/value cache.
+    Sample(SampleArgs),
     /// Fit scaling laws with bootstrap intervals: to a sweep (supervised law on teachers and
     /// baselines, distillation law on students, capacity-gap optima; stored in its database)
     /// or to any CSV file (`--data`).
@@ -368,6 +373,76 @@ impl ExportArgs {
     }
 }
 
+/// `pdsweep sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// The sweep file (or a sweep's name); without it, the only sweep under --results.
+    pub sweep: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// The run to sample from (its name or id).
+    #[arg(long, value_name = "NAME")]
+    pub run: String,
+    /// Continue this text (tokenized by the run's tokenizer).
+    #[arg(long, value_name = "TEXT", conflicts_with = "held_out")]
+    pub prompt: Option<String>,
+    /// Continue N prefixes of the held-out split, evenly spaced (the default, with N = 1).
+    #[arg(long, value_name = "N")]
+    pub held_out: Option<usize>,
+    /// Tokens per held-out prefix.
+    #[arg(long, default_value_t = 32, value_name = "T")]
+    pub prefix_tokens: usize,
+    /// Tokens to generate per prompt.
+    #[arg(long, default_value_t = 200, value_name = "T")]
+    pub tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f64,
+    /// Sample only from the K most likely tokens (0: all).
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    pub top_k: usize,
+    /// Then only from the smallest set of most likely tokens with mass P.
+    #[arg(long, default_value_t = 1.0, value_name = "P")]
+    pub top_p: f64,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Greedy decoding (the same as --temperature 0).
+    #[arg(long)]
+    pub greedy: bool,
+    /// Print JSON (text and token ids per prompt, settings, throughput).
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SampleArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> SampleCommand {
+        let prompt = match self.prompt {
+            Some(text) => PromptSource::Text(text),
+            None => PromptSource::HeldOut {
+                count: self.held_out.unwrap_or(1),
+                tokens: self.prefix_tokens,
+            },
+        };
+        SampleCommand {
+            sweep: self.sweep,
+            results: self.results,
+            run: self.run,
+            prompt,
+            tokens: self.tokens,
+            sampling: Sampling {
+                temperature: if self.greedy { 0.0 } else { self.temperature },
+                top_k: self.top_k,
+                top_p: self.top_p,
+            },
+            seed: self.seed,
+            json: self.json,
+        }
+    }
+}
+
 /// Laws `fit` knows.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LawArg {
@@ -441,6 +516,10 @@ pub struct FitArgs {
     /// `suggest --confirm SEEDS --predict FILE` (fits the round's seeds alone; stores nothing).
     #[arg(long, value_name = "PREDICTION", conflicts_with_all = ["data", "seeds"])]
     pub check: Option<PathBuf>,
+    /// On a sweep: do not measure how distilled the students are (the distillation degrees
+    /// against their same-seed baselines, measured once per model and stored).
+    #[arg(long)]
+    pub no_similarity: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: ReportFormat,
@@ -471,6 +550,7 @@ impl FitArgs {
             grid: self.grid,
             seeds: self.seeds,
             check: self.check,
+            no_similarity: self.no_similarity,
             json: matches!(self.format, ReportFormat::Json),
         }
     }

@@ -36,6 +36,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Size(args) => commands::size(args.into_command()),
         Command::Report(args) => commands::report(args.into_command()),
         Command::Export(args) => commands::export(args.into_command()),
+        Command::Sample(args) => commands::sample(args.into_command()),
         Command::Fit(args) => commands::fit(args.into_command()),
         Command::Recommend(args) => commands::recommend(args.into_command()),
         Command::Bench(args) => commands::bench(args.into_command()),

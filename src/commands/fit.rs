@@ -56,6 +56,8 @@ pub struct FitCommand {
     /// the round's seeds alone, store nothing, and say for each group whether its optimum lies
     /// in the predicted interval.
     pub check: Option<PathBuf>,
+    /// Do not measure how distilled the students are (their distillation degrees).
+    pub no_similarity: bool,
     /// JSON output.
     pub json: bool,
 }
@@ -171,6 +173,10 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&fits)?);
             } else {
                 print!("{}", sweep_report(&fits, runs.len(), &db_path, stored));
+            }
+            if let (true, false, FitTarget::Sweep(file)) = (stored, cmd.no_similarity, &cmd.target)
+            {
+                super::degrees::measure_and_print(file, &cmd.results, &db, cmd.json)?;
             }
             Ok(())
         }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod corpus;
+mod degrees;
 mod devices;
 mod estimate;
 mod export;
@@ -16,6 +17,7 @@ mod progress;
 mod recommend;
 mod report;
 mod run;
+mod sample;
 mod size;
 mod slurm;
 mod status;
@@ -31,6 +33,7 @@ pub use plan::{PlanCommand, plan};
 pub use recommend::{RecommendCommand, recommend};
 pub use report::{ReportCommand, report};
 pub use run::{Interrupted, RunCommand, RunsFailed, run};
+pub use sample::{PromptSource, SampleCommand, sample};
 pub use size::{SizeCommand, size};
 pub use slurm::{SlurmCommand, slurm};
 pub use status::{StatusCommand, status};

@@ -23,7 +23,7 @@ use super::tokenize::Tokenizer;
 use crate::atomic::write_atomic;
 use crate::data::DataConfig;
 use crate::digest::hex;
-use crate::spec::TokenizerKind;
+use crate::spec::{CorpusKind, TokenizerKind};
 
 /// Separator appended after every document.
 const DOC_SEPARATOR: &str = "\n\n";
@@ -315,6 +315,32 @@ pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> O
             json.is_file().then_some(json)
         }
         _ => None,
+    }
+}
+
+/// The tokenizer a finished run's tokens came from, to turn them back into text: bytes, the
+/// sweep's tokenizer file, or the BPE tokenizer trained into `cache_dir`; `None` for the
+/// synthetic corpus (its tokens are not text).
+pub fn run_tokenizer(
+    data: &DataConfig,
+    base_dir: &Path,
+    cache_dir: &Path,
+) -> Result<Option<Tokenizer>, DataError> {
+    if data.corpus == CorpusKind::Synthetic {
+        return Ok(None);
+    }
+    match data.tokenizer {
+        Some(TokenizerKind::Bpe) | Some(TokenizerKind::File) => {
+            let Some(path) = tokenizer_json(data, base_dir, cache_dir) else {
+                return Err(DataError::Missing {
+                    path: cache_dir.to_path_buf(),
+                    reason: "the run's trained tokenizer is not in the token cache (run the sweep first)"
+                        .into(),
+                });
+            };
+            Tokenizer::from_file(&path).map(Some)
+        }
+        _ => Ok(Some(Tokenizer::Byte)),
     }
 }
 

@@ -17,7 +17,7 @@ mod tokenize;
 pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix, window_batch, windows_read};
 pub use cache::TokenFile;
 pub use config::{DataConfig, TokenizerRef};
-pub use corpus::{CorpusFacts, CorpusFiles, find_files, tokenizer_json};
+pub use corpus::{CorpusFacts, CorpusFiles, find_files, run_tokenizer, tokenizer_json};
 pub use error::DataError;
 pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};

@@ -132,6 +132,20 @@ impl Tokenizer {
         }
     }
 
+    /// The text `tokens` decode to (special tokens left out; bytes that are not UTF-8, as a
+    /// byte-level model may write, shown as U+FFFD).
+    pub fn decode(&self, tokens: &[u32]) -> Result<String, DataError> {
+        match self {
+            Tokenizer::Byte => {
+                let bytes: Vec<u8> = tokens.iter().map(|&t| t.min(255) as u8).collect();
+                Ok(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            Tokenizer::Bpe(t) | Tokenizer::File(t) => {
+                t.decode(tokens, true).map_err(tokenizer_error)
+            }
+        }
+    }
+
     /// The UTF-8 byte length of the text that `tokens` decode to.
     pub fn decoded_bytes(&self, tokens: &[u32]) -> Result<u64, DataError> {
         match self {

@@ -28,6 +28,19 @@ pub struct ReportData {
     /// The distillation settings every student shares, in words (`offline, kl, α=0.9, …`),
     /// when they all share them.
     pub distill_settings: Option<String>,
+    /// How distilled the students are (`pdsweep fit` measures it; empty before).
+    pub similarity: SimilarityView,
+}
+
+/// The stored similarity measurements and the degrees they give.
+#[derive(Debug, Clone, Default)]
+pub struct SimilarityView {
+    /// Every model measured against its teacher, under the default settings.
+    pub records: Vec<crate::similarity::Record>,
+    /// Per student setting: its degrees with intervals over seeds.
+    pub groups: Vec<crate::similarity::GroupDegree>,
+    /// Each measured student's own degree against its same-seed baseline.
+    pub by_student: Vec<(RunId, crate::similarity::Degree)>,
 }
 
 /// What a run recorded about its corpus (`results.corpus_json`). Every field has a default, so

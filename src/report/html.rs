@@ -160,6 +160,7 @@ pub fn page(
         h += "</ul>\n";
     }
     fits(&mut h, data);
+    degrees(&mut h, data);
     learning_rates(&mut h, data);
     corpus(&mut h, data);
     runs(&mut h, data);
@@ -687,6 +688,95 @@ fn released(h: &mut String, data: &ReportData) {
 /// teacher size and budget (`[teachers] tune_lr`): every candidate peak's mean held-out loss
 /// over its finished runs, the chosen one in bold, diverged ones named. Nothing for a sweep
 /// that did not tune.
+/// Students' distillation degrees per setting, and aligned samples of a teacher, a student and
+/// its baseline continuing the same held-out prefix (nothing before `pdsweep fit` measured).
+fn degrees(h: &mut String, data: &ReportData) {
+    let sim = &data.similarity;
+    if sim.groups.is_empty() {
+        return;
+    }
+    h.push_str("<h2 id=\"degree\">Distillation degree</h2>\n<p>How much closer to its teacher each student is than its same-seed baseline: teacher-forced top-1 agreement and Jensen–Shannon divergence on held-out text (token), chrF1 of continuations of the same held-out prefixes under the same seeds (sequence), and how much nearer the teacher's self-similarity across seeds the student's is (homogenisation). Positive: closer to the teacher. Mean over seeds with a 95 % bootstrap interval.</p>\n<table><tr><th>student</th><th>seeds</th><th>agreement</th><th>JSD</th><th>chrF</th><th>homogenisation</th></tr>\n");
+    for g in &sim.groups {
+        let s = &g.summary;
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.group),
+            s.seeds,
+            esc(&s.agreement.render()),
+            esc(&s.jsd.render()),
+            esc(&s.chrf.render()),
+            esc(&s.homogenisation.render()),
+        );
+    }
+    h.push_str("</table>\n");
+    let name = |id: &crate::plan::RunId| {
+        data.runs
+            .iter()
+            .find(|r| &r.id == id)
+            .map(|r| (r.name.clone(), r.kind))
+    };
+    let mut shown = 0;
+    for rec in &sim.records {
+        if shown >= 3 {
+            break;
+        }
+        let Some((student, crate::plan::RunKind::Student)) = name(&rec.run_id) else {
+            continue;
+        };
+        let Some(view) = data.runs.iter().find(|r| r.id == rec.run_id) else {
+            continue;
+        };
+        let Some(teacher) = sim
+            .records
+            .iter()
+            .find(|r| r.run_id == rec.reference_id && r.reference_id == rec.reference_id)
+        else {
+            continue;
+        };
+        let baseline = data
+            .runs
+            .iter()
+            .filter(|r| {
+                r.kind == crate::plan::RunKind::Baseline && r.seed == view.seed && r.n == view.n
+            })
+            .find_map(|b| {
+                sim.records
+                    .iter()
+                    .find(|r| r.run_id == b.id && r.reference_id == rec.reference_id)
+                    .map(|r| (b.name.clone(), r))
+            });
+        let (Some(sample), Some(t)) = (rec.samples.first(), teacher.samples.first()) else {
+            continue;
+        };
+        if shown == 0 {
+            h.push_str("<h3>Samples</h3>\n<p>The first continuation (seed 1, τ = 1) of a held-out prefix by a teacher, one of its students and the student's same-seed baseline.</p>\n");
+        }
+        shown += 1;
+        let teacher_name = name(&rec.reference_id).map(|n| n.0).unwrap_or_default();
+        let _ = writeln!(
+            h,
+            "<table class=\"samples\"><tr><th>prefix</th><td><pre>{}</pre></td></tr>\n<tr><th>{}</th><td><pre>{}</pre></td></tr>\n<tr><th>{}</th><td><pre>{}</pre></td></tr>",
+            esc(&sample.prefix),
+            esc(&teacher_name),
+            esc(&t.text),
+            esc(&student),
+            esc(&sample.text),
+        );
+        if let Some((b, r)) = baseline
+            && let Some(bs) = r.samples.first()
+        {
+            let _ = writeln!(
+                h,
+                "<tr><th>{}</th><td><pre>{}</pre></td></tr>",
+                esc(&b),
+                esc(&bs.text)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+}
+
 fn learning_rates(h: &mut String, data: &ReportData) {
     let baselines: Vec<&RunView> = data
         .runs

@@ -86,6 +86,7 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
         fits: Default::default(),
         corpus,
         distill_settings,
+        similarity: similarity_view(db, &rows)?,
     };
     data.fits.supervised.points = supervised_points(&data.runs);
     data.fits.capacity_gap = capacity_gap_views(&data.runs);
@@ -617,4 +618,27 @@ mod tests {
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_020_230), "2026-11-30T06:30:30Z");
     }
+}
+
+/// The similarity measurements stored under the default settings and the degrees per student
+/// setting (nothing before `pdsweep fit` measured them).
+fn similarity_view(
+    db: &SweepDb,
+    rows: &[crate::store::RunRow],
+) -> Result<crate::report::data::SimilarityView, ReportError> {
+    let key = crate::similarity::Settings::default().key();
+    let records = crate::similarity::read_records(db, &key)?;
+    let groups = crate::similarity::group_degrees(rows, &records);
+    let by_student = crate::similarity::students(rows, &records)
+        .into_iter()
+        .map(|s| {
+            let d = crate::similarity::degree(s.student_similarity, s.baseline_similarity);
+            (s.student.id.clone(), d)
+        })
+        .collect();
+    Ok(crate::report::data::SimilarityView {
+        records,
+        groups,
+        by_student,
+    })
 }

@@ -205,6 +205,21 @@ JOIN results rb ON rb.run_id = b.id
 WHERE s.kind = 'student';
 "#;
 
+/// Version 10: how distilled a student is (`crate::similarity`): each finished model measured
+/// against its teacher (a teacher against itself) under one set of measurement settings (their
+/// JSON, so other settings are measured anew), with a few of its continuations as text.
+const V10: &str = r#"
+CREATE TABLE similarity (
+    run_id       TEXT NOT NULL REFERENCES runs(id),
+    reference_id TEXT NOT NULL REFERENCES runs(id),
+    settings     TEXT NOT NULL,
+    result_json  TEXT NOT NULL,
+    samples_json TEXT NOT NULL,
+    created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (run_id, reference_id, settings)
+) WITHOUT ROWID;
+"#;
+
 /// Every migration, oldest first.
 pub fn migrations() -> Migrations<'static> {
     Migrations::new(vec![
@@ -217,6 +232,7 @@ pub fn migrations() -> Migrations<'static> {
         M::up(V7).foreign_key_check(),
         M::up(V8),
         M::up(V9),
+        M::up(V10).foreign_key_check(),
     ])
 }
 

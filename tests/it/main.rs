@@ -25,6 +25,7 @@ mod released;
 mod report;
 mod run_cli;
 mod run_stack;
+mod sample_degree;
 mod shared_store;
 mod slurm;
 mod spec_fuzz;

@@ -16,15 +16,22 @@ pub struct Tables {
     pub metrics: DataFrame,
     /// One row per stored fit (no columns when the database has no `fits` table yet).
     pub fits: DataFrame,
+    /// One row per model measured against its teacher (`pdsweep fit`), with a student's
+    /// per-seed distillation degrees against its baseline.
+    pub similarity: DataFrame,
+    /// One row per student setting: its degrees over seeds with 95 % intervals.
+    pub degrees: DataFrame,
 }
 
 impl Tables {
     /// (name, table) for each table, in file order.
-    pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 3] {
+    pub fn named(&mut self) -> [(&'static str, &mut DataFrame); 5] {
         [
             ("runs", &mut self.runs),
             ("metrics", &mut self.metrics),
             ("fits", &mut self.fits),
+            ("similarity", &mut self.similarity),
+            ("degrees", &mut self.degrees),
         ]
     }
 }
@@ -133,7 +140,153 @@ pub fn tables(db: &SweepDb, data: &ReportData) -> Result<Tables, ReportError> {
         runs: runs_df,
         metrics: metrics_df,
         fits: fits_df,
+        similarity: similarity_frame(data)?,
+        degrees: degrees_frame(data)?,
     })
+}
+
+/// The `similarity` table: every measured model, its teacher, and for a student its degrees
+/// against its same-seed baseline.
+fn similarity_frame(data: &ReportData) -> Result<DataFrame, ReportError> {
+    use crate::similarity::Record;
+    let recs = &data.similarity.records;
+    let all: Vec<&crate::report::data::RunView> =
+        data.runs.iter().chain(&data.teacher_candidates).collect();
+    let view = |id: &crate::plan::RunId| all.iter().find(|r| &r.id == id).copied();
+    let degrees: Vec<Option<crate::similarity::Degree>> = recs
+        .iter()
+        .map(|r| {
+            data.similarity
+                .by_student
+                .iter()
+                .find(|(id, _)| *id == r.run_id)
+                .map(|(_, d)| *d)
+        })
+        .collect();
+    let text = |name: &str, f: &dyn Fn(&Record) -> Option<String>| {
+        Column::new(
+            name.into(),
+            recs.iter().map(f).collect::<Vec<Option<String>>>(),
+        )
+    };
+    let num = |name: &str, f: &dyn Fn(&Record) -> f64| {
+        Column::new(name.into(), recs.iter().map(f).collect::<Vec<f64>>())
+    };
+    let deg = |name: &str, f: fn(&crate::similarity::Degree) -> f64| {
+        Column::new(
+            name.into(),
+            degrees
+                .iter()
+                .map(|d| d.as_ref().map(f))
+                .collect::<Vec<Option<f64>>>(),
+        )
+    };
+    let mut columns = vec![
+        text("run_id", &|r| Some(r.run_id.to_string())),
+        text("name", &|r| view(&r.run_id).map(|v| v.name.clone())),
+        text("kind", &|r| view(&r.run_id).map(|v| v.kind.to_string())),
+        Column::new(
+            "seed".into(),
+            recs.iter()
+                .map(|r| view(&r.run_id).and_then(|v| i64::try_from(v.seed).ok()))
+                .collect::<Vec<Option<i64>>>(),
+        ),
+        text("teacher_id", &|r| Some(r.reference_id.to_string())),
+        text("teacher", &|r| {
+            view(&r.reference_id).map(|v| v.name.clone())
+        }),
+        num("agreement", &|r| r.similarity.agreement),
+        num("jsd", &|r| r.similarity.jsd),
+        num("chrf", &|r| r.similarity.chrf),
+    ];
+    for n in 0..crate::similarity::ngram::MAX_N {
+        columns.push(Column::new(
+            format!("precision_{}", n + 1).into(),
+            recs.iter()
+                .map(|r| r.similarity.precision[n])
+                .collect::<Vec<f64>>(),
+        ));
+        columns.push(Column::new(
+            format!("recall_{}", n + 1).into(),
+            recs.iter()
+                .map(|r| r.similarity.recall[n])
+                .collect::<Vec<f64>>(),
+        ));
+    }
+    columns.push(num("self_similarity", &|r| r.similarity.self_similarity));
+    columns.push(num("teacher_self_similarity", &|r| {
+        r.similarity.reference_self_similarity
+    }));
+    for n in 0..crate::similarity::ngram::MAX_N {
+        columns.push(Column::new(
+            format!("distinct_{}", n + 1).into(),
+            recs.iter()
+                .map(|r| r.similarity.distinct[n])
+                .collect::<Vec<f64>>(),
+        ));
+    }
+    columns.push(deg("degree_agreement", |d| d.agreement));
+    columns.push(deg("degree_jsd", |d| d.jsd));
+    columns.push(deg("degree_chrf", |d| d.chrf));
+    columns.push(deg("degree_homogenisation", |d| d.homogenisation));
+    frame("similarity", columns)
+}
+
+/// The `degrees` table: per student setting, each degree's mean and interval over its seeds.
+fn degrees_frame(data: &ReportData) -> Result<DataFrame, ReportError> {
+    use crate::similarity::{GroupDegree, Interval};
+    let g = &data.similarity.groups;
+    let mut columns = vec![
+        Column::new(
+            "student".into(),
+            g.iter().map(|x| x.group.clone()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "teacher".into(),
+            g.iter().map(|x| x.teacher.clone()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "student_params_non_embedding".into(),
+            g.iter().map(|x| x.student_params).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "teacher_params_non_embedding".into(),
+            g.iter().map(|x| x.teacher_params).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "seeds".into(),
+            g.iter().map(|x| x.summary.seeds as i64).collect::<Vec<_>>(),
+        ),
+    ];
+    let parts: [(&str, fn(&GroupDegree) -> Interval); 4] = [
+        ("agreement", |x| x.summary.agreement),
+        ("jsd", |x| x.summary.jsd),
+        ("chrf", |x| x.summary.chrf),
+        ("homogenisation", |x| x.summary.homogenisation),
+    ];
+    for (name, f) in parts {
+        columns.push(Column::new(
+            format!("degree_{name}").into(),
+            g.iter().map(|x| f(x).mean).collect::<Vec<_>>(),
+        ));
+        columns.push(Column::new(
+            format!("degree_{name}_lo").into(),
+            g.iter().map(|x| f(x).lo).collect::<Vec<_>>(),
+        ));
+        columns.push(Column::new(
+            format!("degree_{name}_hi").into(),
+            g.iter().map(|x| f(x).hi).collect::<Vec<_>>(),
+        ));
+    }
+    columns.push(Column::new(
+        "student_chrf".into(),
+        g.iter().map(|x| x.student_chrf).collect::<Vec<_>>(),
+    ));
+    columns.push(Column::new(
+        "baseline_chrf".into(),
+        g.iter().map(|x| x.baseline_chrf).collect::<Vec<_>>(),
+    ));
+    frame("degrees", columns)
 }
 
 /// The declared SQLite type of each column of `table` (`INTEGER`, `REAL`, `TEXT`, ...), by

@@ -6,6 +6,7 @@ mod capacity_gap;
 mod distill_gain;
 mod isoflop;
 mod optimal_teacher;
+mod similarity;
 mod supervised_fits;
 mod training_curves;
 
@@ -18,6 +19,7 @@ pub use capacity_gap::CapacityGap;
 pub use distill_gain::DistillGain;
 pub use isoflop::IsoFlop;
 pub use optimal_teacher::OptimalTeacher;
+pub use similarity::SimilarityFigure;
 pub use supervised_fits::SupervisedFits;
 pub use training_curves::TrainingCurves;
 
@@ -88,6 +90,11 @@ pub fn all(data: &ReportData) -> Vec<Planned<'_>> {
         ),
         plan("distill_gain", DistillGain::TITLE, DistillGain::build(data)),
         plan("agreement", Agreement::TITLE, Agreement::build(data)),
+        plan(
+            "similarity",
+            SimilarityFigure::TITLE,
+            SimilarityFigure::build(data),
+        ),
         plan("isoflop", IsoFlop::TITLE, IsoFlop::build(data)),
     ]
 }

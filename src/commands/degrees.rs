@@ -1,0 +1,80 @@
+//! The distillation degrees `pdsweep fit` prints: every finished student, its baseline and its
+//! teacher measured once (stored in the sweep database; later fits measure only what is new),
+//! then one line per student setting with the degree at each granularity and its interval
+//! over seeds.
+
+use std::path::Path;
+
+use comfy_table::Table;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use pdsweep::similarity::{self, Settings};
+use pdsweep::spec::Sweep;
+use pdsweep::store::{SweepDb, SweepLayout};
+
+/// Measures what is missing for the sweep of `file` and prints the degrees (in `json` mode
+/// it measures and stores them for `export` and `report` without printing).
+pub fn measure_and_print(
+    file: &Path,
+    results: &Path,
+    db: &SweepDb,
+    json: bool,
+) -> anyhow::Result<()> {
+    let sweep = Sweep::load(file)?;
+    let layout = SweepLayout::for_file(file, results, sweep.file.name.as_str());
+    let settings = Settings::default();
+    let measured = similarity::measure(db, &layout, &settings, &mut |name| {
+        eprintln!("measuring similarity: {name}")
+    })?;
+    if json {
+        return Ok(());
+    }
+    let plan = db.current_plan()?;
+    let rows = match plan {
+        Some(p) => db.run_rows(p)?,
+        None => Vec::new(),
+    };
+    let groups = similarity::group_degrees(&rows, &measured.records);
+    for (name, reason) in &measured.skipped {
+        println!("similarity: skipped {name}: {reason}");
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    println!();
+    println!(
+        "distillation degree (student − its same-seed baseline, towards the teacher; mean [95% over seeds]):"
+    );
+    println!(
+        "  token: top-1 agreement and −JSD, teacher-forced on {} held-out windows; sequence: chrF1 of {}-token continuations of {} held-out prefixes × {} seeds; homogenisation: self-similarity gap to the teacher's",
+        settings.token_windows, settings.continuation_tokens, settings.prefixes, settings.samples
+    );
+    let mut table = Table::new();
+    table.load_style(UTF8_BORDERS_ONLY);
+    table.set_header(vec![
+        "student",
+        "seeds",
+        "agreement",
+        "JSD",
+        "chrF",
+        "homogenisation",
+    ]);
+    for g in &groups {
+        let s = &g.summary;
+        table.add_row(vec![
+            g.group.clone(),
+            s.seeds.to_string(),
+            s.agreement.render(),
+            s.jsd.render(),
+            s.chrf.render(),
+            s.homogenisation.render(),
+        ]);
+    }
+    println!("{table}");
+    if measured.new > 0 {
+        println!(
+            "({} models measured now, stored in the sweep database)",
+            measured.new
+        );
+    }
+    Ok(())
+}
