@@ -187,7 +187,7 @@ mod tests {
         let prompt = vec![3u32, 14, 15, 9, 2];
         let got = generate(
             &m,
-            &[prompt.clone()],
+            std::slice::from_ref(&prompt),
             20,
             &Sampling::greedy(),
             0,

@@ -608,18 +608,6 @@ pub fn format_utc(secs: u64) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn utc_dates_match_known_instants() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_utc(1_796_020_230), "2026-11-30T06:30:30Z");
-    }
-}
-
 /// The similarity measurements stored under the default settings and the degrees per student
 /// setting (nothing before `pdsweep fit` measured them).
 fn similarity_view(
@@ -641,4 +629,16 @@ fn similarity_view(
         groups,
         by_student,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_match_known_instants() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_796_020_230), "2026-11-30T06:30:30Z");
+    }
 }

@@ -258,7 +258,8 @@ fn degrees_frame(data: &ReportData) -> Result<DataFrame, ReportError> {
             g.iter().map(|x| x.summary.seeds as i64).collect::<Vec<_>>(),
         ),
     ];
-    let parts: [(&str, fn(&GroupDegree) -> Interval); 4] = [
+    type Part = (&'static str, fn(&GroupDegree) -> Interval);
+    let parts: [Part; 4] = [
         ("agreement", |x| x.summary.agreement),
         ("jsd", |x| x.summary.jsd),
         ("chrf", |x| x.summary.chrf),

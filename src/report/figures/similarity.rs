@@ -122,7 +122,8 @@ impl Figure for SimilarityFigure {
         ));
         let plot_area = with_legend(area, &entries, 1.9)?;
         let panels = style::grid(&plot_area, 2 * self.students.len(), 2);
-        let measures: [(&str, fn(&Similarity) -> f64, TickFormat); 2] = [
+        type Measure = (&'static str, fn(&Similarity) -> f64, TickFormat);
+        let measures: [Measure; 2] = [
             ("chrF1 to the teacher", |s| s.chrf, TickFormat::Plain),
             ("Top-1 agreement", |s| s.agreement, TickFormat::Percent),
         ];
