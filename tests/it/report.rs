@@ -386,7 +386,16 @@ fn fit_based_figures_draw_from_hand_made_fits() {
     assert!(data.fits.any_fit());
     assert_eq!(data.fits.capacity_gap.len(), 4, "2 students × 2 modes");
     let report = pdsweep::report::build(&data).expect("draw");
-    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    // every figure draws but the similarity one, which needs `pdsweep fit`'s measurements
+    // (these fits are hand-made)
+    assert!(
+        report
+            .skipped
+            .iter()
+            .all(|s| s.name == "similarity" && s.reason.contains("pdsweep fit")),
+        "{:?}",
+        report.skipped
+    );
     assert!(
         !report.missing.iter().any(|m| m.contains("no fits")),
         "{:?}",
