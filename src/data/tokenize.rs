@@ -146,6 +146,50 @@ impl Tokenizer {
         }
     }
 
+    /// The exact bytes of each token, so that a tokenization maps to byte offsets even where a
+    /// token splits a multi-byte character: one byte per byte token; for byte-level BPE
+    /// (GPT-2's alphabet: every vocabulary character stands for one byte) the bytes its
+    /// characters stand for; for SentencePiece-style vocabularies `▁` is a space and `<0xXX>` a
+    /// byte. Special tokens (BOS, EOS) have no bytes.
+    pub fn token_bytes(&self, tokens: &[u32]) -> Result<Vec<Vec<u8>>, DataError> {
+        let t = match self {
+            Tokenizer::Byte => return Ok(tokens.iter().map(|&b| vec![b.min(255) as u8]).collect()),
+            Tokenizer::Bpe(t) | Tokenizer::File(t) => t,
+        };
+        let byte_level = matches!(
+            t.get_decoder(),
+            Some(tokenizers::DecoderWrapper::ByteLevel(_))
+        ) || matches!(
+            t.get_pre_tokenizer(),
+            Some(tokenizers::PreTokenizerWrapper::ByteLevel(_))
+        );
+        let specials: std::collections::HashSet<u32> = t
+            .get_added_tokens_decoder()
+            .iter()
+            .filter(|(_, a)| a.special)
+            .map(|(id, _)| *id)
+            .collect();
+        let decode_char = byte_level.then(byte_level_decoder);
+        tokens
+            .iter()
+            .map(|&id| {
+                if specials.contains(&id) {
+                    return Ok(Vec::new());
+                }
+                let piece = t.id_to_token(id).ok_or_else(|| {
+                    tokenizer_error(format!("token id {id} is not in the vocabulary"))
+                })?;
+                Ok(match &decode_char {
+                    Some(map) => piece
+                        .chars()
+                        .map(|c| map.get(&c).copied().unwrap_or(b'?'))
+                        .collect(),
+                    None => sentencepiece_bytes(&piece),
+                })
+            })
+            .collect()
+    }
+
     /// The UTF-8 byte length of the text that `tokens` decode to.
     pub fn decoded_bytes(&self, tokens: &[u32]) -> Result<u64, DataError> {
         match self {
@@ -155,6 +199,35 @@ impl Tokenizer {
             Tokenizer::File(t) => Ok(t.decode(tokens, true).map_err(tokenizer_error)?.len() as u64),
         }
     }
+}
+
+/// GPT-2's byte-level alphabet inverted: each of the 256 characters that stand for a byte,
+/// mapped to it (printable Latin-1 bytes stand for themselves, the rest are shifted to U+0100…).
+fn byte_level_decoder() -> std::collections::HashMap<char, u8> {
+    let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let mut shifted = 0u32;
+    (0..=255u8)
+        .map(|b| {
+            if printable(b) {
+                (char::from(b), b)
+            } else {
+                let c = char::from_u32(256 + shifted).unwrap_or('?');
+                shifted += 1;
+                (c, b)
+            }
+        })
+        .collect()
+}
+
+/// A SentencePiece-style piece as bytes: `▁` is a space, `<0xXX>` the byte XX.
+fn sentencepiece_bytes(piece: &str) -> Vec<u8> {
+    if let Some(hex) = piece.strip_prefix("<0x").and_then(|p| p.strip_suffix('>'))
+        && hex.len() == 2
+        && let Ok(b) = u8::from_str_radix(hex, 16)
+    {
+        return vec![b];
+    }
+    piece.replace('\u{2581}', " ").into_bytes()
 }
 
 #[cfg(test)]
@@ -183,5 +256,21 @@ mod tests {
         );
         assert_eq!(bpe.decoded_bytes(&ids).unwrap(), 23);
         assert!(ids.iter().all(|&i| (i as u64) < bpe.vocab()));
+    }
+
+    /// Token bytes concatenate to the text, also where a token splits a character (a BPE that
+    /// has merged "é"'s two bytes with neighbours, or splits "€").
+    #[test]
+    fn token_bytes_concatenate_to_the_text() {
+        let text = "café crème € naïve  \n\t日本語 ".repeat(100);
+        let bpe = Tokenizer::train_bpe(std::iter::once(text.as_str()), 290).unwrap();
+        for t in [Tokenizer::Byte, bpe] {
+            let mut ids = Vec::new();
+            t.encode_into("un café à 3 € — 日本", &mut ids).unwrap();
+            let bytes: Vec<u8> = t.token_bytes(&ids).unwrap().concat();
+            assert_eq!(bytes, "un café à 3 € — 日本".as_bytes(), "{t:?}");
+        }
+        assert_eq!(sentencepiece_bytes("\u{2581}the"), b" the");
+        assert_eq!(sentencepiece_bytes("<0x0A>"), b"\n");
     }
 }

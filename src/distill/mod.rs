@@ -2,6 +2,7 @@
 //! them, the offline logit store (written by a logit pass, read window by window), and a student's
 //! teacher targets, online or offline. The objective that trains on them is `train`'s.
 
+pub mod align;
 pub mod device_truncate;
 pub mod logits_run;
 mod loss;

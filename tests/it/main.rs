@@ -2,6 +2,7 @@
 //! so the suite links burn, wgpu and polars once instead of once per file. Run one topic with
 //! `cargo test --release --test it TOPIC::` (for example `plan_cli::`).
 
+mod align;
 mod answers;
 mod common;
 mod crash_safety;
