@@ -22,8 +22,15 @@ pub fn measure_and_print(
     let sweep = Sweep::load(file)?;
     let layout = SweepLayout::for_file(file, results, sweep.file.name.as_str());
     let settings = Settings::default();
-    let measured = similarity::measure(db, &layout, &settings, &mut |name| {
-        eprintln!("measuring similarity: {name}")
+    let start = std::time::Instant::now();
+    let measured = similarity::measure(db, &layout, &settings, &mut |i, n, name| {
+        let eta = if i > 1 {
+            let per = start.elapsed().as_secs_f64() / (i - 1) as f64;
+            format!(", about {:.0} s left", per * (n + 1 - i) as f64)
+        } else {
+            String::new()
+        };
+        eprintln!("measuring similarity {i}/{n}: {name}{eta} (`--no-similarity` skips)");
     })?;
     if json {
         return Ok(());

@@ -45,12 +45,12 @@ pub enum SimilarityError {
 }
 
 /// Measures what is missing under `settings` and returns every measurement; `progress` hears
-/// of each model measured.
+/// of each model measured (its index from 1, how many are missing in all, its name).
 pub fn measure(
     db: &SweepDb,
     layout: &SweepLayout,
     settings: &Settings,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Measured, SimilarityError> {
     let key = settings.key();
     let Some(plan) = db.current_plan()? else {
@@ -80,6 +80,16 @@ pub fn measure(
         set.insert(s.id.clone());
         set.insert(b.clone());
     }
+    let total: usize = wanted
+        .iter()
+        .map(|(t, models)| {
+            models
+                .iter()
+                .filter(|m| !have.contains(&((*m).clone(), t.clone())))
+                .count()
+        })
+        .sum();
+    let mut done = 0;
     let mut out = Measured::default();
     let device = Device::flex();
     for (teacher, models) in &wanted {
@@ -100,7 +110,8 @@ pub fn measure(
         };
         for id in missing {
             let row = by_id[id];
-            progress(&row.name);
+            done += 1;
+            progress(done, total, &row.name);
             match ctx.measure(row, layout, settings, &device) {
                 Ok(record) => {
                     records::write(db, &key, &record)?;
