@@ -170,16 +170,15 @@ impl Alignment {
             if u.bytes.is_empty() || u.student.is_empty() || u.teacher.is_empty() {
                 return Err(format!("unit {k} is empty: {u:?}"));
             }
-            if let Some(prev) = k.checked_sub(1).map(|p| &self.units[p]) {
-                if prev.bytes.end != u.bytes.start
+            if let Some(prev) = k.checked_sub(1).map(|p| &self.units[p])
+                && (prev.bytes.end != u.bytes.start
                     || prev.student.end != u.student.start
-                    || prev.teacher.end != u.teacher.start
-                {
-                    return Err(format!(
-                        "unit {k} does not follow unit {}: {prev:?} {u:?}",
-                        k - 1
-                    ));
-                }
+                    || prev.teacher.end != u.teacher.start)
+            {
+                return Err(format!(
+                    "unit {k} does not follow unit {}: {prev:?} {u:?}",
+                    k - 1
+                ));
             }
             for (side, ends, r) in [
                 ("student", student, &u.student),
