@@ -213,7 +213,7 @@ pub fn causal_attention(
 }
 
 /// Repeats each key/value head for the `groups` query heads that share it.
-fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
+pub fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
     if groups == 1 {
         return t;
     }
@@ -224,7 +224,7 @@ fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
 }
 
 /// Rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+pub fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let half = x.dims()[3] / 2;
     let x1 = x.clone().narrow(3, 0, half);
     let x2 = x.clone().narrow(3, half, half);

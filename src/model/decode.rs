@@ -12,6 +12,7 @@ use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use super::transformer::{Attention, Block, Transformer};
 use crate::kernels;
+use crate::kernels::composite::{repeat_kv, rotate};
 
 /// Every layer's rotated keys and values so far, `[batch, kv_heads, len, head_dim]` each.
 #[derive(Debug, Default)]
@@ -168,26 +169,6 @@ impl Attention {
         let out = out.swap_dims(1, 2).reshape([batch, seq, self.n_heads * hd]);
         (kernels::linear(out, self.wo.weight.val()), (k, v))
     }
-}
-
-/// Each key/value head repeated for the `groups` query heads that share it.
-fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
-    if groups == 1 {
-        return t;
-    }
-    let [batch, kv, len, hd] = t.dims();
-    t.unsqueeze_dim::<5>(2)
-        .expand([batch, kv, groups, len, hd])
-        .reshape([batch, kv * groups, len, hd])
-}
-
-/// Rotary embeddings, "rotate half" convention (as the training kernels): x·cos + rot(x)·sin.
-fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
-    let half = x.dims()[3] / 2;
-    let x1 = x.clone().narrow(3, 0, half);
-    let x2 = x.clone().narrow(3, half, half);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-    x * cos.clone() + rotated * sin.clone()
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub use units::{ByteSize, Count, TokenBudget};
 pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
 pub use values::Precision;
 pub use values::{
-    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Missing, Name,
-    Ratio, Schedule, ScheduleKind, ScheduleTable, Targets, Temperature, TokenizerKind,
-    TokenizerSetting, TopK, TopP,
+    Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
+    Missing, Name, Ratio, Schedule, ScheduleKind, ScheduleTable, Targets, Temperature,
+    TokenizerKind, TokenizerSetting, TopK, TopP,
 };

@@ -282,6 +282,19 @@ impl Missing {
     }
 }
 
+word_enum!(
+    /// The loss of a student whose teacher has another tokenizer, at positions aligned by
+    /// bytes (`crate::distill::align`).
+    CrossTokenizer {
+        /// Universal Logit Distillation (Boizard et al., 2024): the Wasserstein-1 distance
+        /// between the sorted probability vectors of teacher and student (top-k of each).
+        Uld = "uld",
+        /// GOLD's hybrid (TRL): exact KL over the tokens whose bytes are the same in both
+        /// vocabularies, ULD over the rest.
+        Gold = "gold",
+    } default Uld
+);
+
 fn finite_in(value: f64, low: f64, high: f64, low_open: bool, what: &str) -> Result<f64, String> {
     let above = if low_open { value > low } else { value >= low };
     if value.is_finite() && above && value <= high {

@@ -100,3 +100,18 @@ pub fn wgpu_or_skip(test: &str) -> Option<burn::tensor::Device> {
 /// a test that seeds the device and builds a model from it holds this lock, so no other test
 /// draws from the same stream meanwhile.
 pub static RNG: Mutex<()> = Mutex::new(());
+
+/// `root/books/` with these plays of the shared Shakespeare corpus, or `None` (the test says it
+/// is skipped) where the corpus is not there.
+pub fn shakespeare_plays(root: &Path, plays: &[&str]) -> Option<()> {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/shakespeare");
+    if !source.is_dir() {
+        eprintln!("skipped: {} is not there", source.display());
+        return None;
+    }
+    std::fs::create_dir_all(root.join("books")).unwrap();
+    for play in plays {
+        std::fs::copy(source.join(play), root.join("books").join(play)).unwrap();
+    }
+    Some(())
+}

@@ -10,16 +10,7 @@ use crate::common::{pdsweep, stderr, stdout};
 const PLAYS: [&str; 2] = ["macbeth_gut.txt", "tempest_gut.txt"];
 
 fn corpus(root: &Path) -> Option<()> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/shakespeare");
-    if !source.is_dir() {
-        eprintln!("skipped: {} is not there", source.display());
-        return None;
-    }
-    std::fs::create_dir_all(root.join("books")).unwrap();
-    for play in PLAYS {
-        std::fs::copy(source.join(play), root.join("books").join(play)).unwrap();
-    }
-    Some(())
+    crate::common::shakespeare_plays(root, &PLAYS)
 }
 
 const SWEEP: &str = r#"

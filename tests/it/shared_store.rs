@@ -18,18 +18,8 @@ use pdsweep::store::SweepDb;
 
 const PLAYS: [&str; 2] = ["macbeth_gut.txt", "tempest_gut.txt"];
 
-/// `books/` with two plays, or `None` (skipped, said) without the shared corpus.
 fn corpus(root: &Path) -> Option<()> {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/shakespeare");
-    if !source.is_dir() {
-        eprintln!("skipped: {} is not there", source.display());
-        return None;
-    }
-    std::fs::create_dir_all(root.join("books")).unwrap();
-    for play in PLAYS {
-        std::fs::copy(source.join(play), root.join("books").join(play)).unwrap();
-    }
-    Some(())
+    crate::common::shakespeare_plays(root, &PLAYS)
 }
 
 fn sweep(seeds: &str) -> String {
