@@ -152,7 +152,9 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
     let device = Device::flex();
     let teacher = teacher_run.config.init_model(&device);
     let spec = config.store_spec().expect("a logit pass's store");
-    let header = expected_header(logits_run.id.as_str(), &spec, "bench", &data.info.key);
+    let header = expected_header(logits_run.id.as_str(), &spec, "bench", &data.info.key, None);
+    let needed = pdsweep::distill::logits_run::windows_needed(spec.reads, &data, spec.data.context)
+        .expect("windows");
     let stop = AtomicBool::new(false);
     let pass = PassDevice {
         teacher: &teacher,
@@ -164,6 +166,8 @@ fn logit_pass(vocab: usize, k: u64, label: &str, teacher: &str, context: usize, 
         &header,
         &pass,
         &data,
+        &needed,
+        None,
         &tmp.path().join("store"),
         &stop,
         &mut |_, _| {},

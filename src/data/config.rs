@@ -47,6 +47,55 @@ pub struct DataConfig {
     /// an older pdsweep that held out the corpus's last tokens.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub split: u32,
+    /// A corpus tokenised for a teacher of another tokenizer holds out what the students'
+    /// tokenizer holds out (the same documents, the boundary document cut at the same byte),
+    /// so both train on the same text and bytes align (absent: the split is this tokenizer's
+    /// own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<SplitAnchor>,
+}
+
+/// The tokenizer whose held-out split a corpus follows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitAnchor {
+    /// Its kind.
+    pub tokenizer: Option<TokenizerKind>,
+    /// Its file, for `file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_file: Option<TokenizerRef>,
+    /// Its vocabulary.
+    pub vocab: u64,
+}
+
+impl DataConfig {
+    /// The data configuration of the tokenizer this one's split follows, if any.
+    pub fn anchor(&self) -> Option<DataConfig> {
+        self.follow.as_ref().map(|a| DataConfig {
+            tokenizer: a.tokenizer,
+            tokenizer_file: a.tokenizer_file.clone(),
+            vocab: a.vocab,
+            follow: None,
+            ..self.clone()
+        })
+    }
+
+    /// Whether `other` tokenises the corpus the same way (same tokenizer, file and vocabulary).
+    pub fn same_tokens(&self, other: &DataConfig) -> bool {
+        self.tokenizer == other.tokenizer
+            && self.tokenizer_file == other.tokenizer_file
+            && self.vocab == other.vocab
+    }
+}
+
+impl SplitAnchor {
+    /// The anchor that is `data`'s tokenizer.
+    pub fn of(data: &DataConfig) -> SplitAnchor {
+        SplitAnchor {
+            tokenizer: data.tokenizer,
+            tokenizer_file: data.tokenizer_file.clone(),
+            vocab: data.vocab,
+        }
+    }
 }
 
 fn is_zero(v: &u32) -> bool {

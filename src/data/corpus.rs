@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::bytes::{BoundaryRecord, ByteIndex, SplitRecord};
 use super::cache::TokenFile;
 use super::error::DataError;
 use super::prepared::{CorpusInfo, Prepared, unigram_entropy};
@@ -96,6 +97,14 @@ fn cache_key(data: &DataConfig, files: &CorpusFiles) -> String {
     if let Some(file) = &data.tokenizer_file {
         h.update(format!("|tokenizer-sha256={}", file.sha256)); // the file's content, not its path
     }
+    if let Some(anchor) = &data.follow {
+        h.update(format!(
+            "|follows={:?}|{:?}|{}",
+            anchor.tokenizer,
+            anchor.tokenizer_file.as_ref().map(|f| &f.sha256),
+            anchor.vocab
+        ));
+    }
     for (tag, list) in [("t", &files.train), ("v", &files.val)] {
         for f in list {
             let meta = fs::metadata(f).ok();
@@ -123,23 +132,15 @@ pub fn prepare_text(
 ) -> Result<Prepared, DataError> {
     let files = find_files(data, base_dir)?;
     let key = cache_key(data, &files);
-    let token_path = cache_dir.join(format!("tokens-{key}.bin"));
-    let facts_path = cache_dir.join(format!("corpus-{key}.json"));
+    let paths = EntryPaths::new(cache_dir, &key);
     let (file, facts) = {
         let _lock = lock(cache_dir, &key)?;
-        match open_cached(&token_path, &facts_path)? {
+        match open_cached(&paths.tokens, &paths.facts)? {
             Some(cached) => cached,
             None => {
-                build(
-                    data,
-                    &files,
-                    &token_path,
-                    &facts_path,
-                    &cache_dir.join(format!("tokenizer-{key}.json")),
-                    base_dir,
-                )?;
-                open_cached(&token_path, &facts_path)?.ok_or_else(|| DataError::Write {
-                    path: token_path.clone(),
+                build(data, &files, &paths, base_dir, cache_dir)?;
+                open_cached(&paths.tokens, &paths.facts)?.ok_or_else(|| DataError::Write {
+                    path: paths.tokens.clone(),
                     reason: "the token cache vanished right after it was written".into(),
                 })?
             }
@@ -380,14 +381,14 @@ fn corpus_tokenizer(
     }
 }
 
-/// Reads, tokenises, splits and caches a text corpus.
+/// Reads, tokenises, splits and caches a text corpus, and records the split
+/// (`split-KEY.json`, [`SplitRecord`]).
 fn build(
     data: &DataConfig,
     files: &CorpusFiles,
-    token_path: &Path,
-    facts_path: &Path,
-    tokenizer_path: &Path,
+    paths: &EntryPaths,
     base_dir: &Path,
+    cache_dir: &Path,
 ) -> Result<(), DataError> {
     let column = data.text_column.as_deref().unwrap_or("text");
     let docs = read_documents(&files.train, data.corpus, column)?;
@@ -396,33 +397,292 @@ fn build(
     } else {
         read_documents(&files.val, data.corpus, column)?
     };
-    let tokenizer = corpus_tokenizer(data, &docs, tokenizer_path, base_dir)?;
-    let tokenize = |docs: Vec<Document>| -> Result<Vec<TokenizedDoc>, DataError> {
-        docs.into_iter()
-            .map(|d| {
-                let mut tokens = Vec::new();
-                tokenizer.encode_into(&d.text, &mut tokens)?;
-                tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
-                if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= data.vocab) {
-                    return Err(DataError::Tokenizer(format!(
-                        "token id {id} (in `{}`) is outside the models' vocabulary of {}",
-                        d.source, data.vocab
-                    )));
-                }
-                Ok(TokenizedDoc::new(d.source, &d.text, tokens))
-            })
-            .collect()
-    };
+    let tokenizer = corpus_tokenizer(data, &docs, &paths.tokenizer, base_dir)?;
+    let mut tokens = Tokens::new(data, &tokenizer)?;
     let total_files = (files.train.len() + files.val.len()) as u64;
     let val = data.val_tokens as usize;
-    let split = if files.val.is_empty() {
-        let docs = tokenize(docs)?;
-        check_size(&docs, val, &files.path)?;
-        split::hold_out(docs, val)
-    } else {
-        split::separate(tokenize(docs)?, tokenize(val_docs)?, val)
+    let split = match data.anchor() {
+        Some(anchor) => {
+            let record = split_record(&anchor, base_dir, cache_dir)?;
+            follow(&mut tokens, docs, val_docs, &record, files)?
+        }
+        None if files.val.is_empty() => {
+            let docs = tokens.documents(docs)?;
+            check_size(&docs, val, &files.path)?;
+            split::hold_out(docs, val)
+        }
+        None => split::separate(tokens.documents(docs)?, tokens.documents(val_docs)?, val),
     };
-    write(data, &tokenizer, split, total_files, token_path, facts_path)
+    let record = tokens.record(&split)?;
+    write(data, &tokenizer, split, total_files, paths, &record)
+}
+
+/// The files of one cache entry.
+struct EntryPaths {
+    tokens: PathBuf,
+    facts: PathBuf,
+    tokenizer: PathBuf,
+    split: PathBuf,
+}
+
+impl EntryPaths {
+    fn new(cache_dir: &Path, key: &str) -> EntryPaths {
+        EntryPaths {
+            tokens: cache_dir.join(format!("tokens-{key}.bin")),
+            facts: cache_dir.join(format!("corpus-{key}.json")),
+            tokenizer: cache_dir.join(format!("tokenizer-{key}.json")),
+            split: cache_dir.join(format!("split-{key}.json")),
+        }
+    }
+}
+
+/// Tokenising documents with their separators, keeping each document's byte extent and the
+/// first document whose tokens are not its bytes.
+struct Tokens<'a> {
+    data: &'a DataConfig,
+    tokenizer: &'a Tokenizer,
+    lengths: Vec<u32>,
+    inexact: Option<String>,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(data: &'a DataConfig, tokenizer: &'a Tokenizer) -> Result<Tokens<'a>, DataError> {
+        Ok(Tokens {
+            data,
+            tokenizer,
+            lengths: tokenizer.token_lengths(tokenizer.vocab().max(data.vocab))?,
+            inexact: None,
+        })
+    }
+
+    fn bytes_of(&self, tokens: &[u32]) -> u64 {
+        tokens
+            .iter()
+            .map(|&t| u64::from(self.lengths.get(t as usize).copied().unwrap_or(0)))
+            .sum()
+    }
+
+    /// `text`'s tokens (special tokens as the tokenizer adds them) followed by the separator's
+    /// when `separator`, checked against the vocabulary.
+    fn encode(&mut self, source: &str, text: &str, separator: bool) -> Result<Vec<u32>, DataError> {
+        let mut tokens = Vec::new();
+        self.tokenizer.encode_into(text, &mut tokens)?;
+        if separator {
+            self.tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
+        }
+        if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= self.data.vocab) {
+            return Err(DataError::Tokenizer(format!(
+                "token id {id} (in `{source}`) is outside the models' vocabulary of {}",
+                self.data.vocab
+            )));
+        }
+        let expected = text.len() as u64
+            + if separator {
+                DOC_SEPARATOR.len() as u64
+            } else {
+                0
+            };
+        let got = self.bytes_of(&tokens);
+        if got != expected && self.inexact.is_none() {
+            self.inexact = Some(format!(
+                "`{source}`: its {expected} bytes become tokens of {got} bytes"
+            ));
+        }
+        Ok(tokens)
+    }
+
+    fn document(&mut self, d: Document) -> Result<TokenizedDoc, DataError> {
+        let tokens = self.encode(&d.source, &d.text, true)?;
+        let bytes = (d.text.len() + DOC_SEPARATOR.len()) as u64;
+        Ok(TokenizedDoc::new(d.source, &d.text, tokens).with_bytes(bytes))
+    }
+
+    fn documents(&mut self, docs: Vec<Document>) -> Result<Vec<TokenizedDoc>, DataError> {
+        docs.into_iter().map(|d| self.document(d)).collect()
+    }
+
+    /// The record of `split` (its boundary's head measured in bytes).
+    fn record(&self, split: &Split) -> Result<SplitRecord, DataError> {
+        let boundary = split.boundary.map(|b| {
+            let start = split.train_segments[b.segment].token as usize;
+            BoundaryRecord {
+                hash: hex(&b.hash),
+                head_bytes: self.bytes_of(&split.train[start..start + b.head_tokens]),
+            }
+        });
+        Ok(SplitRecord {
+            held: split.held.iter().map(|h| hex(h)).collect(),
+            boundary,
+            val_bytes: self.tokenizer.decoded_bytes(&split.val)?,
+            train_segments: split.train_segments.clone(),
+            exact_bytes: self.inexact.is_none(),
+            inexact: self.inexact.clone(),
+        })
+    }
+}
+
+/// The split another tokenizer made (`record`) applied to `docs` tokenised here: the same
+/// documents held out and the boundary document cut at the same byte (moved back to a
+/// character boundary, where a byte-level split cut inside a character).
+fn follow(
+    tokens: &mut Tokens,
+    docs: Vec<Document>,
+    val_docs: Vec<Document>,
+    record: &SplitRecord,
+    files: &CorpusFiles,
+) -> Result<Split, DataError> {
+    let held: std::collections::HashSet<[u8; 32]> =
+        record.held.iter().filter_map(|h| unhex32(h)).collect();
+    let boundary = record
+        .boundary
+        .as_ref()
+        .and_then(|b| unhex32(&b.hash).map(|h| (h, b.head_bytes)));
+    let boundary_text = boundary.and_then(|(hash, _)| {
+        docs.iter()
+            .find(|d| <[u8; 32]>::from(Sha256::digest(d.text.as_bytes())) == hash)
+            .map(|d| (d.source.clone(), d.text.clone()))
+    });
+    let description = format!(
+        "held out: the same text as the students' tokenizer ({} whole documents{})",
+        record.held.len(),
+        if boundary.is_some() {
+            " and the tail of one"
+        } else {
+            ""
+        }
+    );
+    if !files.val.is_empty() {
+        let mut split = split::separate(
+            tokens.documents(docs)?,
+            tokens.documents(val_docs)?,
+            usize::MAX,
+        );
+        truncate_to_bytes(tokens, &mut split.val, record.val_bytes);
+        split.description = description;
+        return Ok(split);
+    }
+    let docs = tokens.documents(docs)?;
+    let mut failure = None;
+    let split = split::follow(
+        docs,
+        &held,
+        boundary,
+        |_, head_bytes| {
+            let Some((source, text)) = &boundary_text else {
+                return (Vec::new(), Vec::new());
+            };
+            let mut at = (head_bytes as usize).min(text.len());
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            let head = tokens.encode(source, &text[..at], false);
+            let tail = tokens.encode(source, &text[at..], true);
+            match (head, tail) {
+                (Ok(h), Ok(t)) => (h, t),
+                (Err(e), _) | (_, Err(e)) => {
+                    failure = Some(e);
+                    (Vec::new(), Vec::new())
+                }
+            }
+        },
+        description,
+    );
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(split),
+    }
+}
+
+/// Keeps the first tokens of `val` that decode to at most `bytes` bytes.
+fn truncate_to_bytes(tokens: &Tokens, val: &mut Vec<u32>, bytes: u64) {
+    let mut at = 0u64;
+    let keep = val
+        .iter()
+        .take_while(|&&t| {
+            at += u64::from(tokens.lengths.get(t as usize).copied().unwrap_or(0));
+            at <= bytes
+        })
+        .count();
+    val.truncate(keep);
+}
+
+fn unhex32(h: &str) -> Option<[u8; 32]> {
+    if h.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The split record of the text corpus of `data` (`split-KEY.json`): what it held out and
+/// where its training pieces lie, for another tokenizer to follow and for the byte index. A
+/// cache entry made before records were kept is rebuilt (the same tokens) to make one.
+pub fn split_record(
+    data: &DataConfig,
+    base_dir: &Path,
+    cache_dir: &Path,
+) -> Result<SplitRecord, DataError> {
+    let files = find_files(data, base_dir)?;
+    let key = cache_key(data, &files);
+    let paths = EntryPaths::new(cache_dir, &key);
+    let read = |p: &Path| -> Result<Option<SplitRecord>, DataError> {
+        match fs::read(p) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| DataError::CorruptCache {
+                        path: p.to_path_buf(),
+                        reason: e.to_string(),
+                    })
+            }
+            Err(_) => Ok(None),
+        }
+    };
+    let _lock = lock(cache_dir, &key)?;
+    if let (Some(record), Some(_)) = (
+        read(&paths.split)?,
+        open_cached(&paths.tokens, &paths.facts)?,
+    ) {
+        return Ok(record);
+    }
+    build(data, &files, &paths, base_dir, cache_dir)?;
+    read(&paths.split)?.ok_or_else(|| DataError::Write {
+        path: paths.split.clone(),
+        reason: "the split record vanished right after it was written".into(),
+    })
+}
+
+/// The byte index of the training stream of `prepared` (a text corpus prepared from `data`):
+/// where each token ends in the corpus's byte coordinate. Refused for a tokenizer whose tokens
+/// are not the text's bytes.
+pub fn byte_index(
+    data: &DataConfig,
+    prepared: &Prepared,
+    base_dir: &Path,
+    cache_dir: &Path,
+) -> Result<ByteIndex, DataError> {
+    let record = split_record(data, base_dir, cache_dir)?;
+    if !record.exact_bytes {
+        return Err(DataError::Tokenizer(format!(
+            "the {} tokenizer rewrites the text ({}), so its tokens cannot be aligned by bytes with another tokenizer's",
+            tokenizer_name(data),
+            record
+                .inexact
+                .as_deref()
+                .unwrap_or("its tokens are not the text's bytes")
+        )));
+    }
+    let tokenizer = run_tokenizer(data, base_dir, cache_dir)?
+        .ok_or_else(|| DataError::Tokenizer("the synthetic corpus has no bytes to align".into()))?;
+    let lengths = tokenizer.token_lengths(tokenizer.vocab().max(data.vocab))?;
+    Ok(ByteIndex::new(
+        prepared.train.clone(),
+        lengths,
+        record.train_segments,
+    ))
 }
 
 /// Refuses a corpus with fewer than 5× the held-out tokens.
@@ -442,10 +702,16 @@ fn write(
     tokenizer: &Tokenizer,
     split: Split,
     files: u64,
-    token_path: &Path,
-    facts_path: &Path,
+    paths: &EntryPaths,
+    record: &SplitRecord,
 ) -> Result<(), DataError> {
-    let val_bytes = tokenizer.decoded_bytes(&split.val)?;
+    let (token_path, facts_path) = (paths.tokens.as_path(), paths.facts.as_path());
+    let record_json = serde_json::to_vec(record).map_err(|e| DataError::Write {
+        path: paths.split.clone(),
+        reason: e.to_string(),
+    })?;
+    write_atomic(&paths.split, &[&record_json])?;
+    let val_bytes = record.val_bytes;
     let facts = CorpusFacts {
         files,
         documents: split.documents,

@@ -2,6 +2,7 @@
 //! BPE tokenizers, the memory-mapped token cache, the fixed held-out split, and batch order.
 
 mod batches;
+pub mod bytes;
 mod cache;
 mod config;
 mod corpus;
@@ -15,9 +16,12 @@ mod text;
 mod tokenize;
 
 pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix, window_batch, windows_read};
+pub use bytes::{ByteIndex, SplitRecord};
 pub use cache::TokenFile;
-pub use config::{DataConfig, TokenizerRef};
-pub use corpus::{CorpusFacts, CorpusFiles, find_files, run_tokenizer, tokenizer_json};
+pub use config::{DataConfig, SplitAnchor, TokenizerRef};
+pub use corpus::{
+    CorpusFacts, CorpusFiles, byte_index, find_files, run_tokenizer, split_record, tokenizer_json,
+};
 pub use error::DataError;
 pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};

@@ -28,17 +28,48 @@ pub struct TokenizedDoc {
     pub hash: [u8; 32],
     /// Its tokens, followed by the document separator.
     pub tokens: Vec<u32>,
+    /// Bytes of its text and separator: its extent in the corpus's byte coordinate.
+    pub bytes: u64,
 }
 
 impl TokenizedDoc {
-    /// A document with `text`'s hash.
+    /// A document with `text`'s hash, extending over its text's bytes.
     pub fn new(source: String, text: &str, tokens: Vec<u32>) -> TokenizedDoc {
         TokenizedDoc {
             source,
             hash: Sha256::digest(text.as_bytes()).into(),
             tokens,
+            bytes: text.len() as u64,
         }
     }
+
+    /// The same document extending over `bytes` (its text and the separator after it).
+    pub fn with_bytes(mut self, bytes: u64) -> TokenizedDoc {
+        self.bytes = bytes;
+        self
+    }
+}
+
+/// Where a piece of one document starts in a token stream and in the corpus's bytes. The byte
+/// coordinate is the same for every tokenizer: the kept documents (duplicates dropped) laid
+/// end to end in their order, each as its text and separator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Segment {
+    /// The piece's first token in the stream.
+    pub token: u64,
+    /// Where the piece starts in the byte coordinate.
+    pub byte: u64,
+}
+
+/// The document whose tail is held out: its hash and the bytes of its head (training text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boundary {
+    /// SHA-256 of its text.
+    pub hash: [u8; 32],
+    /// Tokens of its head (the training part).
+    pub head_tokens: usize,
+    /// Its piece among the training segments.
+    pub segment: usize,
 }
 
 /// The training and held-out token streams and how they were chosen.
@@ -56,6 +87,12 @@ pub struct Split {
     pub description: String,
     /// Fraction of held-out windows of [`OVERLAP_WINDOW`] tokens found in training.
     pub overlap: f64,
+    /// The documents held out whole (their hashes), so another tokenizer can hold out the same.
+    pub held: Vec<[u8; 32]>,
+    /// The document cut between the splits, if one is.
+    pub boundary: Option<Boundary>,
+    /// Where each document piece of `train` starts, in order.
+    pub train_segments: Vec<Segment>,
 }
 
 /// Drops exact duplicates (keeping the first of each group) and returns the groups.
@@ -110,14 +147,25 @@ pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
         val.extend_from_slice(&docs[i].tokens);
     }
     let mut train = Vec::new();
-    for (i, doc) in docs.iter().enumerate() {
+    let mut train_segments = Vec::new();
+    let mut cut_at = None;
+    for ((i, doc), byte) in docs.iter().enumerate().zip(starts(&docs)) {
         if held[i] {
             continue;
         }
+        train_segments.push(Segment {
+            token: train.len() as u64,
+            byte,
+        });
         if Some(i) == boundary {
             let cut = doc.tokens.len().saturating_sub(need);
             train.extend_from_slice(&doc.tokens[..cut]);
             val.extend_from_slice(&doc.tokens[cut..]);
+            cut_at = Some(Boundary {
+                hash: doc.hash,
+                head_tokens: cut,
+                segment: train_segments.len() - 1,
+            });
         } else {
             train.extend_from_slice(&doc.tokens);
         }
@@ -131,6 +179,71 @@ pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
         duplicate_groups,
         description,
         overlap,
+        held: whole.iter().map(|&i| docs[i].hash).collect(),
+        boundary: cut_at,
+        train_segments,
+    }
+}
+
+/// Where each document starts in the byte coordinate (documents end to end).
+fn starts(docs: &[TokenizedDoc]) -> impl Iterator<Item = u64> + '_ {
+    docs.iter().scan(0u64, |at, d| {
+        let start = *at;
+        *at += d.bytes;
+        Some(start)
+    })
+}
+
+/// The split another tokenizer made (`held` whole documents, and the `boundary` document whose
+/// head of `head_bytes` bytes stays in training), applied to documents tokenised here, so both
+/// tokenizers hold out the same text and train on the same bytes. `head` tokenises the
+/// boundary document's head and tail (without and with the separator) here. Documents are
+/// deduplicated first, as the other split did.
+pub fn follow(
+    docs: Vec<TokenizedDoc>,
+    held: &HashSet<[u8; 32]>,
+    boundary: Option<([u8; 32], u64)>,
+    mut cut: impl FnMut(&TokenizedDoc, u64) -> (Vec<u32>, Vec<u32>),
+    description: String,
+) -> Split {
+    let documents = docs.len() as u64;
+    let (docs, duplicate_groups) = dedup(docs);
+    let (mut train, mut val, mut train_segments) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cut_at = None;
+    for (doc, byte) in docs.iter().zip(starts(&docs)) {
+        if held.contains(&doc.hash) {
+            val.extend_from_slice(&doc.tokens);
+            continue;
+        }
+        train_segments.push(Segment {
+            token: train.len() as u64,
+            byte,
+        });
+        match boundary {
+            Some((hash, head_bytes)) if hash == doc.hash => {
+                let (head, tail) = cut(doc, head_bytes);
+                cut_at = Some(Boundary {
+                    hash,
+                    head_tokens: head.len(),
+                    segment: train_segments.len() - 1,
+                });
+                train.extend_from_slice(&head);
+                val.extend_from_slice(&tail);
+            }
+            _ => train.extend_from_slice(&doc.tokens),
+        }
+    }
+    let overlap = overlap(&train, &val);
+    Split {
+        train,
+        val,
+        documents,
+        duplicate_groups,
+        description,
+        overlap,
+        held: held.iter().copied().collect(),
+        boundary: cut_at,
+        train_segments,
     }
 }
 
@@ -146,14 +259,21 @@ pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens
         .map(|d| (d.hash, d.source.as_str()))
         .collect();
     let mut train = Vec::new();
+    let mut train_segments = Vec::new();
     let mut dropped = 0;
-    for doc in &docs {
+    for (doc, byte) in docs.iter().zip(starts(&docs)) {
         match val_sources.get(&doc.hash) {
             Some(v) => {
                 duplicate_groups.push(vec![v.to_string(), doc.source.clone()]);
                 dropped += 1;
             }
-            None => train.extend_from_slice(&doc.tokens),
+            None => {
+                train_segments.push(Segment {
+                    token: train.len() as u64,
+                    byte,
+                });
+                train.extend_from_slice(&doc.tokens);
+            }
         }
     }
     let mut val: Vec<u32> = val_docs
@@ -180,6 +300,9 @@ pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens
         duplicate_groups,
         description,
         overlap,
+        held: Vec::new(),
+        boundary: None,
+        train_segments,
     }
 }
 

@@ -190,6 +190,35 @@ impl Tokenizer {
             .collect()
     }
 
+    /// The bytes of every id `0..vocab` ([`Tokenizer::token_bytes`]); ids the tokenizer does
+    /// not have (a model's padding rows) and special tokens have none.
+    pub fn vocab_bytes(&self, vocab: u64) -> Result<Vec<Vec<u8>>, DataError> {
+        let known = match self {
+            Tokenizer::Byte => 256,
+            Tokenizer::Bpe(t) | Tokenizer::File(t) => t.get_vocab_size(true) as u64,
+        };
+        let ids: Vec<u32> = (0..vocab.min(known) as u32)
+            .filter(|&id| match self {
+                Tokenizer::Byte => true,
+                Tokenizer::Bpe(t) | Tokenizer::File(t) => t.id_to_token(id).is_some(),
+            })
+            .collect();
+        let mut out = vec![Vec::new(); vocab as usize];
+        for (id, bytes) in ids.iter().zip(self.token_bytes(&ids)?) {
+            out[*id as usize] = bytes;
+        }
+        Ok(out)
+    }
+
+    /// The byte length of every id `0..vocab` (see [`Tokenizer::vocab_bytes`]).
+    pub fn token_lengths(&self, vocab: u64) -> Result<Vec<u32>, DataError> {
+        Ok(self
+            .vocab_bytes(vocab)?
+            .iter()
+            .map(|b| b.len() as u32)
+            .collect())
+    }
+
     /// The UTF-8 byte length of the text that `tokens` decode to.
     pub fn decoded_bytes(&self, tokens: &[u32]) -> Result<u64, DataError> {
         match self {

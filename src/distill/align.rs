@@ -102,10 +102,23 @@ pub fn align(student: &[usize], teacher: &[usize]) -> Result<Alignment, AlignErr
             teacher: lt,
         });
     }
+    let wide = |ends: &[usize]| ends.iter().map(|&e| e as u64).collect::<Vec<u64>>();
+    let (units, first_shared) = units(&wide(student), &wide(teacher));
+    Ok(Alignment {
+        units,
+        unaligned_bytes: first_shared.map_or(ls, |b| b as usize),
+        total_bytes: ls,
+    })
+}
+
+/// The units between the shared boundaries of two lists of token ends (ascending, any
+/// common origin: they need not cover the same bytes, and what follows the last shared
+/// boundary is in no unit), and the first shared boundary.
+pub fn units(student: &[u64], teacher: &[u64]) -> (Vec<Unit>, Option<u64>) {
     // walk both lists of ends together; a boundary is shared when both reach it
     let (mut i, mut j) = (0usize, 0usize);
     let mut units = Vec::new();
-    let mut open: Option<(usize, usize, usize)> = None; // (byte, next student token, next teacher token)
+    let mut open: Option<(u64, usize, usize)> = None; // (byte, next student token, next teacher token)
     let mut first_shared = None;
     while i < student.len() && j < teacher.len() {
         let (a, b) = (student[i], teacher[j]);
@@ -117,14 +130,9 @@ pub fn align(student: &[usize], teacher: &[usize]) -> Result<Alignment, AlignErr
             while j + 1 < teacher.len() && teacher[j + 1] == b {
                 j += 1;
             }
-            if let Some((start, si, tj)) = open {
-                units.push(Unit {
-                    bytes: start..a,
-                    student: si..i + 1,
-                    teacher: tj..j + 1,
-                });
-            } else {
-                first_shared = Some(a);
+            match open {
+                Some((start, si, tj)) => units.push((start, a, si..i + 1, tj..j + 1)),
+                None => first_shared = Some(a),
             }
             open = Some((a, i + 1, j + 1));
             i += 1;
@@ -135,11 +143,15 @@ pub fn align(student: &[usize], teacher: &[usize]) -> Result<Alignment, AlignErr
             j += 1;
         }
     }
-    Ok(Alignment {
-        units,
-        unaligned_bytes: first_shared.unwrap_or(ls),
-        total_bytes: ls,
-    })
+    let units = units
+        .into_iter()
+        .map(|(start, end, student, teacher)| Unit {
+            bytes: start as usize..end as usize,
+            student,
+            teacher,
+        })
+        .collect();
+    (units, first_shared)
 }
 
 fn monotone(ends: &[usize], side: &'static str) -> Result<(), AlignError> {

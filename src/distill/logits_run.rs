@@ -18,10 +18,11 @@ use super::reader::{StoreReader, shard_name, windows_per_shard};
 use super::store::decode_block;
 use super::store::{ShardError, StoreHeader, VALUE_ENCODING, encode_block, write_shard};
 use super::targets::{
-    TruncateOn, for_each_distribution, prepare, teacher_samples, teacher_support,
+    TruncateOn, fill_offsets, for_each_distribution, prepare, teacher_next_support_k,
+    teacher_samples, teacher_support,
 };
 use super::truncate::{Kept, Truncation, draw_seed, sample, truncate};
-use crate::data::{Batcher, DataConfig, Prepared, window_batch};
+use crate::data::{Batcher, ByteIndex, DataConfig, Prepared, window_batch};
 use crate::model::Transformer;
 
 /// What a finished logit pass wrote.
@@ -89,6 +90,9 @@ pub struct StoreSpec<'a> {
     pub data: &'a DataConfig,
     /// The student streams served.
     pub reads: &'a [StoreRead],
+    /// For an aligned store: the students' data (their tokenizer), whose windows decide the
+    /// teacher windows it covers.
+    pub students: Option<&'a DataConfig>,
 }
 
 /// The header every shard of the store `spec`, written by run `run_id`, carries;
@@ -100,6 +104,7 @@ pub fn expected_header(
     spec: &StoreSpec,
     teacher_checkpoint_sha256: &str,
     corpus_key: &str,
+    tokenizer_sha256: Option<String>,
 ) -> StoreHeader {
     let vocab = spec.data.vocab;
     // A text corpus has one training stream whatever the seed; a synthetic one is generated
@@ -125,7 +130,24 @@ pub fn expected_header(
         window_positions: spec.data.context,
         targets: spec.truncation.targets,
         tail: spec.truncation.missing == crate::spec::Missing::Bucket,
+        tokenizer_sha256: spec.students.and(tokenizer_sha256),
     }
+}
+
+/// The SHA-256 an aligned store's header names the teacher's tokenizer by: of its
+/// `tokenizer.json` (a file, or a BPE trained into the cache), or of the word `byte`.
+pub fn tokenizer_sha256(tokenizer_json: Option<&Path>) -> Result<String, LogitsError> {
+    use sha2::{Digest, Sha256};
+    let bytes = match tokenizer_json {
+        Some(path) => std::fs::read(path).map_err(|e| {
+            LogitsError::Invalid(format!(
+                "cannot read the teacher's tokenizer `{}`: {e}",
+                path.display()
+            ))
+        })?,
+        None => b"byte".to_vec(),
+    };
+    Ok(crate::digest::hex(&Sha256::digest(&bytes)))
 }
 
 /// The windows of the training split the streams `reads` read (ascending, without repeats).
@@ -190,17 +212,19 @@ pub struct PassDevice<'a> {
 /// Runs the teacher over the windows of `spec` the store in `dir` does not hold yet and writes
 /// them as new shards (shards already there are kept, so an interrupted or extended pass only
 /// computes what is missing). `on_progress(done, total)` counts missing windows.
+#[allow(clippy::too_many_arguments)]
 pub fn write_store(
     spec: &StoreSpec,
     header: &StoreHeader,
     pass: &PassDevice,
     data: &Prepared,
+    needed: &BTreeSet<u64>,
+    teacher_bytes: Option<&ByteIndex>,
     dir: &Path,
     stop: &AtomicBool,
     on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<StoreSummary, LogitsError> {
     let context = spec.data.context;
-    let needed = windows_needed(spec.reads, data, context)?;
     let mut reader = StoreReader::new(dir, header.clone());
     let held = reader.held()?;
     let missing: Vec<u64> = needed.difference(&held).copied().collect();
@@ -219,11 +243,23 @@ pub fn write_store(
                 return Err(LogitsError::Interrupted);
             }
             let batch = window_batch(&data.train, context as usize, batch_windows);
-            let kept = match header.targets {
-                crate::spec::Targets::Sampled => {
+            let kept = match (teacher_bytes, header.targets) {
+                (Some(index), _) => {
+                    let f32 = burn::tensor::FloatDType::F32;
+                    let mut kept = teacher_next_support_k(
+                        pass.teacher,
+                        &batch,
+                        pass.device,
+                        f32,
+                        header.top_k,
+                    );
+                    fill_offsets(&mut kept, index, batch_windows, context as usize);
+                    kept
+                }
+                (None, crate::spec::Targets::Sampled) => {
                     teacher_samples(pass.teacher, &batch, pass.device, header.top_k)
                 }
-                crate::spec::Targets::TopK => teacher_support(
+                (None, crate::spec::Targets::TopK) => teacher_support(
                     pass.teacher,
                     &batch,
                     pass.device,
@@ -423,6 +459,7 @@ mod tests {
             seed: 0,
             val_path: None,
             split: 2,
+            follow: None,
         }
     }
 
@@ -443,8 +480,9 @@ mod tests {
             truncation: truncation(),
             data: &config,
             reads: &[],
+            students: None,
         };
-        expected_header("l", &spec, "sha", "corpus")
+        expected_header("l", &spec, "sha", "corpus", None)
     }
 
     fn write(dir: &Path, reads: &[StoreRead], pass: &PassDevice, data: &Prepared) -> StoreSummary {
@@ -454,9 +492,22 @@ mod tests {
             truncation: truncation(),
             data: &config,
             reads,
+            students: None,
         };
         let stop = AtomicBool::new(false);
-        write_store(&spec, &header(), pass, data, dir, &stop, &mut |_, _| {}).unwrap()
+        let needed = windows_needed(reads, data, config.context).unwrap();
+        write_store(
+            &spec,
+            &header(),
+            pass,
+            data,
+            &needed,
+            None,
+            dir,
+            &stop,
+            &mut |_, _| {},
+        )
+        .unwrap()
     }
 
     /// One store serves two seeds exactly as a store of each seed's own steps would (the

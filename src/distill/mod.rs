@@ -3,6 +3,7 @@
 //! teacher targets, online or offline. The objective that trains on them is `train`'s.
 
 pub mod align;
+pub mod aligned;
 pub mod device_truncate;
 pub mod logits_run;
 mod loss;
@@ -15,6 +16,7 @@ pub mod uld;
 pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
 pub use reader::StoreReader;
 pub use targets::{
-    TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_samples, teacher_support,
+    CrossSide, TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_next_support,
+    teacher_samples, teacher_support,
 };
-pub use truncate::{Kept, Truncation, draw_seed, refine, sample, truncate};
+pub use truncate::{Kept, TokenAfter, Truncation, draw_seed, refine, sample, truncate};

@@ -28,6 +28,14 @@
 //! own, every τ, loss and α, and its size is known exactly before it is written. For a byte
 //! vocabulary this is 2 bytes per kept logit.
 //!
+//! An *aligned* store (`aligned`, for students of another tokenizer) ends each position with
+//! the teacher's −ln p of the token that actually follows, in 16 bits uniform over [0, 64]
+//! nats (step 0.001 nats: merged spans add several of them), and the bytes from the end of the
+//! position's context to the end of that token in the corpus's byte coordinate
+//! (`crate::data::bytes`; a gap between documents counts) in 32 bits; each block starts with
+//! where the window's first position's context ends (64 bits). A student aligns its own
+//! positions on these offsets (`super::align`).
+//!
 //! Two variants, named in the header ([`Layout`]): a store of *sampled* targets (`targets =
 //! "sampled"`) holds k slots per position, the distinct ids drawn, most often drawn first, each
 //! with its value and its count in ⌈log2 (k+1)⌉ bits (unused slots: count 0); a store with a
@@ -45,7 +53,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::truncate::{Kept, Truncation};
+use super::truncate::{Kept, TokenAfter, Truncation};
 use crate::atomic::write_atomic;
 use crate::spec::Targets;
 
@@ -68,7 +76,16 @@ pub struct Layout {
     pub counts: bool,
     /// Each position ends with the teacher's mass outside its entries.
     pub tail: bool,
+    /// Each position keeps the next token's ln p and byte span (an aligned store).
+    pub aligned: bool,
 }
+
+/// Bits of an aligned position's next-token log-probability.
+const NEXT_BITS: u32 = 16;
+/// Bits of an aligned position's byte span.
+const SPAN_BITS: u32 = 32;
+/// Nats the next-token value spans.
+const NEXT_RANGE: f32 = 64.0;
 
 impl Layout {
     /// The layout of a store of `truncation` (top-k as `truncation.top_k.kept(vocab)`) over
@@ -79,7 +96,13 @@ impl Layout {
             top_k: truncation.top_k.kept(vocab),
             counts: truncation.targets == Targets::Sampled,
             tail: truncation.missing == crate::spec::Missing::Bucket,
+            aligned: false,
         }
+    }
+
+    /// This layout, aligned or not.
+    pub fn aligned(self, aligned: bool) -> Layout {
+        Layout { aligned, ..self }
     }
 
     /// Plain top-k entries, no tail.
@@ -89,6 +112,7 @@ impl Layout {
             top_k,
             counts: false,
             tail: false,
+            aligned: false,
         }
     }
 
@@ -103,12 +127,18 @@ impl Layout {
     /// Bits of one position.
     pub fn position_bits(&self) -> u64 {
         let entry = u64::from(index_bits(self.vocab) + VALUE_BITS + self.count_bits());
-        self.top_k * entry + if self.tail { u64::from(VALUE_BITS) } else { 0 }
+        self.top_k * entry
+            + if self.tail { u64::from(VALUE_BITS) } else { 0 }
+            + if self.aligned {
+                u64::from(NEXT_BITS + SPAN_BITS)
+            } else {
+                0
+            }
     }
 
     /// Bytes of a block of `positions` positions.
     pub fn block_bytes(&self, positions: u64) -> u64 {
-        (positions * self.position_bits()).div_ceil(8)
+        (positions * self.position_bits()).div_ceil(8) + if self.aligned { 8 } else { 0 }
     }
 
     /// Predicted store bytes per token (position), rounded up to whole bytes.
@@ -160,6 +190,10 @@ pub struct StoreHeader {
     /// Each position keeps the teacher's mass outside its entries (absent when not).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tail: bool,
+    /// SHA-256 of the teacher's tokenizer (its `tokenizer.json`, or `byte`) in an aligned
+    /// store, whose positions keep the next token and its bytes (absent when not aligned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_sha256: Option<String>,
 }
 
 impl StoreHeader {
@@ -170,6 +204,7 @@ impl StoreHeader {
             top_k: self.top_k,
             counts: self.targets == Targets::Sampled,
             tail: self.tail,
+            aligned: self.tokenizer_sha256.is_some(),
         }
     }
 }
@@ -199,6 +234,12 @@ pub enum ShardError {
         /// The shard.
         path: PathBuf,
         /// Which check failed.
+        reason: String,
+    },
+    /// A student's positions could not be aligned with its teacher's (another tokenizer).
+    #[error("cannot align the teacher's positions with the student's: {reason}")]
+    Align {
+        /// Why.
         reason: String,
     },
     /// A student asked for a window its store does not hold.
@@ -273,6 +314,17 @@ fn dequantise(value: u64) -> f32 {
     -(value as f32) / 255.0 * VALUE_RANGE
 }
 
+/// Quantises an aligned position's next-token −ln p ([`NEXT_BITS`] over [0, 64] nats).
+fn quantise_next(log_p: f32) -> u64 {
+    let v = if log_p.is_nan() { NEXT_RANGE } else { -log_p };
+    let top = ((1u64 << NEXT_BITS) - 1) as f32;
+    (v.clamp(0.0, NEXT_RANGE) / NEXT_RANGE * top).round() as u64
+}
+
+fn dequantise_next(value: u64) -> f32 {
+    -(value as f32) / ((1u64 << NEXT_BITS) - 1) as f32 * NEXT_RANGE
+}
+
 /// Encodes one block of positions in `layout`: top-k positions with exactly `top_k` entries
 /// (the caller truncates with top-p 1 and top-k `top_k`, which always keeps `top_k` tokens
 /// when `top_k` ≤ V), sampled ones with at most `top_k` distinct ids.
@@ -281,6 +333,10 @@ pub fn encode_block(positions: &[Kept], layout: &Layout) -> Vec<u8> {
     let cbits = layout.count_bits();
     let n = layout.top_k as usize;
     let mut w = BitWriter::default();
+    if layout.aligned {
+        let first = positions.first().and_then(|k| k.next).map_or(0, |t| t.from);
+        w.put(first, 64);
+    }
     for kept in positions {
         for slot in 0..n {
             let (id, lp) = match (kept.ids.get(slot), kept.log_probs.get(slot)) {
@@ -300,6 +356,18 @@ pub fn encode_block(positions: &[Kept], layout: &Layout) -> Vec<u8> {
         if layout.tail {
             w.put(quantise(kept.tail_log_mass()), VALUE_BITS);
         }
+        if layout.aligned {
+            let next = kept.next.unwrap_or(TokenAfter {
+                log_prob: f32::NEG_INFINITY,
+                from: 0,
+                to: 0,
+            });
+            w.put(quantise_next(next.log_prob), NEXT_BITS);
+            w.put(
+                next.to.saturating_sub(next.from).min(u32::MAX as u64),
+                SPAN_BITS,
+            );
+        }
     }
     w.finish()
 }
@@ -314,6 +382,7 @@ pub fn decode_block(bytes: &[u8], positions: usize, layout: &Layout) -> Option<V
     if bytes.len() as u64 != layout.block_bytes(positions as u64) {
         return None;
     }
+    let mut at = if layout.aligned { r.get(64)? } else { 0 };
     for _ in 0..positions {
         let mut kept = Kept::new(Vec::with_capacity(n), Vec::with_capacity(n));
         for _ in 0..n {
@@ -334,6 +403,16 @@ pub fn decode_block(bytes: &[u8], positions: usize, layout: &Layout) -> Option<V
         }
         if layout.tail {
             kept.tail = Some(dequantise(r.get(VALUE_BITS)?));
+        }
+        if layout.aligned {
+            let log_prob = dequantise_next(r.get(NEXT_BITS)?);
+            let to = at + r.get(SPAN_BITS)?;
+            kept.next = Some(TokenAfter {
+                log_prob,
+                from: at,
+                to,
+            });
+            at = to;
         }
         out.push(kept);
     }
@@ -532,6 +611,33 @@ mod tests {
             window_positions: 3,
             targets: Targets::TopK,
             tail: false,
+            tokenizer_sha256: None,
+        }
+    }
+
+    /// An aligned block keeps each position's next token: its ln p within 0.001 nats and its
+    /// byte span exactly, a gap between documents included.
+    #[test]
+    fn aligned_blocks_keep_the_next_token() {
+        let layout = Layout::top_k(256, 32).aligned(true);
+        let mut kept = positions(3);
+        let spans = [(1000u64, 1004u64), (1004, 1005), (1005, 90_000)];
+        for (k, (from, to)) in kept.iter_mut().zip(spans) {
+            k.next = Some(TokenAfter {
+                log_prob: -((from % 7) as f32) * 0.37 - 0.01,
+                from,
+                to,
+            });
+        }
+        let bytes = encode_block(&kept, &layout);
+        assert_eq!(bytes.len() as u64, layout.block_bytes(3));
+        assert_eq!(bytes.len(), 8 + 3 * (32 * 2 + 6));
+        let back = decode_block(&bytes, 3, &layout).unwrap();
+        for (a, b) in kept.iter().zip(&back) {
+            let (x, y) = (a.next.unwrap(), b.next.unwrap());
+            assert_eq!((x.from, x.to), (y.from, y.to));
+            assert!((x.log_prob - y.log_prob).abs() < 0.001, "{x:?} {y:?}");
+            assert_eq!(a.ids, b.ids);
         }
     }
 
@@ -575,6 +681,7 @@ mod tests {
             top_k: 16,
             counts: true,
             tail: true,
+            aligned: false,
         };
         let mut sampled = truncate::sample(&z, 16, 7);
         sampled.tail = Some(-2.0);

@@ -5,12 +5,13 @@
 
 use burn::tensor::{Device, FloatDType, Int, Tensor, TensorData};
 
+use super::aligned::{Aligner, CrossLoss};
 use super::device_truncate::{Truncated, download, truncate_on_device};
 use super::loss::SparseTargets;
 use super::reader::StoreReader;
 use super::store::ShardError;
-use super::truncate::{Kept, Truncation, draw_seed, refine, sample, truncate};
-use crate::data::{Batch, batch_tensors};
+use super::truncate::{Kept, TokenAfter, Truncation, draw_seed, refine, sample, truncate};
+use crate::data::{Batch, batch_tensors, window_batch};
 use crate::model::Transformer;
 use crate::spec::{Missing, Targets};
 
@@ -62,6 +63,26 @@ pub struct TeacherTargets<'a> {
     /// The first error reading the store (a training step cannot return one; the runner
     /// checks this after training and fails the run).
     pub error: Option<ShardError>,
+    /// For a teacher of another tokenizer: how its positions align with the student's and
+    /// the loss across tokenizers.
+    pub cross: Option<Box<CrossSide>>,
+}
+
+/// A teacher of another tokenizer, as its student reads it.
+#[derive(Debug, Clone)]
+pub struct CrossSide {
+    /// Both training streams in bytes.
+    pub aligner: Aligner,
+    /// The loss across tokenizers.
+    pub loss: CrossLoss,
+    /// The teacher's vocabulary.
+    pub teacher_vocab: u64,
+    /// Units and unaligned rows over the batches so far.
+    pub units: u64,
+    /// Rows in no unit so far.
+    pub unaligned_rows: u64,
+    /// Rows so far.
+    pub rows: u64,
 }
 
 impl TeacherTargets<'_> {
@@ -102,6 +123,66 @@ impl TeacherTargets<'_> {
         }
         let kept = self.kept(batch);
         (kept.len() == batch.batch * batch.context).then(|| sparse_targets(&kept, device))
+    }
+
+    /// The cross-tokenizer targets of `batch` on `device` and its number of units; `None`
+    /// when the teacher's positions could not be had or aligned (the error is kept in
+    /// `self.error`) or the teacher shares the student's tokenizer.
+    pub fn cross_targets(
+        &mut self,
+        batch: &Batch,
+        device: &Device,
+    ) -> Option<(crate::kernels::CrossDistillation, usize)> {
+        let cross = self.cross.as_deref()?;
+        let (aligner, c) = (&cross.aligner, cross.aligner.teacher_context);
+        let windows: Vec<u64> = aligner
+            .teacher_windows(batch.windows.iter().copied())
+            .into_iter()
+            .collect();
+        let kept = match &mut self.source {
+            TeacherSource::Offline(reader) => reader.windows(&windows),
+            TeacherSource::Online {
+                teacher,
+                device: plain,
+                compute,
+                ..
+            } => {
+                let teacher_batch = window_batch(aligner.teacher.stream(), c, &windows);
+                let mut kept = teacher_next_support(teacher, &teacher_batch, plain, *compute);
+                fill_offsets(&mut kept, &aligner.teacher, &windows, c);
+                Ok(kept)
+            }
+        };
+        let kept = match kept {
+            Ok(k) => k,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                return None;
+            }
+        };
+        let at: std::collections::HashMap<u64, usize> =
+            windows.iter().enumerate().map(|(i, &w)| (w, i)).collect();
+        let position = |j: u64| -> Option<Kept> {
+            let i = *at.get(&(j / c as u64))?;
+            kept.get(i * c + (j % c as u64) as usize).cloned()
+        };
+        let targets = cross
+            .loss
+            .targets(aligner, batch, &position, cross.teacher_vocab);
+        let targets = match targets {
+            Ok(t) => t,
+            Err(reason) => {
+                self.error.get_or_insert(ShardError::Align { reason });
+                return None;
+            }
+        };
+        let tensors = cross.loss.tensors(&targets, device);
+        if let Some(side) = self.cross.as_deref_mut() {
+            side.units += targets.units as u64;
+            side.unaligned_rows += targets.unaligned_rows as u64;
+            side.rows += targets.span.len() as u64;
+        }
+        Some((tensors, targets.units))
     }
 
     /// The kept teacher support of every position of `batch` on the host, ready for the
@@ -155,6 +236,83 @@ impl TeacherTargets<'_> {
     pub fn prepared(&self, k: Kept) -> Kept {
         prepare(k, &self.truncation, self.tau)
     }
+}
+
+/// Sets where each position's context and next token end (`Kept::next`) for `kept`, the
+/// positions of teacher windows `windows` in order, from the teacher's byte index.
+pub fn fill_offsets(kept: &mut [Kept], index: &crate::data::ByteIndex, windows: &[u64], c: usize) {
+    for (w, positions) in windows.iter().zip(kept.chunks_mut(c)) {
+        let a = *w as usize * c;
+        let (ends, _) = index.ends(a, a + c + 1);
+        for (i, k) in positions.iter_mut().enumerate() {
+            if let (Some(next), Some(&from), Some(&to)) =
+                (k.next.as_mut(), ends.get(i), ends.get(i + 1))
+            {
+                next.from = from;
+                next.to = to;
+            }
+        }
+    }
+}
+
+/// The teacher's top-k support (no nucleus cut, the [`NEXT_SUPPORT`] most probable tokens)
+/// at every position of `batch`, with the teacher's ln p of the token that actually follows
+/// (`Kept::next`, its byte offsets left at 0 for [`fill_offsets`]): what an aligned store
+/// keeps and a live teacher of another tokenizer gives its student. Computed on the host from
+/// each head chunk's logits.
+pub fn teacher_next_support(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    compute: FloatDType,
+) -> Vec<Kept> {
+    teacher_next_support_k(teacher, batch, device, compute, NEXT_SUPPORT)
+}
+
+/// Tokens a live teacher of another tokenizer keeps per position (ULD compares at most 256).
+pub const NEXT_SUPPORT: u64 = 256;
+
+/// [`teacher_next_support`] keeping `k` tokens per position.
+pub fn teacher_next_support_k(
+    teacher: &Transformer,
+    batch: &Batch,
+    device: &Device,
+    compute: FloatDType,
+    k: u64,
+) -> Vec<Kept> {
+    use rayon::prelude::*;
+    let mut out = Vec::with_capacity(batch.batch * batch.context);
+    for part in passes(batch) {
+        let (inputs, _) = batch_tensors(&part, device);
+        for (first, logits) in head_chunks(teacher, inputs, compute) {
+            let vocab = logits.dims()[1];
+            let values: Vec<f32> = logits.into_data().try_to_vec().unwrap_or_default();
+            let targets = &part.targets[first..];
+            out.par_extend(
+                values
+                    .par_chunks(vocab)
+                    .zip(targets.par_iter())
+                    .map(|(z, &next)| {
+                        let mut kept = truncate(z, 1.0, crate::spec::TopK::Keep(k));
+                        kept.next = Some(TokenAfter {
+                            log_prob: log_prob_of(z, next as usize),
+                            from: 0,
+                            to: 0,
+                        });
+                        kept
+                    }),
+            );
+        }
+    }
+    out
+}
+
+/// ln softmax(z)[i] in f64.
+fn log_prob_of(z: &[f32], i: usize) -> f32 {
+    let max = crate::kernels::row_max(z);
+    let log_norm = max as f64 + crate::kernels::exp_sum_f64(z, max).ln();
+    z.get(i)
+        .map_or(f32::NEG_INFINITY, |&v| (v as f64 - log_norm) as f32)
 }
 
 /// [`TeacherTargets::prepared`] for the truncation `t` at temperature `tau`.

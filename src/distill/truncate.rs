@@ -42,6 +42,22 @@ pub struct Kept {
     /// ln of the teacher's mass outside `ids` at τ = 1 where it is known exactly (a live
     /// teacher's truncation, a store that keeps it); `None`: 1 − Σ p of the kept ids.
     pub tail: Option<f32>,
+    /// For alignment across tokenizers (an aligned store, or a live teacher of another
+    /// tokenizer): the token that actually follows this position.
+    pub next: Option<TokenAfter>,
+}
+
+/// The token that follows a position, as a student of another tokenizer aligns on it: where
+/// the position's context ends and where the token ends in the corpus's bytes
+/// (`crate::data::bytes`), and the teacher's ln p of it at τ = 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenAfter {
+    /// ln p(token) under the teacher's full distribution at this position.
+    pub log_prob: f32,
+    /// Where the position's context ends (the token's first byte).
+    pub from: u64,
+    /// Where the token ends.
+    pub to: u64,
 }
 
 impl Kept {
@@ -52,6 +68,7 @@ impl Kept {
             log_probs,
             counts: Vec::new(),
             tail: None,
+            next: None,
         }
     }
 
@@ -158,6 +175,7 @@ pub fn sample(z: &[f32], k: u64, seed: u64) -> Kept {
             .collect(),
         counts: counts.iter().map(|c| c.1).collect(),
         tail: None,
+        next: None,
     }
 }
 

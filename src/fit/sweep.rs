@@ -47,6 +47,13 @@ pub struct FinishedRun {
     /// when it started (recorded with its result).
     #[serde(default)]
     pub lr_peak: Option<f64>,
+    /// Held-out bits per byte (comparable across tokenizers, where nats per token are not).
+    #[serde(default)]
+    pub bpb: Option<f64>,
+    /// Which tokenizer its tokens are (kind, file hash, vocabulary); runs of one sweep differ
+    /// only where a teacher has a tokenizer of its own.
+    #[serde(default)]
+    pub tokenizer: String,
 }
 
 /// What a finished run is to the fits: a run's kind, with a teacher's learning-rate candidate
@@ -116,7 +123,7 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
         .iter()
         .filter(|r| r.state == RunState::Done && r.kind != RunKind::Logits)
     {
-        let Some((loss, _, _)) = db.result(&r.id)? else {
+        let Some((loss, bpb, _)) = db.result(&r.id)? else {
             continue;
         };
         let config: Value = serde_json::from_str(&r.config_json).unwrap_or(Value::Null);
@@ -155,9 +162,53 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
             baseline_loss,
             seed: config["data"]["seed"].as_u64().unwrap_or(0),
             lr_peak,
+            bpb: bpb.is_finite().then_some(bpb),
+            tokenizer: tokens_key(&config["data"]),
         });
     }
     Ok(out)
+}
+
+/// A run's tokenizer as a key: kind, file hash and vocabulary of its data.
+fn tokens_key(data: &Value) -> String {
+    format!(
+        "{}|{}|{}",
+        data["tokenizer"].as_str().unwrap_or("none"),
+        data["tokenizer_file"]["sha256"].as_str().unwrap_or(""),
+        data["vocab"].as_u64().unwrap_or(0)
+    )
+}
+
+/// Runs on one scale: a teacher whose tokenizer is not the students' has its held-out loss
+/// re-expressed in nats per *student* token through bits per byte (its bits per byte times
+/// the students' nats per bit-per-byte), so teachers of every tokenizer compare by what they
+/// predict of the same text, never by their own nats per token. Also returns which runs those
+/// are (no supervised law sees them: their tokens and parameters are another tokenizer's).
+pub fn on_students_scale(runs: &[FinishedRun]) -> (Vec<FinishedRun>, Vec<String>) {
+    let students = runs
+        .iter()
+        .find(|r| matches!(r.kind, Role::Student | Role::Baseline));
+    let Some(students) = students else {
+        return (runs.to_vec(), Vec::new());
+    };
+    let nats_per_bpb = students.bpb.filter(|b| *b > 0.0).map(|b| students.loss / b);
+    let mut other = Vec::new();
+    let out = runs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if matches!(r.kind, Role::Teacher | Role::TeacherCandidate)
+                && r.tokenizer != students.tokenizer
+            {
+                other.push(r.id.clone());
+                if let (Some(bpb), Some(k)) = (r.bpb, nats_per_bpb) {
+                    r.loss = bpb * k;
+                }
+            }
+            r
+        })
+        .collect();
+    (out, other)
 }
 
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among `runs`.
@@ -407,11 +458,13 @@ pub struct SweepFits {
 /// `skipped` with the reason, never fitted with nonsense.
 pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let tuned_rates = tuned_rates(runs);
-    let runs = &tuned_baselines(runs)[..];
+    let (runs, other_tokenizer) = on_students_scale(runs);
+    let runs = &tuned_baselines(&runs)[..];
     let mut skipped = Vec::new();
     let supervised_points: Vec<DataPoint> = runs
         .iter()
         .filter(|r| matches!(r.kind, Role::Teacher | Role::Baseline))
+        .filter(|r| !other_tokenizer.contains(&r.id))
         .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .map(|r| DataPoint::supervised(r.params, r.tokens, r.loss))
         .collect();
@@ -711,6 +764,8 @@ mod tests {
             baseline_loss: None,
             seed,
             lr_peak: Some(peak),
+            bpb: None,
+            tokenizer: String::new(),
         }
     }
 

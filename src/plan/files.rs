@@ -8,9 +8,11 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use crate::data::TokenizerRef;
 use crate::hf::{PretrainedModel, TokenizerFile};
 use crate::spec::{
-    BYTE_VOCAB, CorpusKind, CorpusSection, DEFAULT_SYNTHETIC_VOCAB, SpecError, Sweep, TokenizerKind,
+    BYTE_VOCAB, CorpusKind, CorpusSection, DEFAULT_SYNTHETIC_VOCAB, SpecError, Sweep,
+    TokenizerKind, TokenizerSetting,
 };
 
 /// What the files named by a sweep say.
@@ -20,6 +22,8 @@ pub struct SweepFiles {
     pub tokenizer: Option<TokenizerFile>,
     /// Pre-trained teachers by their index in `[[teachers.models]]`.
     pub teachers: BTreeMap<usize, PretrainedModel>,
+    /// The `tokenizer` files of `[[teachers.models]]` entries, by their index.
+    pub teacher_tokenizers: BTreeMap<usize, TokenizerFile>,
 }
 
 /// A pre-trained teacher entry with where it was written.
@@ -68,6 +72,20 @@ pub struct Resolved {
     /// What the plan says about how the vocabulary was decided (a padded teacher cut to its
     /// tokenizer's range), one line each.
     pub notes: Vec<String>,
+    /// Teachers with a tokenizer of their own, not the students', by their index in
+    /// `[[teachers.models]]`: their students distil across tokenizers.
+    pub own_tokenizers: BTreeMap<usize, OwnTokenizer>,
+}
+
+/// A teacher's own tokenizer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnTokenizer {
+    /// Its kind.
+    pub kind: TokenizerKind,
+    /// Its `tokenizer.json` (as written, relative to the sweep file) and hash, for `file`.
+    pub file: Option<TokenizerRef>,
+    /// The teacher's vocabulary.
+    pub vocab: u64,
 }
 
 /// Reads the files `sweep` names and decides its vocabulary.
@@ -79,15 +97,154 @@ pub fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
         .map(|c| c.get_ref().clone())
         .unwrap_or_default();
     let files = read(sweep)?;
-    let (vocab, notes) = match pretrained_vocab(sweep, &corpus, &files)? {
+    let own_tokenizers = own_tokenizers(sweep, &corpus, &files)?;
+    let (vocab, notes) = match pretrained_vocab(sweep, &corpus, &files, &own_tokenizers)? {
         Some(decided) => decided,
         None => (resolve_vocab(sweep, &corpus, &files)?, Vec::new()),
     };
+    let own_tokenizers = without_students_tokenizer(&corpus, &files, vocab, own_tokenizers);
+    if let Some((&i, own)) = own_tokenizers.iter().next()
+        && sweep.file.distill.cross_tokenizer.is_none()
+    {
+        let entry = &sweep.file.teachers.get_ref().models[i];
+        return Err(sweep
+            .error_at(
+                entry.span(),
+                &format!("teachers.models[{i}]"),
+                format!(
+                    "this teacher's tokenizer (`{}`, {} tokens) is not the students' (`[corpus] tokenizer`), and pairs of different tokenizers are distilled only across tokenizers",
+                    own.file.as_ref().map_or(own.kind.as_str(), |f| f.path.as_str()),
+                    own.vocab
+                ),
+            )
+            .with_hint("set `[distill] cross_tokenizer = \"gold\"` (or `\"uld\"`) to align the two by bytes, or give the teacher the students' tokenizer"));
+    }
     Ok(Resolved {
         files,
         vocab,
         notes,
+        own_tokenizers,
     })
+}
+
+/// The teachers with a tokenizer of their own: entries that name a `tokenizer`, and (with
+/// `[distill] cross_tokenizer`) pre-trained teachers whose `tokenizer.json` is not the corpus
+/// tokenizer.
+fn own_tokenizers(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+) -> Result<BTreeMap<usize, OwnTokenizer>, SpecError> {
+    let mut out = BTreeMap::new();
+    for (i, entry) in sweep.file.teachers.get_ref().models.iter().enumerate() {
+        let e = entry.get_ref();
+        let key = format!("teachers.models[{i}]");
+        if let Some(model) = files.teachers.get(&i) {
+            let written = e.pretrained.as_deref().unwrap_or_default();
+            if let Some(own) = pretrained_cross(sweep, corpus, files, model, written) {
+                out.insert(i, own);
+            }
+            continue;
+        }
+        let Some(setting) = &e.tokenizer else {
+            continue;
+        };
+        let (kind, file, tokenizer_vocab) = match setting {
+            TokenizerSetting::Byte => (TokenizerKind::Byte, None, BYTE_VOCAB),
+            TokenizerSetting::Bpe => {
+                let v = e.vocab_size.map_or(0, |v| v.0);
+                if v <= BYTE_VOCAB || v > u32::MAX as u64 {
+                    return Err(sweep
+                        .error_at(
+                            entry.span(),
+                            &format!("{key}.vocab_size"),
+                            format!("a byte-level bpe vocabulary must exceed 256, not `{v}`"),
+                        )
+                        .with_hint("raise `vocab_size`, or use `tokenizer = \"byte\"`"));
+                }
+                (TokenizerKind::Bpe, None, v)
+            }
+            TokenizerSetting::File(path) => {
+                let Some(file) = files.teacher_tokenizers.get(&i) else {
+                    continue;
+                };
+                let reference = TokenizerRef {
+                    path: path.clone(),
+                    sha256: file.sha256.clone(),
+                };
+                (TokenizerKind::File, Some(reference), file.vocab)
+            }
+        };
+        let vocab = e.vocab.map_or(tokenizer_vocab, |v| v.0);
+        if vocab < tokenizer_vocab {
+            return Err(sweep
+                .error_at(
+                    entry.span(),
+                    &format!("{key}.vocab"),
+                    format!(
+                        "vocabulary `{vocab}` is smaller than this teacher's tokenizer's `{tokenizer_vocab}`"
+                    ),
+                )
+                .with_hint("remove `vocab` to use the tokenizer's"));
+        }
+        out.insert(i, OwnTokenizer { kind, file, vocab });
+    }
+    Ok(out)
+}
+
+/// A pre-trained teacher's own `tokenizer.json` when the sweep distils across tokenizers and
+/// it is not the corpus tokenizer (same vocabulary).
+fn pretrained_cross(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+    model: &PretrainedModel,
+    written: &str,
+) -> Option<OwnTokenizer> {
+    sweep.file.distill.cross_tokenizer.as_ref()?;
+    let own = model.tokenizer.as_ref()?;
+    let same = match (
+        corpus.tokenizer.as_ref().map(|t| t.kind()),
+        &files.tokenizer,
+    ) {
+        (Some(TokenizerKind::File), Some(t)) => own.same_vocabulary(t).unwrap_or(false),
+        _ => false,
+    };
+    if same {
+        return None;
+    }
+    Some(OwnTokenizer {
+        kind: TokenizerKind::File,
+        file: Some(TokenizerRef {
+            path: format!("{}/tokenizer.json", written.trim_end_matches('/')),
+            sha256: own.sha256.clone(),
+        }),
+        // one past its largest id: padding rows of config.json are cut when it loads
+        vocab: own.vocab.min(model.config.vocab),
+    })
+}
+
+/// Drops the own tokenizers that are the students' after all (the same kind, file and
+/// vocabulary as the corpus tokenizer).
+fn without_students_tokenizer(
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+    vocab: u64,
+    own: BTreeMap<usize, OwnTokenizer>,
+) -> BTreeMap<usize, OwnTokenizer> {
+    let kind = corpus
+        .tokenizer
+        .as_ref()
+        .map(|t| t.kind())
+        .unwrap_or_default();
+    let sha = files.tokenizer.as_ref().map(|t| t.sha256.clone());
+    own.into_iter()
+        .filter(|(_, o)| {
+            !(o.kind == kind
+                && o.vocab == vocab
+                && o.file.as_ref().map(|f| f.sha256.clone()) == sha)
+        })
+        .collect()
 }
 
 /// Reads the tokenizer file and every pre-trained teacher's folder.
@@ -108,6 +265,18 @@ pub fn read(sweep: &Sweep) -> Result<SweepFiles, SpecError> {
         files.tokenizer = Some(tokenizer);
     }
     for (i, entry) in sweep.file.teachers.get_ref().models.iter().enumerate() {
+        if let Some(TokenizerSetting::File(path)) = &entry.get_ref().tokenizer {
+            let tokenizer = TokenizerFile::read(&resolve(sweep, path)).map_err(|e| {
+                located(
+                    sweep,
+                    entry.span(),
+                    &format!("teachers.models[{i}].tokenizer"),
+                    &e,
+                    "point `tokenizer` at a Hugging Face tokenizer.json (relative to the sweep file)",
+                )
+            })?;
+            files.teacher_tokenizers.insert(i, tokenizer);
+        }
         if let Some(path) = &entry.get_ref().pretrained {
             let model = PretrainedModel::read(&resolve(sweep, path)).map_err(|e| {
                 located(
@@ -148,6 +317,9 @@ fn stated_vocabs(sweep: &Sweep) -> Vec<(u64, String, std::ops::Range<usize>)> {
         (&sweep.file.students, "students"),
     ] {
         for (i, entry) in group.get_ref().models.iter().enumerate() {
+            if entry.get_ref().tokenizer.is_some() {
+                continue; // the vocabulary of its own tokenizer
+            }
             if let Some(v) = entry.get_ref().vocab {
                 let label = match &entry.get_ref().name {
                     Some(name) => format!("{key}.models[{i}] (`{name}`)"),
@@ -169,8 +341,17 @@ fn pretrained_vocab(
     sweep: &Sweep,
     corpus: &CorpusSection,
     files: &SweepFiles,
+    own: &BTreeMap<usize, OwnTokenizer>,
 ) -> Result<Option<(u64, Vec<String>)>, SpecError> {
-    let entries = files.pretrained(sweep);
+    let crossing: Vec<String> = own
+        .keys()
+        .map(|i| format!("teachers.models[{i}].pretrained"))
+        .collect();
+    let entries: Vec<PretrainedEntry> = files
+        .pretrained(sweep)
+        .into_iter()
+        .filter(|e| !crossing.contains(&e.key))
+        .collect();
     let Some(first) = entries.first() else {
         return Ok(None);
     };
@@ -262,7 +443,7 @@ fn check_teacher_tokenizer(
     let own = e.model.tokenizer.as_ref();
     let hint = match own {
         Some(t) => format!(
-            "set `[corpus] tokenizer` to the teacher's tokenizer, `{}`",
+            "set `[corpus] tokenizer` to the teacher's tokenizer, `{}`, or set `[distill] cross_tokenizer = \"gold\"` to distil across tokenizers",
             t.path.display()
         ),
         None => {

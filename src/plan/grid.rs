@@ -6,19 +6,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 
 use super::cost;
-use super::files::{Resolved, SweepFiles};
+use super::files::{OwnTokenizer, Resolved, SweepFiles};
 use super::run::{
     DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
     RunKind,
 };
-use crate::data::{DataConfig, TokenizerRef};
+use crate::data::{DataConfig, SplitAnchor, TokenizerRef};
 use crate::distill::Truncation;
 use crate::distill::logits_run::{StoreRead, store_positions};
 use crate::model::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
-    Alpha, Design, DistillMode, DistillSection, GroupSection, LossKind, Missing, ModelEntry,
-    Schedule, SpecError, Sweep, Targets, Temperature, TokenBudget, TopK, TopP,
+    Alpha, CrossTokenizer, Design, DistillMode, DistillSection, GroupSection, LossKind, Missing,
+    ModelEntry, Schedule, SpecError, Sweep, Targets, Temperature, TokenBudget, TopK, TopP,
 };
 use crate::train::TrainConfig;
 
@@ -32,6 +32,9 @@ struct GroupModel {
     lr: Option<Schedule>,
     key: String,
     span: Range<usize>,
+    /// A teacher with a tokenizer of its own: its data (its tokenizer, following the
+    /// students' split), without a seed. `None`: the sweep's data.
+    data: Option<DataConfig>,
 }
 
 /// One distillation setting: a point of the `[distill]` axes.
@@ -45,6 +48,8 @@ struct DistillPoint {
     top_k: TopK,
     targets: Targets,
     missing: Missing,
+    /// The loss across tokenizers (`None` without `[distill] cross_tokenizer`).
+    cross: Option<CrossTokenizer>,
 }
 
 impl DistillPoint {
@@ -59,6 +64,40 @@ impl DistillPoint {
                 ..self
             },
         }
+    }
+
+    /// The point as a student of a teacher with the same tokenizer (`crossing` false) or
+    /// another (true) runs it: the cross-tokenizer loss applies only across tokenizers, where
+    /// it replaces `loss` and renormalises over the kept tokens (`missing` does not apply).
+    fn for_pair(self, crossing: bool) -> DistillPoint {
+        if crossing {
+            DistillPoint {
+                loss: LossKind::Kl,
+                missing: Missing::Renormalise,
+                ..self
+            }
+        } else {
+            DistillPoint {
+                cross: None,
+                ..self
+            }
+        }
+    }
+
+    /// Identifies the point (for dropping settings that normalise to one).
+    fn key(&self) -> String {
+        format!(
+            "{} {} {:?} {} {} {} {} {} {:?}",
+            self.mode,
+            self.loss,
+            self.alpha,
+            self.temperature.0,
+            self.top_p.0,
+            self.top_k,
+            self.targets,
+            self.missing,
+            self.cross
+        )
     }
 }
 
@@ -101,6 +140,8 @@ struct Context<'a> {
     sweep: &'a Sweep,
     /// The files the sweep names.
     files: &'a SweepFiles,
+    /// Teachers with a tokenizer of their own, by `[[teachers.models]]` index.
+    own: &'a BTreeMap<usize, OwnTokenizer>,
     /// The vocabulary every model shares.
     vocab: u64,
     rule: ShapeRule,
@@ -168,6 +209,7 @@ impl<'a> Context<'a> {
                 crate::spec::CorpusKind::Synthetic => 0,
                 _ => 2,
             },
+            follow: None,
         };
         let t = &f.train;
         let train = TrainConfig {
@@ -210,6 +252,7 @@ impl<'a> Context<'a> {
         Ok(Context {
             sweep,
             files: &resolved.files,
+            own: &resolved.own_tokenizers,
             vocab: resolved.vocab,
             rule,
             rope_theta: m
@@ -241,7 +284,7 @@ impl<'a> Context<'a> {
         let mut out: Vec<GroupModel> = Vec::new();
         for (i, size) in g.sizes.iter().enumerate() {
             let entry_key = format!("{key}.sizes[{i}]");
-            let shape = self.derive(size.get_ref().0, size.span(), &entry_key)?;
+            let shape = self.derive(size.get_ref().0, size.span(), &entry_key, self.vocab)?;
             let target = size.get_ref().0;
             if let Some(prev) = out.iter().find(|m| m.spec.target == Some(target)) {
                 return Err(self
@@ -267,23 +310,40 @@ impl<'a> Context<'a> {
         for (i, entry) in g.models.iter().enumerate() {
             let entry_key = format!("{key}.models[{i}]");
             let e = entry.get_ref();
-            if let (true, Some(model)) = (teachers, self.files.teachers.get(&i)) {
-                out.push(self.pretrained_model(e, model, entry_key, entry.span())?);
-                continue;
-            }
-            let (label, target, shape) = self.entry_shape(e, entry.span(), &entry_key)?;
-            out.push(self.group_model(
-                label,
-                target,
-                shape,
-                g,
-                Some(e),
-                &group_seeds,
-                entry_key,
-                entry.span(),
-            ));
+            let own = self.own.get(&i).filter(|_| teachers);
+            let vocab = own.map_or(self.vocab, |o| o.vocab);
+            let mut model = if let (true, Some(model)) = (teachers, self.files.teachers.get(&i)) {
+                self.pretrained_model(e, model, entry_key, entry.span(), vocab)?
+            } else {
+                let (label, target, shape) =
+                    self.entry_shape(e, entry.span(), &entry_key, vocab)?;
+                self.group_model(
+                    label,
+                    target,
+                    shape,
+                    g,
+                    Some(e),
+                    &group_seeds,
+                    entry_key,
+                    entry.span(),
+                )
+            };
+            model.data = own.map(|o| self.own_data(o));
+            out.push(model);
         }
         Ok(out)
+    }
+
+    /// The data of a teacher with its own tokenizer: the sweep's corpus tokenised by it,
+    /// holding out what the students' tokenizer holds out.
+    fn own_data(&self, own: &OwnTokenizer) -> DataConfig {
+        DataConfig {
+            tokenizer: Some(own.kind),
+            tokenizer_file: own.file.clone(),
+            vocab: own.vocab,
+            follow: Some(SplitAnchor::of(&self.data)),
+            ..self.data.clone()
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -321,6 +381,7 @@ impl<'a> Context<'a> {
             seeds,
             key,
             span,
+            data: None,
         }
     }
 
@@ -332,15 +393,16 @@ impl<'a> Context<'a> {
         model: &crate::hf::PretrainedModel,
         key: String,
         span: Range<usize>,
+        vocab: u64,
     ) -> Result<GroupModel, SpecError> {
         let path = e.pretrained.clone().unwrap_or_default();
         let fail = |message: String| {
             self.sweep
                 .error_at(span.clone(), &format!("{key}.pretrained"), message)
         };
-        // The sweep's vocabulary: a padded teacher's extra rows are cut (plan/files.rs).
+        // Its tokenizer's vocabulary: a padded teacher's extra rows are cut (plan/files.rs).
         let shape = ModelShape {
-            vocab: self.vocab,
+            vocab,
             ..model.shape()
         };
         shape
@@ -382,15 +444,24 @@ impl<'a> Context<'a> {
             lr: None,
             key,
             span,
+            data: None,
         })
     }
 
-    fn derive(&self, target: u64, span: Range<usize>, key: &str) -> Result<ModelShape, SpecError> {
-        self.rule.derive(target).map_err(|msg| {
-            self.sweep
-                .error_at(span, key, msg)
-                .with_hint("choose another size, or give an explicit shape in a `models` entry")
-        })
+    fn derive(
+        &self,
+        target: u64,
+        span: Range<usize>,
+        key: &str,
+        vocab: u64,
+    ) -> Result<ModelShape, SpecError> {
+        ShapeRule { vocab, ..self.rule }
+            .derive(target)
+            .map_err(|msg| {
+                self.sweep
+                    .error_at(span, key, msg)
+                    .with_hint("choose another size, or give an explicit shape in a `models` entry")
+            })
     }
 
     fn entry_shape(
@@ -398,9 +469,10 @@ impl<'a> Context<'a> {
         e: &ModelEntry,
         span: Range<usize>,
         key: &str,
+        vocab: u64,
     ) -> Result<(String, Option<u64>, ModelShape), SpecError> {
         if let Some(size) = e.size {
-            let shape = self.derive(size.0, span, key)?;
+            let shape = self.derive(size.0, span, key, vocab)?;
             let label = e
                 .name
                 .as_ref()
@@ -415,7 +487,7 @@ impl<'a> Context<'a> {
             n_heads,
             n_kv_heads: e.n_kv_heads.map_or(n_heads, |c| c.0),
             d_ff: get(e.d_ff),
-            vocab: e.vocab.map_or(self.vocab, |c| c.0),
+            vocab: e.vocab.map_or(vocab, |c| c.0),
             tie_embeddings: e.tie_embeddings.unwrap_or(self.rule.tie_embeddings),
         };
         shape
@@ -442,6 +514,17 @@ impl<'a> Context<'a> {
         DataConfig {
             seed,
             ..self.data.clone()
+        }
+    }
+
+    /// The data of model `m` (its own tokenizer's, if it has one) with `seed`.
+    fn data_of(&self, m: &GroupModel, seed: u64) -> DataConfig {
+        match &m.data {
+            Some(own) => DataConfig {
+                seed,
+                ..own.clone()
+            },
+            None => self.data(seed),
         }
     }
 
@@ -563,7 +646,7 @@ impl Builder<'_, '_> {
             kind,
             model: m.spec.clone(),
             tokens,
-            data: self.ctx.data(seed),
+            data: self.ctx.data_of(m, seed),
             train: Some(TrainConfig {
                 lr: m.lr.unwrap_or(self.ctx.train.lr),
                 ..self.ctx.train(steps)
@@ -715,7 +798,7 @@ impl Builder<'_, '_> {
             kind: RunKind::Teacher,
             model: m.spec.clone(),
             tokens: 0,
-            data: self.ctx.data(seed),
+            data: self.ctx.data_of(m, seed),
             train: None,
             tune: None,
             distill: None,
@@ -782,7 +865,25 @@ impl Builder<'_, '_> {
                             } else {
                                 String::new()
                             };
+                            let crossing = t.data.is_some();
+                            let mut seen = HashSet::new();
                             for point in &self.ctx.distill {
+                                let point = &point.for_pair(crossing);
+                                if !seen.insert(point.key()) {
+                                    continue;
+                                }
+                                if crossing && point.targets == Targets::Sampled {
+                                    return Err(sweep
+                                        .error_at(
+                                            t.span.clone(),
+                                            &t.key,
+                                            format!(
+                                                "teacher `{}` has another tokenizer than its students, and sampled targets are not aligned across tokenizers",
+                                                t.spec.label
+                                            ),
+                                        )
+                                        .with_hint("use `targets = \"top_k\"` with this teacher"));
+                                }
                                 let config = RunConfig {
                                     distill: Some(DistillConfig {
                                         mode: point.mode,
@@ -796,6 +897,7 @@ impl Builder<'_, '_> {
                                             missing: point.missing,
                                         },
                                         teacher: teacher.id.clone(),
+                                        cross_tokenizer: point.cross,
                                     }),
                                     ..self.student(m, steps, tokens, seed, &tuning)
                                 };
@@ -935,11 +1037,21 @@ impl Builder<'_, '_> {
                 },
             };
             let teacher = &self.runs[teacher_index];
+            // a teacher of another tokenizer: its own tokens, and a store students align on
+            let aligned = !self.ctx.data.same_tokens(&teacher.config.data);
+            let tokens = if aligned {
+                aligned_positions(tokens, &self.ctx.data, &teacher.config.data, None)
+            } else {
+                tokens
+            };
             let config = RunConfig {
                 kind: RunKind::Logits,
                 model: teacher.config.model.clone(),
                 tokens,
-                data: self.ctx.data(seed),
+                data: DataConfig {
+                    seed,
+                    ..teacher.config.data.clone()
+                },
                 train: None,
                 tune: None,
                 distill: None,
@@ -948,6 +1060,8 @@ impl Builder<'_, '_> {
                     truncation,
                     reads,
                     views,
+                    aligned,
+                    students: aligned.then(|| self.ctx.data(0)),
                 }),
                 backend: self.ctx.sweep.file.backend,
             };
@@ -975,7 +1089,18 @@ impl Builder<'_, '_> {
             let dependency = match p.store_key {
                 Some(key) => store_ids[&key].clone(),
                 None => {
-                    flops += cost::forward_flops(teacher.params.non_embedding, p.config.tokens);
+                    // a teacher of another tokenizer reads the same bytes in its own tokens
+                    let positions = if self.ctx.data.same_tokens(&teacher.config.data) {
+                        p.config.tokens
+                    } else {
+                        aligned_positions(
+                            p.config.tokens,
+                            &self.ctx.data,
+                            &teacher.config.data,
+                            None,
+                        )
+                    };
+                    flops += cost::forward_flops(teacher.params.non_embedding, positions);
                     teacher.id.clone()
                 }
             };
@@ -1019,7 +1144,11 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
             let vocab = config.data.vocab;
             let per_token = config.logits.as_ref().map_or(
                 crate::distill::store::logit_bytes_per_token(vocab, vocab),
-                |l| crate::distill::store::Layout::of(vocab, &l.truncation).bytes_per_token(),
+                |l| {
+                    crate::distill::store::Layout::of(vocab, &l.truncation)
+                        .aligned(l.aligned)
+                        .bytes_per_token()
+                },
             );
             per_token.saturating_mul(config.tokens)
         }
@@ -1037,6 +1166,38 @@ fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64)
         depends_on,
         disk_bytes,
         memory: Default::default(),
+    }
+}
+
+/// Teacher positions an aligned store holds for students reading `student_positions` of their
+/// own tokens, before either corpus is read: the same bytes in the teacher's tokens
+/// ([`bytes_per_token_guess`]), plus up to one teacher window where a student window's bytes
+/// straddle two; at most `cap` (the teacher's whole split, once known).
+pub fn aligned_positions(
+    student_positions: u64,
+    students: &DataConfig,
+    teacher: &DataConfig,
+    cap: Option<u64>,
+) -> u64 {
+    let ratio = bytes_per_token_guess(students) / bytes_per_token_guess(teacher);
+    let windows = student_positions.div_ceil(students.context.max(1));
+    let per_window = (students.context as f64 * ratio).ceil() as u64 + teacher.context;
+    let positions = windows * per_window;
+    cap.map_or(positions, |c| {
+        positions.min((c as f64 * ratio).ceil() as u64)
+    })
+}
+
+/// Bytes per token of a tokenizer before its corpus is read: 1 for bytes; for a byte-level
+/// BPE of V tokens on English text about 2.5 at V = 1,024 rising to 4.4 at V = 49,152 (what
+/// pdsweep's trained BPE and SmolLM2's tokenizer give on Shakespeare).
+pub fn bytes_per_token_guess(data: &DataConfig) -> f64 {
+    match data.tokenizer {
+        Some(crate::spec::TokenizerKind::Byte) | None => 1.0,
+        _ => {
+            let v = (data.vocab.max(257) as f64 / 256.0).log2();
+            (1.0 + 0.4 * v).min(5.0)
+        }
     }
 }
 
@@ -1080,6 +1241,7 @@ struct AxisLabels {
     top_k: bool,
     targets: bool,
     missing: bool,
+    cross: bool,
 }
 
 fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
@@ -1092,6 +1254,10 @@ fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
         top_k: d.top_k.values().len() > 1,
         targets: d.targets.values().len() > 1,
         missing: d.missing.values().len() > 1,
+        cross: d
+            .cross_tokenizer
+            .as_ref()
+            .is_some_and(|c| c.values().len() > 1),
     }
 }
 
@@ -1122,6 +1288,9 @@ impl AxisLabels {
         if self.missing {
             s += &format!("-{}", p.missing);
         }
+        if let (true, Some(cross)) = (self.cross, p.cross) {
+            s += &format!("-{cross}");
+        }
         s
     }
 }
@@ -1133,6 +1302,10 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
     let (modes, losses, alphas) = (d.mode.values(), d.loss.values(), d.alpha.values());
     let (temps, top_ps, top_ks) = (d.temperature.values(), d.top_p.values(), d.top_k.values());
     let (targets, missing) = (d.targets.values(), d.missing.values());
+    let cross: Vec<Option<CrossTokenizer>> = match &d.cross_tokenizer {
+        Some(axis) => axis.values().iter().copied().map(Some).collect(),
+        None => vec![None],
+    };
     let reference = DistillPoint {
         mode: modes[0],
         loss: losses[0],
@@ -1142,6 +1315,7 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
         top_k: top_ks[0],
         targets: targets[0],
         missing: missing[0],
+        cross: cross[0],
     };
     let mut points = vec![reference];
     // each axis in turn: every point so far with each value of it (grid), or the reference
@@ -1173,16 +1347,14 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
     vary(&|p, i| p.top_k = top_ks[i], top_ks.len());
     vary(&|p, i| p.targets = targets[i], targets.len());
     vary(&|p, i| p.missing = missing[i], missing.len());
+    vary(&|p, i| p.cross = cross[i], cross.len());
     // sampled targets ignore top-p and the tail: settings that differ only there are one
     let mut seen = Vec::new();
     points
         .into_iter()
         .map(DistillPoint::normalised)
         .filter(|p| {
-            let key = format!(
-                "{} {} {:?} {} {} {} {} {}",
-                p.mode, p.loss, p.alpha, p.temperature.0, p.top_p.0, p.top_k, p.targets, p.missing
-            );
+            let key = p.key();
             let new = !seen.contains(&key);
             if new {
                 seen.push(key);

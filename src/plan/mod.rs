@@ -146,14 +146,24 @@ impl Plan {
             };
             let context = run.config.data.context.max(1);
             let windows = train_tokens.saturating_sub(1) / context;
-            let positions = crate::distill::logits_run::store_positions(
+            let mut positions = crate::distill::logits_run::store_positions(
                 &logits.reads,
                 Some(windows),
                 true,
                 context,
             );
+            if let (true, Some(students)) = (logits.aligned, logits.students.as_ref()) {
+                // the students' positions in the teacher's tokens (the corpus read is theirs)
+                positions = grid::aligned_positions(
+                    positions,
+                    students,
+                    &run.config.data,
+                    Some(train_tokens),
+                );
+            }
             let layout =
-                crate::distill::store::Layout::of(run.config.data.vocab, &logits.truncation);
+                crate::distill::store::Layout::of(run.config.data.vocab, &logits.truncation)
+                    .aligned(logits.aligned);
             run.config.tokens = positions;
             run.config_json = run.config.to_json();
             run.flops = forward_flops(run.params.non_embedding, positions);

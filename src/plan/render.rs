@@ -322,10 +322,10 @@ fn warnings(plan: &Plan) -> String {
 /// A logit pass's store layout.
 fn store_layout(run: &Run) -> Option<crate::distill::store::Layout> {
     let logits = run.config.logits.as_ref()?;
-    Some(crate::distill::store::Layout::of(
-        run.config.data.vocab,
-        &logits.truncation,
-    ))
+    Some(
+        crate::distill::store::Layout::of(run.config.data.vocab, &logits.truncation)
+            .aligned(logits.aligned),
+    )
 }
 
 /// One line per logit store: what it keeps, its bytes per token, positions and size.
@@ -340,8 +340,13 @@ fn stores(plan: &Plan) -> String {
             crate::spec::Targets::Sampled => format!("{} draws", layout.top_k),
         };
         let tail = if layout.tail { " + tail" } else { "" };
+        let aligned = if layout.aligned {
+            " + next token and bytes (aligned across tokenizers; teacher positions estimated from bytes per token)"
+        } else {
+            ""
+        };
         out += &format!(
-            "  store        {}: {what}{tail}, {} B/token x {} positions = {}\n",
+            "  store        {}: {what}{tail}{aligned}, {} B/token x {} positions = {}\n",
             run.name,
             layout.bytes_per_token(),
             run.config.tokens,

@@ -200,6 +200,10 @@ pub struct DistillConfig {
     pub truncation: Truncation,
     /// The teacher run's id (its configuration, shape included, is that run's).
     pub teacher: RunId,
+    /// The loss across tokenizers, for a teacher whose tokenizer is not the student's (absent
+    /// otherwise, so same-tokenizer students keep their ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_tokenizer: Option<crate::spec::CrossTokenizer>,
 }
 
 impl DistillConfig {
@@ -218,6 +222,7 @@ impl DistillConfig {
                 tau: self.temperature.0,
                 source,
                 error: None,
+                cross: None,
             },
         }
     }
@@ -329,6 +334,15 @@ pub struct LogitsConfig {
     /// fidelity the pass measures. Not part of the run's id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<Truncation>,
+    /// A store for students of another tokenizer: each position also keeps the teacher's
+    /// log-probability of the token that follows and where that token ends in the corpus's
+    /// bytes (`crate::distill::store`), so students align on it by bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub aligned: bool,
+    /// For an aligned store: the students' data (their tokenizer), whose windows decide the
+    /// teacher windows it covers. Not part of the run's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub students: Option<DataConfig>,
 }
 
 impl RunConfig {
@@ -350,6 +364,7 @@ impl RunConfig {
             truncation: logits.truncation,
             data: &self.data,
             reads: &logits.reads,
+            students: logits.students.as_ref(),
         })
     }
 
@@ -372,6 +387,7 @@ impl RunConfig {
             config.logits = Some(LogitsConfig {
                 reads: Vec::new(),
                 views: Vec::new(),
+                students: None,
                 ..logits.clone()
             });
             return config.to_json();

@@ -82,12 +82,20 @@ pub const MAX_STACK_VOCAB: u64 = 8192;
 /// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the
 /// context and the batch rows. `None` for runs that never stack (logit passes, pre-trained
 /// teachers, runs without training settings, bf16 or f16 runs: the stacked model computes in
-/// f32 only; and vocabularies above [`MAX_STACK_VOCAB`]).
+/// f32 only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
 pub fn stack_key(config: &RunConfig) -> Option<String> {
     if config.kind == RunKind::Logits || config.model.pretrained.is_some() {
         return None;
     }
     if config.model.shape.vocab > MAX_STACK_VOCAB {
+        return None;
+    }
+    // a student of another tokenizer's teacher: its loss is not a stack's
+    if config
+        .distill
+        .as_ref()
+        .is_some_and(|d| d.cross_tokenizer.is_some())
+    {
         return None;
     }
     if !config.train.as_ref()?.precision.is_f32() {

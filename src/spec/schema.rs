@@ -8,8 +8,8 @@ use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::Precision;
 use super::values::{
-    Alpha, Backend, CorpusKind, Design, DistillMode, Family, Fraction, LossKind, Missing, Name,
-    Ratio, Schedule, Targets, Temperature, TokenizerSetting, TopK, TopP,
+    Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
+    Missing, Name, Ratio, Schedule, Targets, Temperature, TokenizerSetting, TopK, TopP,
 };
 
 /// A whole sweep file.
@@ -247,6 +247,14 @@ pub struct ModelEntry {
     /// relative to the sweep file. The teacher is not trained; its shape comes from the folder.
     #[serde(default)]
     pub pretrained: Option<String>,
+    /// Teachers only: the teacher's own tokenizer (`byte`, `bpe` or a `tokenizer.json`), when it
+    /// differs from the students' `[corpus] tokenizer`; its students then distil across
+    /// tokenizers (`[distill] cross_tokenizer`). A pre-trained teacher brings its own.
+    #[serde(default)]
+    pub tokenizer: Option<TokenizerSetting>,
+    /// Teachers only: the vocabulary of a `bpe` `tokenizer`.
+    #[serde(default)]
+    pub vocab_size: Option<Count>,
 }
 
 /// `[distill]`: every key may be a single value or a list (an axis).
@@ -282,6 +290,10 @@ pub struct DistillSection {
     /// `renormalise` (drop the tail's mass) or `bucket` (keep it as one extra outcome).
     #[serde(default = "default_missing")]
     pub missing: Axis<Missing>,
+    /// The loss of a student whose teacher has another tokenizer: `uld` or `gold` (required
+    /// for such pairs, which are refused without it; ignored for pairs that share one).
+    #[serde(default)]
+    pub cross_tokenizer: Option<Axis<CrossTokenizer>>,
 }
 
 impl Default for DistillSection {
@@ -296,6 +308,7 @@ impl Default for DistillSection {
             top_k: default_top_k(),
             targets: default_targets(),
             missing: default_missing(),
+            cross_tokenizer: None,
         }
     }
 }

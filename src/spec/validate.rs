@@ -105,6 +105,8 @@ fn check_pretrained(
         ("tokens", e.tokens.is_some()),
         ("seed", e.seed.is_some()),
         ("lr", e.lr.is_some()),
+        ("tokenizer", e.tokenizer.is_some()),
+        ("vocab_size", e.vocab_size.is_some()),
     ];
     match conflicts.iter().find(|(_, set)| *set) {
         Some((other, _)) => Err(sweep
@@ -123,6 +125,7 @@ fn check_entry(sweep: &Sweep, entry: &Spanned<ModelEntry>, key: &str) -> Result<
     if e.pretrained.is_some() {
         return check_pretrained(sweep, entry, key);
     }
+    check_entry_tokenizer(sweep, entry, key)?;
     let keys = explicit_keys(e);
     let any_explicit =
         keys.iter().any(|(_, set)| *set) || e.n_kv_heads.is_some() || e.vocab.is_some();
@@ -152,6 +155,62 @@ fn check_entry(sweep: &Sweep, entry: &Spanned<ModelEntry>, key: &str) -> Result<
             None => Ok(()),
         },
         (true, false) => Ok(()),
+    }
+}
+
+/// A model entry's own `tokenizer` (teachers of text corpora only) and its `vocab_size`
+/// (exactly when the tokenizer is `bpe`).
+fn check_entry_tokenizer(
+    sweep: &Sweep,
+    entry: &Spanned<ModelEntry>,
+    key: &str,
+) -> Result<(), SpecError> {
+    let e = entry.get_ref();
+    let fail = |k: &str, message: &str, hint: &str| {
+        Err(sweep
+            .error_at(entry.span(), &format!("{key}.{k}"), message.to_string())
+            .with_hint(hint.to_string()))
+    };
+    if e.tokenizer.is_none() && e.vocab_size.is_none() {
+        return Ok(());
+    }
+    if !key.starts_with("teachers") {
+        let k = if e.tokenizer.is_some() {
+            "tokenizer"
+        } else {
+            "vocab_size"
+        };
+        return fail(
+            k,
+            "students are tokenised by `[corpus] tokenizer`; only a teacher may have its own",
+            "set the students' tokenizer in `[corpus]`, or move the entry to `[[teachers.models]]`",
+        );
+    }
+    let synthetic = sweep
+        .file
+        .corpus
+        .as_ref()
+        .is_none_or(|c| c.get_ref().kind == CorpusKind::Synthetic);
+    if synthetic {
+        return fail(
+            "tokenizer",
+            "the synthetic corpus has no text to tokenise another way",
+            "remove `tokenizer`, or train on a text corpus",
+        );
+    }
+    let bpe = matches!(e.tokenizer, Some(super::values::TokenizerSetting::Bpe));
+    match (bpe, e.vocab_size.is_some()) {
+        (true, false) => fail(
+            "vocab_size",
+            "a `bpe` tokenizer needs `vocab_size`",
+            "add `vocab_size = 1024` (any size above 256) to this entry",
+        ),
+        (false, true) => fail(
+            "vocab_size",
+            "`vocab_size` sizes a `bpe` tokenizer, and this entry's is not one",
+            "remove `vocab_size`, or set `tokenizer = \"bpe\"`",
+        ),
+        _ => Ok(()),
     }
 }
 

@@ -132,6 +132,7 @@ pub fn run_bench(
         seed: 1,
         val_path: None,
         split: 0,
+        follow: None,
     };
     let train_config = TrainConfig {
         lr: Schedule::constant(1e-4),

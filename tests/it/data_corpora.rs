@@ -30,6 +30,7 @@ fn config(
         seed: 1,
         val_path: None,
         split: 2,
+        follow: None,
     }
 }
 

@@ -204,6 +204,8 @@ fn synthetic_sweep() -> Vec<FinishedRun> {
             baseline_loss: baseline,
             seed: 1,
             lr_peak: None,
+            bpb: None,
+            tokenizer: String::new(),
         });
         id
     };

@@ -6,6 +6,7 @@ mod align;
 mod answers;
 mod common;
 mod crash_safety;
+mod cross_tokenizer;
 mod cuda_backend;
 mod data_corpora;
 mod device_truncate;

@@ -134,6 +134,7 @@ fn data_config(tokenizer_sha: String) -> DataConfig {
         seed: 1,
         val_path: Some("val.txt".into()),
         split: 2,
+        follow: None,
     }
 }
 

@@ -84,6 +84,8 @@ fn simulate_with_noise(plan: &Plan, tstar: f64, run_sd: impl Fn(f64) -> f64) -> 
             baseline_loss: None,
             seed,
             lr_peak: None,
+            bpb: None,
+            tokenizer: String::new(),
         });
     }
     out

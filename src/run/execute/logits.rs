@@ -25,8 +25,28 @@ pub(crate) fn logits_pass(
     let Some(spec) = ctx.config.store_spec() else {
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
-    let header =
-        logits_run::expected_header(ctx.run.id.as_str(), &spec, &sha, &ctx.prepared.info.key);
+    // an aligned store: the students' windows in bytes decide the teacher windows it covers
+    let aligned = match logits.students.as_ref() {
+        Some(students) => match aligned_windows(ctx, students, &spec) {
+            Ok(a) => Some(a),
+            Err(reason) => return Ok(Step::Failed(reason)),
+        },
+        None => None,
+    };
+    let header = logits_run::expected_header(
+        ctx.run.id.as_str(),
+        &spec,
+        &sha,
+        &ctx.prepared.info.key,
+        aligned.as_ref().map(|a| a.1.clone()),
+    );
+    let needed = match &aligned {
+        Some((_, _, needed)) => needed.clone(),
+        None => match logits_run::windows_needed(spec.reads, &ctx.prepared, spec.data.context) {
+            Ok(n) => n,
+            Err(e) => return Ok(Step::Failed(e.to_string())),
+        },
+    };
     let id = ctx.run.id.clone();
     let start = std::time::Instant::now();
     let mut record_error: Option<RecordError> = None;
@@ -76,6 +96,8 @@ pub(crate) fn logits_pass(
         &header,
         &pass,
         &ctx.prepared,
+        &needed,
+        aligned.as_ref().map(|a| &a.0.teacher),
         &dir,
         ctx.env.stop,
         &mut progress,
@@ -141,10 +163,44 @@ pub(crate) fn logits_pass(
     Ok(Step::Done(row))
 }
 
+/// For an aligned store: the alignment of the students' stream (`students`) with the
+/// teacher's, the teacher tokenizer's SHA-256, and the teacher windows holding every position
+/// the students' windows (of `spec.reads`) align with.
+fn aligned_windows(
+    ctx: &Ctx,
+    students: &crate::data::DataConfig,
+    spec: &logits_run::StoreSpec,
+) -> Result<
+    (
+        crate::distill::aligned::Aligner,
+        String,
+        std::collections::BTreeSet<u64>,
+    ),
+    String,
+> {
+    let (dir, cache) = (ctx.env.layout.sweep_dir(), ctx.env.layout.cache());
+    let student_prepared =
+        crate::data::prepare(students, dir, &cache, 0).map_err(|e| e.to_string())?;
+    let (aligner, sha) = super::teacher::aligner(
+        students,
+        &student_prepared,
+        &ctx.config.data,
+        &ctx.prepared,
+        ctx.env,
+    )?;
+    let student_windows =
+        logits_run::windows_needed(spec.reads, &student_prepared, students.context)
+            .map_err(|e| e.to_string())?;
+    let needed = aligner.teacher_windows(student_windows);
+    Ok((aligner, sha, needed))
+}
+
 /// The plan's predicted disk bytes for the store of `ctx`'s run.
 fn predicted_store_bytes(ctx: &Ctx) -> u64 {
     let vocab = ctx.config.data.vocab;
     ctx.config.logits.as_ref().map_or(0, |l| {
-        crate::distill::store::Layout::of(vocab, &l.truncation).bytes_per_token()
+        crate::distill::store::Layout::of(vocab, &l.truncation)
+            .aligned(l.aligned)
+            .bytes_per_token()
     }) * ctx.config.tokens
 }

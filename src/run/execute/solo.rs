@@ -74,7 +74,20 @@ fn student_run(
         Ok(o) => o,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
-    let step = train_run(ctx, &mut objective, Some(&teacher.0), recorder, on_event)?;
+    // agreement compares the two models token by token: one vocabulary only
+    let agreement = objective.targets.cross.is_none().then_some(&teacher.0);
+    let mut step = train_run(ctx, &mut objective, agreement, recorder, on_event)?;
+    if let (Step::Done(row), Some(cross)) = (&mut step, objective.targets.cross.as_deref()) {
+        // how much of the student's text aligned with its teacher's, over the batches read
+        let rows = cross.rows.max(1) as f64;
+        let extra = serde_json::json!({"cross": {
+            "loss": cross.loss.kind.as_str(),
+            "aligned_rows": 1.0 - cross.unaligned_rows as f64 / rows,
+            "units_per_row": cross.units as f64 / rows,
+            "gold_weights": [cross.loss.weights.0, cross.loss.weights.1],
+        }});
+        add_extra(row, extra);
+    }
     match objective.targets.error {
         Some(e) => Ok(Step::Failed(e.to_string())),
         None => Ok(step),

@@ -4,7 +4,9 @@
 
 use super::core::Ctx;
 use super::pretrained;
-use crate::distill::{StoreReader, TeacherSource, TruncateOn, logits_run};
+use crate::data::{self, DataConfig, Prepared};
+use crate::distill::aligned::{Aligner, CrossLoss};
+use crate::distill::{CrossSide, StoreReader, TeacherSource, TruncateOn, logits_run};
 use crate::model::Transformer;
 use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
@@ -68,6 +70,28 @@ pub(crate) fn student_objective<'a>(
         return Ok(Err("student run has no distillation settings".into()));
     };
     let (teacher, teacher_sha) = (&teacher.0, &teacher.1);
+    let Some(teacher_config) = ctx.run.related_config(&distill.teacher)? else {
+        return Ok(Err(format!(
+            "teacher run `{}` is not in the sweep database",
+            distill.teacher
+        )));
+    };
+    // a teacher of another tokenizer: its corpus, both streams' bytes, the loss across them
+    let crossing = match distill.cross_tokenizer {
+        Some(kind) if !ctx.config.data.same_tokens(&teacher_config.data) => {
+            match cross_side(ctx, &teacher_config.data, kind, distill) {
+                Ok(c) => Some(c),
+                Err(reason) => return Ok(Err(reason)),
+            }
+        }
+        _ => None,
+    };
+    let corpus_key = crossing
+        .as_ref()
+        .map_or(ctx.prepared.info.key.clone(), |(_, p, _)| {
+            p.info.key.clone()
+        });
+    let tokenizer_sha = crossing.as_ref().map(|(_, _, sha)| sha.clone());
     let source = match distill.mode {
         DistillMode::Online => TeacherSource::Online {
             teacher,
@@ -91,13 +115,83 @@ pub(crate) fn student_objective<'a>(
                 store_id.as_str(),
                 &spec,
                 teacher_sha,
-                &ctx.prepared.info.key,
+                &corpus_key,
+                tokenizer_sha,
             );
             let dir = ctx.env.layout.logit_store(store_id);
             TeacherSource::Offline(Box::new(StoreReader::new(&dir, header)))
         }
     };
-    Ok(Ok(distill.objective(source)))
+    let mut objective = distill.objective(source);
+    objective.targets.cross = crossing.map(|(side, _, _)| Box::new(side));
+    Ok(Ok(objective))
+}
+
+/// A student's side of a teacher of another tokenizer (`teacher_data`): both training streams
+/// in the corpus's bytes, the loss across the two vocabularies, the teacher's prepared corpus
+/// and the SHA-256 its aligned store names its tokenizer by.
+fn cross_side(
+    ctx: &Ctx,
+    teacher_data: &DataConfig,
+    kind: crate::spec::CrossTokenizer,
+    distill: &crate::plan::DistillConfig,
+) -> Result<(CrossSide, Prepared, String), String> {
+    let (dir, cache) = (ctx.env.layout.sweep_dir(), ctx.env.layout.cache());
+    let teacher_prepared =
+        data::prepare(teacher_data, dir, &cache, 0).map_err(|e| e.to_string())?;
+    let (aligner, sha) = aligner(
+        &ctx.config.data,
+        &ctx.prepared,
+        teacher_data,
+        &teacher_prepared,
+        ctx.env,
+    )?;
+    let vocab_bytes = |d: &DataConfig| -> Result<Vec<Vec<u8>>, String> {
+        let t = data::run_tokenizer(d, dir, &cache)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the synthetic corpus has no bytes to align".to_string())?;
+        t.vocab_bytes(d.vocab).map_err(|e| e.to_string())
+    };
+    let loss = CrossLoss::new(
+        kind,
+        distill.truncation,
+        distill.temperature.0,
+        &vocab_bytes(&ctx.config.data)?,
+        &vocab_bytes(teacher_data)?,
+    );
+    let side = CrossSide {
+        aligner,
+        loss,
+        teacher_vocab: teacher_data.vocab,
+        units: 0,
+        unaligned_rows: 0,
+        rows: 0,
+    };
+    Ok((side, teacher_prepared, sha))
+}
+
+/// The byte alignment of a student's (`student`, prepared) and a teacher's training streams,
+/// and the SHA-256 of the teacher's tokenizer.
+pub(crate) fn aligner(
+    student: &DataConfig,
+    student_prepared: &Prepared,
+    teacher: &DataConfig,
+    teacher_prepared: &Prepared,
+    env: &super::core::ExecEnv,
+) -> Result<(Aligner, String), String> {
+    let (dir, cache) = (env.layout.sweep_dir(), env.layout.cache());
+    let index = |d: &DataConfig, p: &Prepared| {
+        data::byte_index(d, p, dir, &cache).map_err(|e| e.to_string())
+    };
+    let aligner = Aligner {
+        student: index(student, student_prepared)?,
+        teacher: index(teacher, teacher_prepared)?,
+        student_context: student.context as usize,
+        teacher_context: teacher.context as usize,
+    };
+    let json = data::tokenizer_json(teacher, dir, &cache);
+    let sha = logits_run::tokenizer_sha256(json.as_deref()).map_err(|e| e.to_string())?;
+    Ok((aligner, sha))
 }
 
 /// The logit store among `run`'s dependencies (a tuned student also waits for baselines).

@@ -35,6 +35,9 @@ impl Objective for DistillObjective<'_> {
         let alpha = schedule::value_at(&self.alpha.0, step, steps);
         let device = head.hidden.device();
         let n = targets.dims()[0].max(1) as f64;
+        if self.targets.cross.is_some() {
+            return self.cross_loss(alpha, batch, head, targets);
+        }
         let Some(sparse) = self.targets.targets(batch, &device) else {
             // the store failed: stop this run (error recorded)
             let lm = kernels::head_loss(
@@ -65,6 +68,11 @@ impl Objective for DistillObjective<'_> {
     }
 
     fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String> {
+        if self.targets.cross.is_some() {
+            return Err(
+                "a student of another tokenizer's teacher trains alone, not in a stack".into(),
+            );
+        }
         let alpha = schedule::value_at(&self.alpha.0, step, steps);
         let kept = self.targets.kept(batch);
         if let Some(e) = &self.targets.error {
@@ -86,5 +94,41 @@ impl Objective for DistillObjective<'_> {
                 kept,
             }),
         })
+    }
+}
+
+impl DistillObjective<'_> {
+    /// The loss of a student whose teacher has another tokenizer: (1 − α) times the mean
+    /// next-token cross-entropy plus α times the mean over the batch's units of the loss across
+    /// tokenizers (`kernels::cross_head_loss`; GOLD's normalisation by aligned units).
+    fn cross_loss(
+        &mut self,
+        alpha: f64,
+        batch: &Batch,
+        head: HeadInput,
+        targets: Tensor<1, Int>,
+    ) -> Tensor<1> {
+        let device = head.hidden.device();
+        let n = targets.dims()[0].max(1) as f64;
+        let Some((cross, units)) = self.targets.cross_targets(batch, &device) else {
+            // the teacher's positions failed: stop this run (error recorded)
+            let lm = kernels::head_loss(
+                head.hidden,
+                &head.weight,
+                targets,
+                None,
+                (1.0, 0.0),
+                head.chunk,
+            );
+            return lm.add_scalar(f64::NAN);
+        };
+        kernels::cross_head_loss(
+            head.hidden,
+            &head.weight,
+            targets,
+            &cross,
+            ((1.0 - alpha) / n, alpha / units.max(1) as f64),
+            head.chunk,
+        )
     }
 }
