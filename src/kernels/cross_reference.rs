@@ -212,11 +212,11 @@ impl Example {
             w.iter_mut().for_each(|v| *v *= scale);
             w.sort_by(|a, b| b.total_cmp(a));
             for e in 0..width {
-                let real = e < valid;
-                log_t.push(if real { w[e].ln() } else { 0.0 });
-                mask.push(if real { 1.0 } else { 0.0 });
+                let value = w.get(e).copied();
+                log_t.push(value.map_or(0.0, f64::ln));
+                mask.push(if value.is_some() { 1.0 } else { 0.0 });
                 let id = next() as usize % vocab;
-                let m = real && next() % 2 == 0;
+                let m = value.is_some() && next() % 2 == 0;
                 if m {
                     student_matched[id] = true;
                 }

@@ -32,6 +32,16 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     assert!(worst <= tol, "{what}: worst difference {worst} > {tol}");
 }
 
+/// A head's loss and gradients of h and W against another's.
+fn assert_head_close(what: &str, got: &HeadRun, want: &HeadRun) {
+    assert_close(&format!("{what} loss"), &got.0, &want.0, 1e-5);
+    assert_close(&format!("{what} ∂h"), &got.1, &want.1, 1e-4);
+    assert_close(&format!("{what} ∂W"), &got.2, &want.2, 1e-4);
+}
+
+/// A head's loss and the gradients of h and W.
+type HeadRun = (Vec<f32>, Vec<f32>, Vec<f32>);
+
 /// Runs `op` fused and composed on clones of `inputs`; compares the outputs and the gradient
 /// of Σ w·out with respect to every input.
 fn compare<const D: usize, const O: usize>(
@@ -340,10 +350,7 @@ fn the_fused_chunked_head_matches_the_unfused_head_for_every_loss() {
                 let want = run("unfused");
                 for how in ["fused", "composite"] {
                     let got = run(how);
-                    let what = format!("{how} {kind:?} τ={tau} tied={tied}");
-                    assert_close(&format!("{what} loss"), &got.0, &want.0, 1e-5);
-                    assert_close(&format!("{what} ∂h"), &got.1, &want.1, 1e-4);
-                    assert_close(&format!("{what} ∂W"), &got.2, &want.2, 1e-4);
+                    assert_head_close(&format!("{how} {kind:?} τ={tau} tied={tied}"), &got, &want);
                 }
             }
         }
@@ -545,7 +552,7 @@ fn cross_run(
     cross: &kernels::CrossDistillation,
     targets: &Tensor<1, Int>,
     chunk: usize,
-) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+) -> HeadRun {
     let dev = h0.device();
     let fresh = |t: &Tensor<2>| Tensor::<2>::from_data(t.to_data(), &dev).require_grad();
     let (h, w) = (fresh(h0), fresh(w0));
@@ -591,9 +598,7 @@ fn the_cross_tokenizer_head_matches_its_composite() {
                 let fused = cross_run(true, (&h0, &w), tied, &cross, &targets, chunk);
                 let composed = cross_run(false, (&h0, &w), tied, &cross, &targets, chunk);
                 let what = format!("{kind:?} τ={tau} tied={tied} k={top_k} chunk={chunk}");
-                assert_close(&format!("{what} loss"), &fused.0, &composed.0, 1e-5);
-                assert_close(&format!("{what} ∂h"), &fused.1, &composed.1, 1e-4);
-                assert_close(&format!("{what} ∂W"), &fused.2, &composed.2, 1e-4);
+                assert_head_close(&what, &fused, &composed);
             }
         }
     }
@@ -639,17 +644,6 @@ fn the_cross_tokenizer_head_without_units_is_the_cross_entropy_head() {
         let (cross, targets) = cross_batch(&ex, kind, 1.0, 4, &dev);
         let fused = cross_run(true, (&h0, &w0), false, &cross, &targets, 3);
         let composed = cross_run(false, (&h0, &w0), false, &cross, &targets, 3);
-        assert_close(
-            &format!("{kind:?} one-row units loss"),
-            &fused.0,
-            &composed.0,
-            1e-5,
-        );
-        assert_close(
-            &format!("{kind:?} one-row units ∂h"),
-            &fused.1,
-            &composed.1,
-            1e-4,
-        );
+        assert_head_close(&format!("{kind:?} one-row units"), &fused, &composed);
     }
 }
