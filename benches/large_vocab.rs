@@ -6,12 +6,14 @@
 //! backward) over the full vocabulary; then the fused chunked head against the unfused one
 //! (head product + cross-entropy over 1,024 positions at d 128, and a whole distillation step
 //! of a d 128 × 4 student at context 256, 0.1·CE + 0.9·KL over top-32 targets), with the peak
-//! resident memory of each, and the logit pass of a released teacher (SmolLM2-135M, when
-//! `PDSWEEP_SMOLLM2` names its converted folder: `benches/smollm2.py`).
+//! resident memory of each; the cross-tokenizer head (ULD and GOLD over units of 1–3 rows,
+//! width 32, k 32) next to the fused head with a top-32 KL term; and the logit pass of a
+//! released teacher (SmolLM2-135M, when `PDSWEEP_SMOLLM2` names its converted folder:
+//! `benches/smollm2.py`).
 //! `benches/compare_large_vocab.sh` runs this next to PyTorch eager on the same shapes.
 //!
 //! `cargo bench --bench large_vocab [-- VOCAB K [SECTIONS]]`, SECTIONS a comma list of
-//! `store,pass,losses,head,step,released` (default all)
+//! `store,pass,losses,head,cross,step,released` (default all)
 
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -22,10 +24,11 @@ use pdsweep::distill::logits_run::{PassDevice, expected_header, write_store};
 use pdsweep::distill::store::logit_bytes_per_token;
 use pdsweep::distill::store::{Layout, decode_block, encode_block};
 use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
-use pdsweep::kernels::{self, Distillation, HeadWeight};
+use pdsweep::kernels::cross_reference::Example;
+use pdsweep::kernels::{self, CrossDistillation, Distillation, HeadWeight};
 use pdsweep::model::{ModelShape, TransformerConfig};
 use pdsweep::plan::{Plan, PlanOptions, RunKind};
-use pdsweep::spec::{LossKind, Sweep, TopK};
+use pdsweep::spec::{CrossTokenizer, LossKind, Sweep, TopK};
 use pdsweep::train::cross_entropy;
 
 /// Teacher-like logits: a few strong candidates over a Zipf-ish background, seeded.
@@ -301,6 +304,103 @@ fn head(vocab: usize, d: usize, positions: usize) {
     }
 }
 
+/// The fused head with a cross-tokenizer term (ULD and GOLD, units of 1–3 rows, teacher width
+/// 32, k 32), forward + backward over `positions` positions at d `d` (W tied), against the
+/// fused head with 0.1·CE + 0.9·KL over top-32 targets at the same shapes.
+fn cross(vocab: usize, d: usize, positions: usize) {
+    let device = Device::flex().autodiff();
+    device.seed(5);
+    let (width, k) = (32, 32);
+    let h0 = Tensor::<2>::random([positions, d], Distribution::Normal(0.0, 1.0), &device);
+    let w0 = Tensor::<2>::random([vocab, d], Distribution::Normal(0.0, 0.3), &device);
+    let mut span = Vec::with_capacity(positions);
+    for len in [1usize, 2, 3].into_iter().cycle() {
+        let len = len.min(positions - span.len());
+        span.push(len as i32);
+        span.extend(std::iter::repeat_n(0, len - 1));
+        if span.len() == positions {
+            break;
+        }
+    }
+    let ex = Example::new(&span, vocab, width, 7);
+    let ints = |v: Vec<i64>, shape: Vec<usize>| {
+        Tensor::<2, Int>::from_data(TensorData::new(v, shape), &device)
+    };
+    let floats = |v: Vec<f64>, shape: Vec<usize>| {
+        let v: Vec<f32> = v.into_iter().map(|x| x as f32).collect();
+        Tensor::<2>::from_data(TensorData::new(v, shape), &device)
+    };
+    let targets: Vec<i64> = ex.targets.iter().map(|&t| t as i64).collect();
+    let t = Tensor::<1, Int>::from_data(TensorData::new(targets, [positions]), &device);
+    let flags: Vec<f32> = ex
+        .student_matched
+        .iter()
+        .map(|&m| f32::from(u8::from(m)))
+        .collect();
+    let flags = Tensor::<1>::from_data(TensorData::new(flags, [vocab]), &device);
+    let span: Vec<i64> = span.iter().map(|&v| i64::from(v)).collect();
+    let span = Tensor::<1, Int>::from_data(TensorData::new(span, [positions]), &device);
+    let cross_of = |kind| CrossDistillation {
+        span: span.clone(),
+        log_t: floats(ex.log_t.clone(), vec![positions, width]),
+        matched: ints(ex.matched.clone(), vec![positions, width]),
+        mask: floats(ex.mask.clone(), vec![positions, width]),
+        student_matched: flags.clone(),
+        kind,
+        tau: 1.0,
+        top_k: k,
+        gold_weights: (1.0, 1.0),
+    };
+    let kl = Distillation {
+        ids: ints(
+            (0..positions * width)
+                .map(|i| (i * 7919 % vocab) as i64)
+                .collect(),
+            vec![positions, width],
+        ),
+        log_probs: floats(ex.log_t.clone(), vec![positions, width]),
+        mask: floats(ex.mask.clone(), vec![positions, width]),
+        kind: LossKind::Kl,
+        tau: 1.0,
+    };
+    let n = positions as f64;
+    let chunk = kernels::default_head_chunk(vocab);
+    println!(
+        "cross-tokenizer head, {positions} positions × {vocab}, d {d}, width {width}, k {k}, forward + backward:"
+    );
+    let mut base = f64::NAN;
+    for label in ["fused head, top-32 KL", "fused ULD", "fused GOLD"] {
+        let cross = match label {
+            "fused ULD" => Some(cross_of(CrossTokenizer::Uld)),
+            "fused GOLD" => Some(cross_of(CrossTokenizer::Gold)),
+            _ => None,
+        };
+        let once = || {
+            let h = h0.clone().detach().require_grad();
+            let head = HeadWeight {
+                weight: w0.clone().detach().require_grad(),
+                tied: true,
+            };
+            let weights = (0.1 / n, 0.9 / n);
+            let loss = match &cross {
+                Some(c) => kernels::cross_head_loss(h, &head, t.clone(), c, weights, chunk),
+                None => kernels::head_loss(h, &head, t.clone(), Some(&kl), weights, chunk),
+            };
+            let _ = loss.backward();
+        };
+        once();
+        let s = time(5, once);
+        if cross.is_none() {
+            base = s;
+        }
+        println!(
+            "  {label:<24} {:8.1} ms   {:.2}× the KL head",
+            s * 1e3,
+            s / base
+        );
+    }
+}
+
 /// One distillation step (forward, 0.1·CE + 0.9·KL over top-32 targets, backward, AdamW) of a
 /// d × 4 student at context 256 with 8 sequences, fused and unfused.
 fn step(vocab: usize, d: u64, k: u64) {
@@ -490,7 +590,7 @@ fn main() {
     let sections = args
         .get(2)
         .cloned()
-        .unwrap_or_else(|| "store,pass,losses,head,step,released".into());
+        .unwrap_or_else(|| "store,pass,losses,head,cross,step,released".into());
     let on = |s: &str| sections.split(',').any(|x| x == s);
     println!(
         "CPU vector extensions: {:?}; {} threads",
@@ -511,6 +611,9 @@ fn main() {
     }
     if on("head") {
         head(vocab, 128, 1024);
+    }
+    if on("cross") {
+        cross(vocab, 128, 1024);
     }
     if on("step") {
         step(vocab, 128, 32);

@@ -11,7 +11,6 @@ pub mod reader;
 pub mod store;
 mod targets;
 mod truncate;
-pub mod uld;
 
 pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
 pub use reader::StoreReader;

@@ -7,15 +7,24 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Int, Tensor};
 
-use super::head::{Distillation, HeadWeight};
+use super::cpu::cross::{Unit, chunk_bounds, units};
+use super::head::{CrossDistillation, Distillation, HeadWeight};
 
-use crate::spec::LossKind;
+use crate::spec::{CrossTokenizer, LossKind};
 
 /// A large negative log-probability given to padding so it gets no teacher mass.
 const PAD_LOG_PROB: f64 = -1e4;
 
 /// The least student tail mass used (as `super::cpu::softmax`'s kernel).
 const TAIL_FLOOR: f64 = 1e-6;
+
+/// The log-probability that stands for an entry left out (its e^ is exactly 0 in f32, and
+/// products with it stay finite).
+const LEFT_OUT: f64 = -1e30;
+
+/// Subtracted from the selection key of the student ids Gold's ULD part leaves out, so any
+/// other id ranks first.
+const EXCLUDED: f64 = 1e9;
 
 /// Per-row −ln softmax(logits)[target].
 ///
@@ -74,11 +83,9 @@ pub fn sparse_distill(
     per_row.reshape([rows])
 }
 
-/// [`super::ops::head_loss`] from burn's ops, `chunk` positions at a time. Without gradients
-/// each chunk's logits are scored and dropped. With them, each chunk's loss is differentiated
-/// on its own (a graph of one chunk) and its logits' gradient multiplied into ∂/∂h and ∂/∂W at
-/// once, and the result carries those gradients through a surrogate, Σ h·∂h + Σ W·∂W, whose
-/// value is replaced by the loss: memory stays one chunk's logits on every backend.
+/// [`super::ops::head_loss`] from burn's ops, `chunk` positions at a time, each chunk's logits
+/// made, scored and (for gradients) differentiated on a graph of their own, so that memory
+/// stays one chunk's logits on every backend (see `chunked`).
 ///
 /// # Shapes
 /// - `h`: `[rows, d]`; `targets`: `[rows]`; returns `[1]` (f32)
@@ -92,18 +99,12 @@ pub fn head_loss(
 ) -> Tensor<1> {
     let [rows, _] = h.dims();
     let chunk = chunk.clamp(1, rows.max(1));
-    let w = if head.tied {
-        head.weight.clone().transpose()
-    } else {
-        head.weight.clone()
-    };
-    let score = |first: usize, z: Tensor<2>| {
+    let bounds: Vec<(usize, usize)> = (0..rows)
+        .step_by(chunk)
+        .map(|first| (first, chunk.min(rows - first)))
+        .collect();
+    chunked(h, head, &bounds, |first, z| {
         let n = z.dims()[0];
-        let z = if z.dtype() == DType::F32 {
-            z
-        } else {
-            z.cast(burn::tensor::FloatDType::F32)
-        };
         let mut loss = cross_entropy(z.clone(), targets.clone().narrow(0, first, n))
             .sum()
             .mul_scalar(weights.0);
@@ -119,12 +120,180 @@ pub fn head_loss(
             loss = loss + kd.sum().mul_scalar(weights.1);
         }
         loss
+    })
+}
+
+/// [`super::ops::cross_head_loss`] from burn's ops, over the chunks of
+/// [`super::cpu::cross::chunk_bounds`] (a unit is never split), each scored and differentiated
+/// as [`head_loss`]'s are. Per chunk: log-softmax(z/τ); ln P_r[y_r] by a gather; ln M_u by
+/// selecting each unit's later rows from that column; the base rows' log-probabilities; the
+/// student's top k chosen on a detached copy (Gold's matched ids pushed last) and read back by
+/// a gather on the tracked tensor, so the gradient flows through the chosen entries only. Only
+/// the `[rows]` spans come to the host.
+///
+/// # Shapes
+/// - `h`: `[rows, d]`; `targets`: `[rows]`; returns `[1]` (f32)
+pub fn cross_head_loss(
+    h: Tensor<2>,
+    head: &HeadWeight,
+    targets: Tensor<1, Int>,
+    cross: &CrossDistillation,
+    weights: (f64, f64),
+    chunk: usize,
+) -> Tensor<1> {
+    let span: Vec<i32> = cross
+        .span
+        .clone()
+        .into_data()
+        .try_into_vec_as::<i64>()
+        .unwrap_or_else(|e| panic!("the spans could not be read: {e:?}"))
+        .into_iter()
+        .map(|v| v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32)
+        .collect();
+    let all = units(&span).unwrap_or_else(|e| panic!("{e}"));
+    chunked(h, head, &chunk_bounds(&span, chunk), |first, z| {
+        let n = z.dims()[0];
+        let y = targets.clone().narrow(0, first, n);
+        let ce = cross_entropy(z.clone(), y.clone())
+            .sum()
+            .mul_scalar(weights.0);
+        let lo = all.partition_point(|u| u.base < first);
+        let hi = all.partition_point(|u| u.base < first + n);
+        if lo == hi {
+            return ce;
+        }
+        ce + unit_losses(z, y, first, &all[lo..hi], cross).mul_scalar(weights.1)
+    })
+}
+
+/// Σ_u L_u over `units` (all inside the chunk of `z`, whose first row is `first`).
+///
+/// # Shapes
+/// - `z`: `[n, vocab]` (f32); `targets`: `[n]`; returns `[1]`
+fn unit_losses(
+    z: Tensor<2>,
+    targets: Tensor<1, Int>,
+    first: usize,
+    units: &[Unit],
+    cross: &CrossDistillation,
+) -> Tensor<1> {
+    let device = z.device();
+    let [n, vocab] = z.dims();
+    let width = cross.log_t.dims()[1];
+    let count = units.len();
+    let index = |v: Vec<i64>| {
+        let len = v.len();
+        Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(v, [len]), &device)
     };
-    let starts = (0..rows).step_by(chunk);
+    let lp = log_softmax(z.div_scalar(cross.tau), 1);
+    // ln M_u: the later rows' ln P_r[y_r], gathered from that column with a 0 appended for
+    // units shorter than the longest
+    let longest = units.iter().map(|u| u.rows - 1).max().unwrap_or(0);
+    let ln_m = if longest == 0 {
+        Tensor::<2>::zeros([count, 1], &device)
+    } else {
+        let at_target = lp.clone().gather(1, targets.reshape([n, 1])).reshape([n]);
+        let padded = Tensor::cat(vec![at_target, Tensor::zeros([1], &device)], 0);
+        let later: Vec<i64> = units
+            .iter()
+            .flat_map(|u| {
+                let b = (u.base - first) as i64;
+                (1..=longest as i64).map(move |i| if i < u.rows as i64 { b + i } else { n as i64 })
+            })
+            .collect();
+        padded
+            .select(0, index(later))
+            .reshape([count, longest])
+            .sum_dim(1)
+    };
+    let base_local = index(units.iter().map(|u| (u.base - first) as i64).collect());
+    let base_rows = index(units.iter().map(|u| u.base as i64).collect());
+    let lp_b = lp.select(0, base_local);
+    let log_t = cross.log_t.clone().select(0, base_rows.clone());
+    let matched = cross.matched.clone().select(0, base_rows.clone());
+    let valid = cross.mask.clone().select(0, base_rows).not_equal_elem(0.0);
+    let gold = cross.kind == CrossTokenizer::Gold;
+    let k = cross.top_k;
+    let pad = |t: Tensor<2>| {
+        let have = t.dims()[1];
+        if have >= k {
+            return t;
+        }
+        Tensor::cat(vec![t, Tensor::zeros([count, k - have], &device)], 1)
+    };
+    // ULD: the teacher's entries and the student's top k, each sorted and padded to k
+    let mut uld = Tensor::<2>::zeros([count, 1], &device);
+    if k > 0 {
+        let entries = if gold {
+            valid.clone().bool_and(matched.clone().equal_elem(-1))
+        } else {
+            valid.clone()
+        };
+        let t = if width > 0 {
+            let t = log_t.clone().mask_fill(entries.bool_not(), LEFT_OUT).exp();
+            pad(t.topk(k.min(width), 1))
+        } else {
+            Tensor::zeros([count, k], &device)
+        };
+        let key = lp_b.clone().detach();
+        let excluded = cross.student_matched.clone();
+        let key = if gold {
+            key - excluded.clone().reshape([1, vocab]).mul_scalar(EXCLUDED)
+        } else {
+            key
+        };
+        let kk = k.min(vocab);
+        let (_, chosen) = key.topk_with_indices(kk, 1);
+        let mut q = (lp_b.clone().gather(1, chosen.clone()) + ln_m.clone()).exp();
+        if gold {
+            let flags = excluded.select(0, chosen.reshape([count * kk]));
+            q = q * flags.reshape([count, kk]).neg().add_scalar(1.0);
+        }
+        uld = (pad(q) - t).abs().sum_dim(1);
+    }
+    let per_unit = if gold {
+        // KL over the matched entries
+        let (w_m, w_u) = cross.gold_weights;
+        let kept = valid.bool_and(matched.clone().greater_equal_elem(0));
+        let log_t = log_t.mask_fill(kept.bool_not(), LEFT_OUT);
+        let ln_q = lp_b.gather(1, matched.clamp_min(0)) + ln_m;
+        let kl = (log_t.clone().exp() * (log_t - ln_q)).sum_dim(1);
+        kl.mul_scalar(w_m) + uld.mul_scalar(w_u)
+    } else {
+        uld
+    };
+    per_unit.sum()
+}
+
+/// The chunk loop of [`head_loss`] and [`cross_head_loss`]: `score(first, z)` is one chunk's
+/// loss from its logits z = h · W (f32), for the chunks `(first, n)` of `bounds`. Without
+/// gradients each chunk's logits are scored and dropped. With them, each chunk's loss is
+/// differentiated on its own (a graph of one chunk) and its logits' gradient multiplied into
+/// ∂/∂h and ∂/∂W at once, and the result carries those gradients through a surrogate,
+/// Σ h·∂h + Σ W·∂W, whose value is replaced by the loss: memory stays one chunk's logits on
+/// every backend.
+fn chunked(
+    h: Tensor<2>,
+    head: &HeadWeight,
+    bounds: &[(usize, usize)],
+    score: impl Fn(usize, Tensor<2>) -> Tensor<1>,
+) -> Tensor<1> {
+    let w = if head.tied {
+        head.weight.clone().transpose()
+    } else {
+        head.weight.clone()
+    };
+    let score = |first: usize, z: Tensor<2>| {
+        let z = if z.dtype() == DType::F32 {
+            z
+        } else {
+            z.cast(burn::tensor::FloatDType::F32)
+        };
+        score(first, z)
+    };
     if !(h.is_tracked() || w.is_tracked()) {
         let mut total = Tensor::<1>::zeros([1], &h.device());
-        for first in starts {
-            let n = chunk.min(rows - first);
+        for &(first, n) in bounds {
             total = total + score(first, h.clone().narrow(0, first, n).matmul(w.clone()));
         }
         return total;
@@ -134,8 +303,7 @@ pub fn head_loss(
     let mut total = Tensor::<1>::zeros([1], &hi.device());
     let mut dh = Vec::new();
     let mut dw: Option<Tensor<2>> = None;
-    for first in starts {
-        let n = chunk.min(rows - first);
+    for &(first, n) in bounds {
         // a leaf of its own: the chunk's graph starts at its logits
         let z =
             Tensor::from_inner(hi.clone().narrow(0, first, n).matmul(wi.clone())).require_grad();

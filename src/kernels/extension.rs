@@ -7,7 +7,7 @@ use burn::backend::autodiff::Autodiff;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
-use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::ops::{Backward, NodeGuard, Ops, OpsKind};
 use burn::backend::flex::{Flex, FlexTensor};
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, DType, TensorMetadata, backend_extension};
@@ -15,8 +15,8 @@ use burn::tensor::{Shape, TensorData};
 
 use super::cpu::attention::{self, Dims, Rope};
 use super::cpu::softmax::{self, Distill, Support};
-use super::cpu::{head, linear, rms_norm, swiglu};
-use crate::spec::LossKind;
+use super::cpu::{cross, head, linear, rms_norm, swiglu};
+use crate::spec::{CrossTokenizer, LossKind};
 
 /// Fused operations with their own CPU kernels. Tensors are row-major; see each kernel in
 /// `super::cpu` for the maths.
@@ -57,6 +57,31 @@ pub trait FusedOps: Backend {
         tau: f32,
         ce_weight: f32,
         kd_weight: f32,
+        chunk: usize,
+    ) -> FloatTensor<Self>;
+
+    /// The output head with the cross-tokenizer distillation term, in chunks of about `chunk`
+    /// positions that never split a unit (`super::cpu::cross`): Σ_r weights[0]·CE_r +
+    /// weights[1]·Σ_u L_u as a `[1]` tensor. `h`, `w`, `targets`, `layout` as in
+    /// [`FusedOps::fused_head_loss`]; `span`: `[rows]`; `log_t`, `matched`, `mask`: `[rows,
+    /// width]`; `student_matched`: `[vocab]`; `kind`: [`cross_code`]; `gold_weights`: (w_m,
+    /// w_u).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_cross_head_loss(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        span: IntTensor<Self>,
+        log_t: FloatTensor<Self>,
+        matched: IntTensor<Self>,
+        mask: FloatTensor<Self>,
+        student_matched: FloatTensor<Self>,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        top_k: usize,
+        gold_weights: [f32; 2],
+        weights: [f32; 2],
         chunk: usize,
     ) -> FloatTensor<Self>;
 
@@ -107,6 +132,14 @@ pub fn loss_code(kind: LossKind) -> u8 {
 /// The `kind` of [`FusedOps::fused_head_loss`] without a distillation term.
 pub const NO_DISTILL: u8 = u8::MAX;
 
+/// The `u8` code of a cross-tokenizer loss across the extension boundary.
+pub fn cross_code(kind: CrossTokenizer) -> u8 {
+    match kind {
+        CrossTokenizer::Uld => 0,
+        CrossTokenizer::Gold => 1,
+    }
+}
+
 fn loss_kind(code: u8) -> LossKind {
     match code {
         0 => LossKind::Kl,
@@ -133,6 +166,11 @@ fn floats(t: &FlexTensor) -> &[f32] {
 
 /// Token ids as u32, each checked against `bound`.
 fn ids(t: &FlexTensor, bound: usize) -> Vec<u32> {
+    signed(t, 0, bound).into_iter().map(|v| v as u32).collect()
+}
+
+/// Integers, each checked to lie in `low..bound`.
+fn signed(t: &FlexTensor, low: i64, bound: usize) -> Vec<i32> {
     let t = contiguous(t.clone());
     let values: Vec<i64> = match t.dtype() {
         DType::I64 => t.as_slice::<i64>().map(<[i64]>::to_vec),
@@ -149,10 +187,10 @@ fn ids(t: &FlexTensor, bound: usize) -> Vec<u32> {
         .into_iter()
         .map(|v| {
             assert!(
-                v >= 0 && (v as usize) < bound,
+                v >= low && v < bound as i64,
                 "token id {v} is outside the vocabulary of {bound}"
             );
-            v as u32
+            v as i32
         })
         .collect()
 }
@@ -253,14 +291,55 @@ fn kd_forward(
     }
 }
 
-/// The inputs of a fused head, contiguous, with the targets checked against the vocabulary.
+/// A fused head's hidden states, weight and targets, contiguous, with the targets checked
+/// against the vocabulary.
 #[derive(Debug)]
-struct HeadInputs {
+struct HeadCore {
     h: FlexTensor,
     w: FlexTensor,
     layout: head::Layout,
     dims: head::Dims,
     targets: Vec<u32>,
+}
+
+impl HeadCore {
+    fn new(h: FlexTensor, w: FlexTensor, targets: &FlexTensor, layout: u8) -> HeadCore {
+        let (h, w) = (contiguous(h), contiguous(w));
+        let (rows, d) = dims2(&h);
+        let ws = w.shape();
+        assert_eq!(ws.num_dims(), 2, "head weight of rank 2");
+        let (layout, vocab) = if layout == 0 {
+            (head::Layout::InOut, ws[1])
+        } else {
+            (head::Layout::OutIn, ws[0])
+        };
+        assert_eq!(
+            ws.num_elements(),
+            d * vocab,
+            "head weight {ws:?} does not take width {d}"
+        );
+        let targets = ids(targets, vocab);
+        assert_eq!(targets.len(), rows, "one target per position");
+        HeadCore {
+            h,
+            w,
+            layout,
+            dims: head::Dims { rows, d, vocab },
+            targets,
+        }
+    }
+
+    /// The loss of `out` under `weights` as a `[1]` tensor, with `out`.
+    fn finish(weights: [f32; 2], out: head::HeadOut) -> (FlexTensor, head::HeadOut) {
+        let loss = out.loss((weights[0], weights[1])) as f32;
+        (tensor(vec![loss], [1]), out)
+    }
+}
+
+/// The inputs of a fused head, contiguous, with the targets checked against the vocabulary.
+#[derive(Debug)]
+struct HeadInputs {
+    core: HeadCore,
     support: Option<KdSupport>,
     weights: [f32; 2],
     chunk: usize,
@@ -278,22 +357,8 @@ impl HeadInputs {
         weights: [f32; 2],
         chunk: usize,
     ) -> HeadInputs {
-        let (h, w) = (contiguous(h), contiguous(w));
-        let (rows, d) = dims2(&h);
-        let ws = w.shape();
-        assert_eq!(ws.num_dims(), 2, "head weight of rank 2");
-        let (layout, vocab) = if layout == 0 {
-            (head::Layout::InOut, ws[1])
-        } else {
-            (head::Layout::OutIn, ws[0])
-        };
-        assert_eq!(
-            ws.num_elements(),
-            d * vocab,
-            "head weight {ws:?} does not take width {d}"
-        );
-        let targets = ids(targets, vocab);
-        assert_eq!(targets.len(), rows, "one target per position");
+        let core = HeadCore::new(h, w, targets, layout);
+        let head::Dims { rows, vocab, .. } = core.dims;
         let support = (kind != NO_DISTILL).then(|| {
             let (id_rows, width) = dims2(&ids_t);
             assert_eq!(id_rows, rows, "one support row per position");
@@ -306,11 +371,7 @@ impl HeadInputs {
             }
         });
         HeadInputs {
-            h,
-            w,
-            layout,
-            dims: head::Dims { rows, d, vocab },
-            targets,
+            core,
             support,
             weights,
             chunk,
@@ -318,22 +379,121 @@ impl HeadInputs {
     }
 
     fn run(&self, grads: bool) -> (FlexTensor, head::HeadOut) {
+        let c = &self.core;
         let terms = head::Terms {
-            targets: &self.targets,
+            targets: &c.targets,
             distill: self.support.as_ref().map(|s| (s.view(), s.distill())),
             ce_weight: self.weights[0],
             kd_weight: self.weights[1],
         };
         let out = head::head_loss(
-            floats(&self.h),
-            floats(&self.w),
-            self.layout,
-            self.dims,
+            floats(&c.h),
+            floats(&c.w),
+            c.layout,
+            c.dims,
             terms,
             self.chunk,
             grads,
         );
-        (tensor(vec![out.loss(&terms) as f32], [1]), out)
+        HeadCore::finish(self.weights, out)
+    }
+}
+
+/// The inputs of a fused cross-tokenizer head, contiguous, checked.
+#[derive(Debug)]
+struct CrossInputs {
+    core: HeadCore,
+    units: Vec<cross::Unit>,
+    log_t: FlexTensor,
+    matched: Vec<i32>,
+    mask: FlexTensor,
+    width: usize,
+    student_matched: FlexTensor,
+    kind: CrossTokenizer,
+    tau: f32,
+    top_k: usize,
+    gold_weights: [f32; 2],
+    weights: [f32; 2],
+    chunk: usize,
+}
+
+impl CrossInputs {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        [h, w]: [FlexTensor; 2],
+        targets: &FlexTensor,
+        span: &FlexTensor,
+        [log_t, mask, student_matched]: [FlexTensor; 3],
+        matched: &FlexTensor,
+        layout: u8,
+        (kind, tau, top_k): (u8, f32, usize),
+        gold_weights: [f32; 2],
+        weights: [f32; 2],
+        chunk: usize,
+    ) -> CrossInputs {
+        let core = HeadCore::new(h, w, targets, layout);
+        let head::Dims { rows, vocab, .. } = core.dims;
+        let span = signed(span, -1, i32::MAX as usize);
+        assert_eq!(span.len(), rows, "one span per position");
+        let units = cross::units(&span).unwrap_or_else(|e| panic!("{e}"));
+        let (t_rows, width) = dims2(&log_t);
+        assert_eq!(t_rows, rows, "one teacher row per position");
+        let student_matched = contiguous(student_matched);
+        assert_eq!(
+            floats(&student_matched).len(),
+            vocab,
+            "one flag per student id"
+        );
+        CrossInputs {
+            core,
+            units,
+            log_t: contiguous(log_t),
+            matched: signed(matched, -1, vocab),
+            mask: contiguous(mask),
+            width,
+            student_matched,
+            kind: if kind == cross_code(CrossTokenizer::Gold) {
+                CrossTokenizer::Gold
+            } else {
+                CrossTokenizer::Uld
+            },
+            tau,
+            top_k,
+            gold_weights,
+            weights,
+            chunk,
+        }
+    }
+
+    fn run(&self, grads: bool) -> (FlexTensor, head::HeadOut) {
+        let c = &self.core;
+        let terms = cross::Terms {
+            targets: &c.targets,
+            cross: cross::Cross {
+                units: &self.units,
+                log_t: floats(&self.log_t),
+                matched: &self.matched,
+                mask: floats(&self.mask),
+                width: self.width,
+                student_matched: floats(&self.student_matched),
+                kind: self.kind,
+                tau: self.tau,
+                top_k: self.top_k,
+                gold_weights: (self.gold_weights[0], self.gold_weights[1]),
+            },
+            ce_weight: self.weights[0],
+            kd_weight: self.weights[1],
+        };
+        let out = cross::head_loss(
+            floats(&c.h),
+            floats(&c.w),
+            c.layout,
+            c.dims,
+            terms,
+            self.chunk,
+            grads,
+        );
+        HeadCore::finish(self.weights, out)
     }
 }
 
@@ -496,6 +656,39 @@ impl FusedOps for Flex {
         .0
     }
 
+    fn fused_cross_head_loss(
+        h: FlexTensor,
+        w: FlexTensor,
+        targets: FlexTensor,
+        span: FlexTensor,
+        log_t: FlexTensor,
+        matched: FlexTensor,
+        mask: FlexTensor,
+        student_matched: FlexTensor,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        top_k: usize,
+        gold_weights: [f32; 2],
+        weights: [f32; 2],
+        chunk: usize,
+    ) -> FlexTensor {
+        CrossInputs::new(
+            [h, w],
+            &targets,
+            &span,
+            [log_t, mask, student_matched],
+            &matched,
+            layout,
+            (kind, tau, top_k),
+            gold_weights,
+            weights,
+            chunk,
+        )
+        .run(false)
+        .0
+    }
+
     fn fused_head_logits(h: FlexTensor, w: FlexTensor, layout: u8) -> FlexTensor {
         head_logits_forward(h, w, layout)
     }
@@ -609,6 +802,28 @@ impl Backward<Flex, 2> for HeadBackward {
         if let Some(node) = w_node {
             grads.register::<Flex>(node.id, tensor(scaled(dw), w_shape));
         }
+    }
+}
+
+/// A fused head on `Autodiff<Flex>`: with a tracked h or W, `run(true)` computes the loss and
+/// ∂h, ∂W at once and [`HeadBackward`] keeps them; else `run(false)`, the loss alone.
+fn head_op<C: CheckpointStrategy>(
+    guards: [NodeGuard; 2],
+    core: &HeadCore,
+    run: impl Fn(bool) -> (FlexTensor, head::HeadOut),
+) -> FloatTensor<Ad<C>> {
+    match HeadBackward.prepare::<C>(guards).compute_bound().stateful() {
+        OpsKind::Tracked(prep) => {
+            let (loss, out) = run(true);
+            let state = (
+                out.dh.unwrap_or_default(),
+                core.h.shape(),
+                out.dw.unwrap_or_default(),
+                core.w.shape(),
+            );
+            prep.finish(state, loss)
+        }
+        OpsKind::UnTracked(prep) => prep.finish(run(false).0),
     }
 }
 
@@ -771,23 +986,47 @@ impl<C: CheckpointStrategy> FusedOps for Ad<C> {
             [ce_weight, kd_weight],
             chunk,
         );
-        match HeadBackward
-            .prepare::<C>([h_guard, w_guard])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(prep) => {
-                let (loss, out) = inputs.run(true);
-                let state = (
-                    out.dh.unwrap_or_default(),
-                    inputs.h.shape(),
-                    out.dw.unwrap_or_default(),
-                    inputs.w.shape(),
-                );
-                prep.finish(state, loss)
-            }
-            OpsKind::UnTracked(prep) => prep.finish(inputs.run(false).0),
-        }
+        head_op::<C>([h_guard, w_guard], &inputs.core, |grads| inputs.run(grads))
+    }
+
+    fn fused_cross_head_loss(
+        h: FloatTensor<Self>,
+        w: FloatTensor<Self>,
+        targets: IntTensor<Self>,
+        span: IntTensor<Self>,
+        log_t: FloatTensor<Self>,
+        matched: IntTensor<Self>,
+        mask: FloatTensor<Self>,
+        student_matched: FloatTensor<Self>,
+        layout: u8,
+        kind: u8,
+        tau: f32,
+        top_k: usize,
+        gold_weights: [f32; 2],
+        weights: [f32; 2],
+        chunk: usize,
+    ) -> FloatTensor<Self> {
+        // the teacher's side is data: only h and W get a gradient
+        let (h, h_guard) = h.into_parts();
+        let (w, w_guard) = w.into_parts();
+        let teacher = [
+            log_t.into_primitive(),
+            mask.into_primitive(),
+            student_matched.into_primitive(),
+        ];
+        let inputs = CrossInputs::new(
+            [h, w],
+            &targets,
+            &span,
+            teacher,
+            &matched,
+            layout,
+            (kind, tau, top_k),
+            gold_weights,
+            weights,
+            chunk,
+        );
+        head_op::<C>([h_guard, w_guard], &inputs.core, |grads| inputs.run(grads))
     }
 
     fn fused_head_logits(

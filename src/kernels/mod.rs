@@ -1,5 +1,6 @@
 //! Fused kernels for training on the CPU: the output head fused with its losses in chunks of
-//! positions, the language-model cross-entropy (log-softmax fused in), the sparse distillation losses, SwiGLU, RMSNorm, causal attention with rotary
+//! positions, the language-model cross-entropy (log-softmax fused in), the sparse distillation losses
+//! and the cross-tokenizer ones (ULD, GOLD), SwiGLU, RMSNorm, causal attention with rotary
 //! embeddings and the bias-free linear layer, each with its own backward pass, vectorised (AVX-512 or AVX2, chosen at run
 //! time) and spread over the current rayon pool. They plug into burn as a backend extension
 //! for the flex backend; every other backend runs the same maths from burn's own ops.
@@ -8,18 +9,21 @@
 //! - `extension`: burn's side (flex primitives, autodiff backward steps)
 //! - [`composite`]: the burn-op versions (GPU backends, and the tests' reference)
 //! - `cpu`: the kernels on plain slices
+//! - [`cross_reference`]: the cross-tokenizer losses in f64, the reference of their kernels
 
 pub mod composite;
 mod cpu;
+pub mod cross_reference;
 mod extension;
 mod head;
 pub mod ops;
 
+pub use cpu::cross::{SpanError, Unit, units};
 pub use cpu::simd::{Isa, isa};
 pub use cpu::softmax::{TAIL as TAIL_MASK, row_log_sum_exp};
 pub use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_max};
-pub use head::{Distillation, HeadWeight};
+pub use head::{CrossDistillation, Distillation, HeadWeight};
 pub use ops::{
-    causal_attention, composite_only, cross_entropy, default_head_chunk, head_logits, head_loss,
-    kernels_enabled, linear, rms_norm, sparse_distill, swiglu,
+    causal_attention, composite_only, cross_entropy, cross_head_loss, default_head_chunk,
+    head_logits, head_loss, kernels_enabled, linear, rms_norm, sparse_distill, swiglu,
 };

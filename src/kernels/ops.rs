@@ -13,8 +13,8 @@ use burn::backend::{DType, Dispatch, DispatchDevice};
 use burn::tensor::{Int, Tensor};
 
 use super::composite;
-use super::extension::{FusedOps, NO_DISTILL, loss_code};
-use super::head::{Distillation, HeadWeight};
+use super::extension::{FusedOps, NO_DISTILL, cross_code, loss_code};
+use super::head::{CrossDistillation, Distillation, HeadWeight};
 use crate::spec::LossKind;
 
 thread_local! {
@@ -136,6 +136,48 @@ pub fn head_loss(
         tau,
         weights.0 as f32,
         weights.1 as f32,
+        chunk.max(1),
+    ))
+}
+
+/// The output head fused with the cross-tokenizer distillation losses (ULD, or GOLD's hybrid;
+/// the maths in `super::cpu::cross`): Σ_r ce_weight·CE_r + kd_weight·Σ_u L_u over the rows of
+/// `h` and the units of `cross`, computed about `chunk` rows at a time (a chunk never splits a
+/// unit). Differentiable with respect to `h` and the weight. On flex with f32 (teacher width
+/// and k up to 256) it is one CPU kernel; elsewhere [`composite::cross_head_loss`].
+///
+/// Panics when `cross.span` does not describe units ([`super::units`] says why).
+///
+/// # Shapes
+/// - `h`: `[rows, d]`; `targets`: `[rows]`; `cross` as [`CrossDistillation`]; returns `[1]`
+///   (f32)
+pub fn cross_head_loss(
+    h: Tensor<2>,
+    head: &HeadWeight,
+    targets: Tensor<1, Int>,
+    cross: &CrossDistillation,
+    weights: (f64, f64),
+    chunk: usize,
+) -> Tensor<1> {
+    let narrow = cross.log_t.dims()[1] <= 256 && cross.top_k <= 256;
+    if !fused(&h) || head.weight.dtype() != DType::F32 || !narrow {
+        return composite::cross_head_loss(h, head, targets, cross, weights, chunk);
+    }
+    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_cross_head_loss(
+        h.into_dispatch(),
+        head.weight.clone().into_dispatch(),
+        targets.into_dispatch(),
+        cross.span.clone().into_dispatch(),
+        cross.log_t.clone().into_dispatch(),
+        cross.matched.clone().into_dispatch(),
+        cross.mask.clone().into_dispatch(),
+        cross.student_matched.clone().into_dispatch(),
+        u8::from(head.tied),
+        cross_code(cross.kind),
+        cross.tau as f32,
+        cross.top_k,
+        [cross.gold_weights.0 as f32, cross.gold_weights.1 as f32],
+        [weights.0 as f32, weights.1 as f32],
         chunk.max(1),
     ))
 }

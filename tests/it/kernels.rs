@@ -6,7 +6,7 @@ use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use pdsweep::kernels::{self, composite, composite_only};
 use pdsweep::model::ModelShape;
 use pdsweep::model::TransformerConfig;
-use pdsweep::spec::LossKind;
+use pdsweep::spec::{CrossTokenizer, LossKind};
 
 fn device() -> Device {
     let d = Device::flex();
@@ -31,6 +31,16 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
         .fold(0.0f32, f32::max);
     assert!(worst <= tol, "{what}: worst difference {worst} > {tol}");
 }
+
+/// A head's loss and gradients of h and W against another's.
+fn assert_head_close(what: &str, got: &HeadRun, want: &HeadRun) {
+    assert_close(&format!("{what} loss"), &got.0, &want.0, 1e-5);
+    assert_close(&format!("{what} ∂h"), &got.1, &want.1, 1e-4);
+    assert_close(&format!("{what} ∂W"), &got.2, &want.2, 1e-4);
+}
+
+/// A head's loss and the gradients of h and W.
+type HeadRun = (Vec<f32>, Vec<f32>, Vec<f32>);
 
 /// Runs `op` fused and composed on clones of `inputs`; compares the outputs and the gradient
 /// of Σ w·out with respect to every input.
@@ -340,10 +350,7 @@ fn the_fused_chunked_head_matches_the_unfused_head_for_every_loss() {
                 let want = run("unfused");
                 for how in ["fused", "composite"] {
                     let got = run(how);
-                    let what = format!("{how} {kind:?} τ={tau} tied={tied}");
-                    assert_close(&format!("{what} loss"), &got.0, &want.0, 1e-5);
-                    assert_close(&format!("{what} ∂h"), &got.1, &want.1, 1e-4);
-                    assert_close(&format!("{what} ∂W"), &got.2, &want.2, 1e-4);
+                    assert_head_close(&format!("{how} {kind:?} τ={tau} tied={tied}"), &got, &want);
                 }
             }
         }
@@ -482,4 +489,161 @@ fn a_training_step_gives_the_same_bits_on_one_thread_and_on_three() {
         })
     };
     assert_eq!(run(1), run(3));
+}
+
+/// An [`Example`](kernels::cross_reference::Example)'s teacher side as tensors, with the
+/// targets.
+fn cross_batch(
+    ex: &kernels::cross_reference::Example,
+    kind: CrossTokenizer,
+    tau: f64,
+    top_k: usize,
+    dev: &Device,
+) -> (kernels::CrossDistillation, Tensor<1, Int>) {
+    let rows = ex.span.len();
+    let width = ex.width;
+    let ints = |v: Vec<i64>, shape: Vec<usize>| TensorData::new(v, shape);
+    let floats = |v: Vec<f32>, shape: Vec<usize>| TensorData::new(v, shape);
+    let cross = kernels::CrossDistillation {
+        span: Tensor::from_data(
+            ints(ex.span.iter().map(|&v| v as i64).collect(), vec![rows]),
+            dev,
+        ),
+        log_t: Tensor::from_data(
+            floats(
+                ex.log_t.iter().map(|&v| v as f32).collect(),
+                vec![rows, width],
+            ),
+            dev,
+        ),
+        matched: Tensor::from_data(ints(ex.matched.clone(), vec![rows, width]), dev),
+        mask: Tensor::from_data(
+            floats(
+                ex.mask.iter().map(|&v| v as f32).collect(),
+                vec![rows, width],
+            ),
+            dev,
+        ),
+        student_matched: Tensor::from_data(
+            floats(
+                ex.student_matched
+                    .iter()
+                    .map(|&m| f32::from(u8::from(m)))
+                    .collect(),
+                vec![ex.vocab],
+            ),
+            dev,
+        ),
+        kind,
+        tau,
+        top_k,
+        gold_weights: (0.6, 0.4),
+    };
+    let targets = ints(ex.targets.iter().map(|&v| v as i64).collect(), vec![rows]);
+    (cross, Tensor::from_data(targets, dev))
+}
+
+/// The cross-tokenizer head's loss and the gradients of h and W through
+/// [`kernels::cross_head_loss`], fused (`fused`) or composed from burn's ops.
+fn cross_run(
+    fused: bool,
+    (h0, w0): (&Tensor<2>, &Tensor<2>),
+    tied: bool,
+    cross: &kernels::CrossDistillation,
+    targets: &Tensor<1, Int>,
+    chunk: usize,
+) -> HeadRun {
+    let dev = h0.device();
+    let fresh = |t: &Tensor<2>| Tensor::<2>::from_data(t.to_data(), &dev).require_grad();
+    let (h, w) = (fresh(h0), fresh(w0));
+    let head = kernels::HeadWeight {
+        weight: w.clone(),
+        tied,
+    };
+    let (a, b) = (0.3 / 20.0, 0.7 / 20.0);
+    let op = || kernels::cross_head_loss(h.clone(), &head, targets.clone(), cross, (a, b), chunk);
+    let loss = if fused { op() } else { composite_only(op) };
+    let value = values(loss.clone());
+    let grads = loss.backward();
+    (
+        value,
+        values(h.grad(&grads).unwrap()),
+        values(w.grad(&grads).unwrap()),
+    )
+}
+
+/// The fused cross-tokenizer head (ULD and GOLD, the CPU kernel) against its composite twin
+/// (what every other backend runs): the loss and the gradients of h and W for both kinds,
+/// τ = 1 and 2, k below and past the vocabulary, both weight layouts, and chunks that would
+/// split 3-row units.
+#[test]
+fn the_cross_tokenizer_head_matches_its_composite() {
+    let dev = device();
+    let span = [
+        3, 0, 0, -1, 1, 2, 0, 3, 0, 0, 1, -1, 1, 2, 0, -1, 3, 0, 0, 1,
+    ];
+    let (rows, d, vocab, width) = (span.len(), 12, 53, 6);
+    let ex = kernels::cross_reference::Example::new(&span, vocab, width, 17);
+    let h0 = random([rows, d], &dev);
+    let w0 = random([d, vocab], &dev).mul_scalar(0.3);
+    for kind in [CrossTokenizer::Uld, CrossTokenizer::Gold] {
+        for tau in [1.0, 2.0] {
+            for (tied, top_k, chunk) in [(false, 8, 2), (true, 8, 7), (false, 60, 5)] {
+                let (cross, targets) = cross_batch(&ex, kind, tau, top_k, &dev);
+                let w = if tied {
+                    w0.clone().transpose()
+                } else {
+                    w0.clone()
+                };
+                let fused = cross_run(true, (&h0, &w), tied, &cross, &targets, chunk);
+                let composed = cross_run(false, (&h0, &w), tied, &cross, &targets, chunk);
+                let what = format!("{kind:?} τ={tau} tied={tied} k={top_k} chunk={chunk}");
+                assert_head_close(&what, &fused, &composed);
+            }
+        }
+    }
+}
+
+/// Without units (every row unaligned) the cross-tokenizer head is the cross-entropy head, on
+/// both paths; a batch of one-row units runs on both and they agree.
+#[test]
+fn the_cross_tokenizer_head_without_units_is_the_cross_entropy_head() {
+    let dev = device();
+    let (rows, d, vocab, width) = (10, 8, 31, 4);
+    let h0 = random([rows, d], &dev);
+    let w0 = random([d, vocab], &dev).mul_scalar(0.3);
+    for kind in [CrossTokenizer::Uld, CrossTokenizer::Gold] {
+        let ex = kernels::cross_reference::Example::new(&[-1; 10], vocab, width, 3);
+        let (cross, targets) = cross_batch(&ex, kind, 2.0, 4, &dev);
+        let plain = {
+            let (h, w) = (h0.clone().detach(), w0.clone().detach());
+            let head = kernels::HeadWeight {
+                weight: w,
+                tied: false,
+            };
+            let (a, b) = (0.3 / 20.0, 0.7 / 20.0);
+            values(kernels::head_loss(
+                h,
+                &head,
+                targets.clone(),
+                None,
+                (a, b),
+                4,
+            ))
+        };
+        for fused in [true, false] {
+            let got = cross_run(fused, (&h0, &w0), false, &cross, &targets, 4);
+            assert_close(
+                &format!("{kind:?} fused={fused} unaligned"),
+                &got.0,
+                &plain,
+                1e-6,
+            );
+        }
+        let ex = kernels::cross_reference::Example::new(&[1; 10], vocab, width, 4);
+        let (cross, targets) = cross_batch(&ex, kind, 1.0, 4, &dev);
+        let fused = cross_run(true, (&h0, &w0), false, &cross, &targets, 3);
+        let composed = cross_run(false, (&h0, &w0), false, &cross, &targets, 3);
+        assert_head_close(&format!("{kind:?} one-row units"), &fused, &composed);
+    }
 }

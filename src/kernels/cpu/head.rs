@@ -68,10 +68,21 @@ pub struct HeadOut {
 
 impl HeadOut {
     /// Σ_r a_ce·CE_r + a_kd·KD_r, summed in f64.
-    pub fn loss(&self, terms: &Terms) -> f64 {
+    pub fn loss(&self, (ce_weight, kd_weight): (f32, f32)) -> f64 {
         let ce: f64 = self.ce.iter().map(|&v| f64::from(v)).sum();
         let kd: f64 = self.kd.iter().map(|&v| f64::from(v)).sum();
-        f64::from(terms.ce_weight) * ce + f64::from(terms.kd_weight) * kd
+        f64::from(ce_weight) * ce + f64::from(kd_weight) * kd
+    }
+
+    /// Zero losses for `rows` positions (`kd`: whether there is a distillation term), with
+    /// zeroed gradients when `grads` is set.
+    pub fn zeros(Dims { rows, d, vocab }: Dims, kd: bool, grads: bool) -> HeadOut {
+        HeadOut {
+            ce: vec![0.0; rows],
+            kd: vec![0.0; if kd { rows } else { 0 }],
+            dh: grads.then(|| vec![0.0; rows * d]),
+            dw: grads.then(|| vec![0.0; d * vocab]),
+        }
     }
 }
 
@@ -94,33 +105,50 @@ pub fn head_loss(
     chunk: usize,
     grads: bool,
 ) -> HeadOut {
-    let Dims { rows, d, vocab } = dims;
-    assert_eq!(h.len(), rows * d, "hidden state of {rows} × {d}");
-    assert_eq!(w.len(), d * vocab, "head weight of {d} × {vocab}");
+    let rows = dims.rows;
     assert_eq!(terms.targets.len(), rows, "one target per position");
     if let Some((s, _)) = terms.distill {
         assert!(s.width <= MAX_WIDTH, "support wider than {MAX_WIDTH}");
         assert_eq!(s.ids.len(), rows * s.width, "one support row per position");
     }
     let chunk = chunk.clamp(1, rows.max(1));
-    let mut out = HeadOut {
-        ce: vec![0.0; rows],
-        kd: vec![0.0; if terms.distill.is_some() { rows } else { 0 }],
-        dh: grads.then(|| vec![0.0; rows * d]),
-        dw: grads.then(|| vec![0.0; d * vocab]),
-    };
-    let mut z = vec![0.0f32; chunk * vocab];
-    for first in (0..rows).step_by(chunk) {
-        let n = chunk.min(rows - first);
+    let mut out = HeadOut::zeros(dims, terms.distill.is_some(), grads);
+    let bounds = (0..rows)
+        .step_by(chunk)
+        .map(|first| (first, chunk.min(rows - first)));
+    over_chunks(h, w, layout, dims, bounds, &mut out, |z, first, out| {
+        rows_pass(z, dims.vocab, first, &terms, grads, out)
+    });
+    out
+}
+
+/// The chunk loop every fused head shares: for each chunk `(first, n)` of `bounds` (in order,
+/// covering the rows), its logits h · W into one buffer, `pass` turning them into their
+/// gradient in place (and writing the chunk's losses into `out`), then ∂h and ∂W from them
+/// when `out` has gradients.
+pub(super) fn over_chunks(
+    h: &[f32],
+    w: &[f32],
+    layout: Layout,
+    dims: Dims,
+    bounds: impl Iterator<Item = (usize, usize)> + Clone,
+    out: &mut HeadOut,
+    mut pass: impl FnMut(&mut [f32], usize, &mut HeadOut),
+) {
+    let Dims { rows, d, vocab } = dims;
+    assert_eq!(h.len(), rows * d, "hidden state of {rows} × {d}");
+    assert_eq!(w.len(), d * vocab, "head weight of {d} × {vocab}");
+    let longest = bounds.clone().map(|(_, n)| n).max().unwrap_or(0);
+    let mut z = vec![0.0f32; longest * vocab];
+    for (first, n) in bounds {
         let z = &mut z[..n * vocab];
         let hc = View::of(h, first * d, n, d, d, 1);
         product_into(z, false, (n, vocab, d), hc, weight(w, layout, dims));
-        rows_pass(z, vocab, first, &terms, grads, &mut out);
+        pass(z, first, out);
         if let (Some(dh), Some(dw)) = (out.dh.as_mut(), out.dw.as_mut()) {
             backward_products(z, h, w, layout, dims, (first, n), dh, dw);
         }
     }
-    out
 }
 
 /// The logits h · W of every row (no loss, no gradient), as one product reading W in place.
@@ -136,7 +164,7 @@ pub fn logits(h: &[f32], w: &[f32], layout: Layout, dims: Dims) -> Vec<f32> {
 }
 
 /// W as a `d × vocab` view.
-fn weight(w: &[f32], layout: Layout, Dims { d, vocab, .. }: Dims) -> View {
+pub(super) fn weight(w: &[f32], layout: Layout, Dims { d, vocab, .. }: Dims) -> View {
     match layout {
         Layout::InOut => View::rows(w, d, vocab),
         Layout::OutIn => View::transposed(w, vocab, d),
@@ -145,7 +173,7 @@ fn weight(w: &[f32], layout: Layout, Dims { d, vocab, .. }: Dims) -> View {
 
 /// dh[first..first + n] = dZ · Wᵀ and dW += hᵀ · dZ (in W's layout) for one chunk.
 #[allow(clippy::too_many_arguments)]
-fn backward_products(
+pub(super) fn backward_products(
     dz: &[f32],
     h: &[f32],
     w: &[f32],
@@ -272,7 +300,7 @@ multiversion! {
 
 /// z ← k · e^{z·scale − shift}, in place.
 #[inline(always)]
-fn softmax_times(z: &mut [f32], shift: f32, scale: f32, k: f32) {
+pub(super) fn softmax_times(z: &mut [f32], shift: f32, scale: f32, k: f32) {
     let mut at = 0;
     while at < z.len() {
         let p = exp(map(load(z, at, 0.0), |v| v.mul_add(scale, -shift)));
@@ -283,7 +311,7 @@ fn softmax_times(z: &mut [f32], shift: f32, scale: f32, k: f32) {
 
 /// z ← a · e^{z − lse} + b · e^{z/τ − lse_τ}, in place.
 #[inline(always)]
-fn softmax_pair(z: &mut [f32], lse: f32, (inv_tau, lse_t): (f32, f32), a: f32, b: f32) {
+pub(super) fn softmax_pair(z: &mut [f32], lse: f32, (inv_tau, lse_t): (f32, f32), a: f32, b: f32) {
     let mut at = 0;
     while at < z.len() {
         let v = load(z, at, 0.0);
@@ -465,7 +493,8 @@ mod tests {
             };
             let got = head_loss(&h, &w, Layout::InOut, dims, terms, 4, true);
             let loss = |h: &[f32], w: &[f32]| {
-                head_loss(h, w, Layout::InOut, dims, terms, 4, false).loss(&terms)
+                head_loss(h, w, Layout::InOut, dims, terms, 4, false)
+                    .loss((terms.ce_weight, terms.kd_weight))
             };
             let eps = 1e-2;
             for i in (0..h.len()).step_by(3) {
