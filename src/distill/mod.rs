@@ -15,7 +15,7 @@ mod truncate;
 pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
 pub use reader::StoreReader;
 pub use targets::{
-    CrossSide, TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_next_support,
+    CrossSide, TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_next_support_k,
     teacher_samples, teacher_support,
 };
 pub use truncate::{Kept, TokenAfter, Truncation, draw_seed, refine, sample, truncate};

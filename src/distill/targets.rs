@@ -148,7 +148,8 @@ impl TeacherTargets<'_> {
                 ..
             } => {
                 let teacher_batch = window_batch(aligner.teacher.stream(), c, &windows);
-                let mut kept = teacher_next_support(teacher, &teacher_batch, plain, *compute);
+                let k = cross.loss.top_k(cross.teacher_vocab) as u64;
+                let mut kept = teacher_next_support_k(teacher, &teacher_batch, plain, *compute, k);
                 fill_offsets(&mut kept, &aligner.teacher, &windows, c);
                 Ok(kept)
             }
@@ -255,24 +256,10 @@ pub fn fill_offsets(kept: &mut [Kept], index: &crate::data::ByteIndex, windows: 
     }
 }
 
-/// The teacher's top-k support (no nucleus cut, the [`NEXT_SUPPORT`] most probable tokens)
-/// at every position of `batch`, with the teacher's ln p of the token that actually follows
-/// (`Kept::next`, its byte offsets left at 0 for [`fill_offsets`]): what an aligned store
-/// keeps and a live teacher of another tokenizer gives its student. Computed on the host from
-/// each head chunk's logits.
-pub fn teacher_next_support(
-    teacher: &Transformer,
-    batch: &Batch,
-    device: &Device,
-    compute: FloatDType,
-) -> Vec<Kept> {
-    teacher_next_support_k(teacher, batch, device, compute, NEXT_SUPPORT)
-}
-
-/// Tokens a live teacher of another tokenizer keeps per position (ULD compares at most 256).
-pub const NEXT_SUPPORT: u64 = 256;
-
-/// [`teacher_next_support`] keeping `k` tokens per position.
+/// The teacher's `k` most probable tokens (no nucleus cut) at every position of `batch`, with
+/// its ln p of the token that actually follows (`Kept::next`, its byte offsets left at 0 for
+/// [`fill_offsets`]): what an aligned store keeps and a live teacher of another tokenizer
+/// gives its student. Computed on the host from each head chunk's logits.
 pub fn teacher_next_support_k(
     teacher: &Transformer,
     batch: &Batch,
