@@ -59,7 +59,7 @@ if [ -n "$PREPARE" ]; then
 fi
 
 START=$SECONDS
-BUDGET=$([ $TINY = 1 ] && echo 1500 || echo 460)   # seconds for all sections together
+BUDGET=$([ $TINY = 1 ] && echo 1500 || echo 490)   # seconds for all sections together
 OUT="${OUT:-$(mktemp -d)}"
 LOGS="$OUT/gpu-logs"
 mkdir -p "$LOGS"
@@ -245,6 +245,45 @@ EOF
     sweep_row "quick-start sweep on $BK" "$WORK/qs-$BK.toml" $QS_LIMIT --devices 0 "${QS_ARGS[@]}"
 }
 
+# Teachers of another tokenizer (issue 27): a teacher of a trained BPE-640 and students of a
+# BPE-384, ULD and GOLD, offline (an aligned logit store) and online, on this checkout's docs as
+# text; the GPU runs the composite cross-tokenizer head.
+cross_rows() {
+    mkdir -p "$WORK/cross-text"
+    find "$HERE/docs/src" -name '*.md' -print0 | sort -z | xargs -0 cat > "$WORK/cross-text/docs.txt"
+    cat > "$WORK/cross-$BK.toml" <<EOF
+name = "cross"
+backend = "$BK"
+[corpus]
+kind = "text"
+path = "$WORK/cross-text"
+tokenizer = "bpe"
+vocab_size = 384
+val_tokens = "4K"
+[model]
+context = 32
+[teachers]
+tokens = ["48K"]
+[[teachers.models]]
+name = "t-bpe640"
+size = "20K"
+tokenizer = "bpe"
+vocab_size = 640
+[students]
+sizes = ["8K"]
+tokens = ["24K"]
+[distill]
+top_k = 16
+mode = ["offline", "online"]
+cross_tokenizer = ["uld", "gold"]
+[train]
+batch_tokens = "1K"
+evals = 1
+EOF
+    sweep_row "teacher of another BPE, 4 students (ULD, GOLD; offline, online)" \
+        "$WORK/cross-$BK.toml" $([ $TINY = 1 ] && echo 400 || echo 75) --devices 0 --stack off
+}
+
 # Several workers: four runs of one shape (four seeds of a teacher, each with an online student
 # of its own size) one at a time, then four at once spread over the GPUs (several per GPU on a
 # one-GPU machine).
@@ -349,7 +388,8 @@ PY
 }
 
 # The rows, backend by backend. On cuda: the three precisions (bf16 trains there: burn computes
-# in it), the logit pass, the quick start and the stack; wgpu adds the workers rows.
+# in it), the logit pass, the quick start, the cross-tokenizer sweep and the stack; wgpu adds
+# the workers rows.
 for b in "${BACKENDS[@]}"; do
     use_backend "$b"
     if [ $TINY = 0 ]; then LIMIT_BENCH=$([ "$BK" = cuda ] && echo 70 || echo 75); fi
@@ -358,6 +398,7 @@ for b in "${BACKENDS[@]}"; do
     bench_row f16
     bench_row f32 --logits 32
     quickstart_rows
+    cross_rows
     if [ "$BK" = wgpu ]; then workers_rows; fi
     stack_rows
 done

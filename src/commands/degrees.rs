@@ -41,8 +41,8 @@ pub fn measure_and_print(
         None => Vec::new(),
     };
     let groups = similarity::group_degrees(&rows, &measured.records);
-    for (name, reason) in &measured.skipped {
-        println!("similarity: skipped {name}: {reason}");
+    for line in skipped_lines(&measured.skipped) {
+        println!("{line}");
     }
     if groups.is_empty() {
         return Ok(());
@@ -84,4 +84,61 @@ pub fn measure_and_print(
         );
     }
     Ok(())
+}
+
+/// The runs similarity skipped, one line per reason (a sweep across tokenizers skips dozens
+/// for the same one), naming at most a few runs of each.
+fn skipped_lines(skipped: &[(String, String)]) -> Vec<String> {
+    const NAMED: usize = 3;
+    let mut by_reason: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (name, reason) in skipped {
+        let names = by_reason.entry(reason).or_default();
+        if !names.contains(&name.as_str()) {
+            names.push(name);
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(reason, names)| match names.as_slice() {
+            [one] => format!("similarity: skipped {one}: {reason}"),
+            _ => {
+                let more = names.len().saturating_sub(NAMED);
+                let shown = names[..names.len().min(NAMED)].join(", ");
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "similarity: skipped {} runs ({reason}): {shown}{more}",
+                    names.len()
+                )
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skipped_lines;
+
+    #[test]
+    fn skipped_runs_are_grouped_by_reason() {
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let skipped = [
+            s("a", "other vocabulary"),
+            s("b", "other vocabulary"),
+            s("a", "other vocabulary"),
+            s("c", "other vocabulary"),
+            s("d", "other vocabulary"),
+            s("e", "no checkpoint"),
+        ];
+        assert_eq!(
+            skipped_lines(&skipped),
+            [
+                "similarity: skipped e: no checkpoint",
+                "similarity: skipped 4 runs (other vocabulary): a, b, c and 1 more",
+            ]
+        );
+    }
 }

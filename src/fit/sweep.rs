@@ -380,7 +380,7 @@ pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
 }
 
 /// A readable key of a student's distillation settings: `loss=kl alpha=0.9 tau=1 top_p=0.95
-/// top_k=32 mode=offline`.
+/// top_k=32 mode=offline`, with `cross=uld|gold` for a teacher of another tokenizer.
 pub fn config_key(distill: &Value) -> String {
     let alpha = &distill["alpha"];
     let alpha = match alpha["schedule"].as_str() {
@@ -400,6 +400,10 @@ pub fn config_key(distill: &Value) -> String {
     }
     if let Some(missing) = t["missing"].as_str().filter(|v| *v != "renormalise") {
         extra += &format!(" missing={missing}");
+    }
+    // students of a teacher of another tokenizer are a curve of their own, per loss
+    if let Some(cross) = distill["cross_tokenizer"].as_str() {
+        extra += &format!(" cross={cross}");
     }
     format!(
         "loss={} alpha={alpha} tau={} top_p={} top_k={} mode={}{extra}",

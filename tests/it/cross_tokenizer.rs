@@ -149,3 +149,77 @@ fn the_plan_sizes_an_aligned_store() {
     // 16 entries of 10-bit ids and 8-bit values, then 16 + 32 bits of the next token
     assert_eq!(per_token, (16 * 18 + 48u64).div_ceil(8));
 }
+
+/// A released teacher of another tokenizer: byte-level students distil offline from
+/// SmolLM2-135M (its own `tokenizer.json`, 49,152 tokens) with GOLD, whose matched tokens are
+/// its single-byte ones. Needs the converted folder (`PDSWEEP_SMOLLM2`; required where
+/// `PDSWEEP_REQUIRE_SMOLLM2=1`, as in CI).
+#[test]
+fn byte_students_distil_across_tokenizers_from_smollm2() {
+    let required = std::env::var("PDSWEEP_REQUIRE_SMOLLM2").is_ok_and(|v| v == "1");
+    let folder = std::env::var_os("PDSWEEP_SMOLLM2").map(std::path::PathBuf::from);
+    let Some(folder) = folder.filter(|f| f.join("model.safetensors").is_file()) else {
+        assert!(
+            !required,
+            "PDSWEEP_REQUIRE_SMOLLM2=1 but no converted SmolLM2 folder"
+        );
+        eprintln!("skipped: PDSWEEP_SMOLLM2 names no converted SmolLM2 folder");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    if crate::common::shakespeare_plays(root, &["tempest_gut.txt", "macbeth_gut.txt"]).is_none() {
+        return;
+    }
+    std::os::unix::fs::symlink(&folder, root.join("smollm2")).unwrap();
+    let sweep = r#"
+name = "released-cross"
+[corpus]
+kind = "text"
+path = "books"
+tokenizer = "byte"
+val_tokens = "4K"
+[model]
+context = 64
+[[teachers.models]]
+name = "smollm2"
+pretrained = "smollm2"
+[students]
+sizes = ["8K"]
+tokens = ["8K"]
+[distill]
+top_k = 16
+cross_tokenizer = "gold"
+[train]
+batch_tokens = 256
+evals = 1
+checkpoint_every = 16
+"#;
+    std::fs::write(root.join("s.toml"), sweep).unwrap();
+    // without `cross_tokenizer` its own tokenizer is refused, with the key as a way out
+    let refused = sweep.replace("cross_tokenizer = \"gold\"\n", "");
+    std::fs::write(root.join("r.toml"), refused).unwrap();
+    let out = pdsweep(root, &["plan", "r.toml"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("cross_tokenizer"), "{}", stderr(&out));
+
+    let out = pdsweep(root, &["run", "s.toml"]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let db = SweepDb::open(&root.join("results/released-cross/sweep.db")).unwrap();
+    let runs = db.runs().unwrap();
+    assert!(runs.iter().all(|r| r.state.as_str() == "done"), "{runs:?}");
+    let student = runs.iter().find(|r| r.kind == RunKind::Student).unwrap();
+    let extra: serde_json::Value =
+        serde_json::from_str(&db.result_extra(&student.id).unwrap().unwrap()).unwrap();
+    let cross = &extra["cross"];
+    // a byte shares every boundary a SmolLM2 token has: one unit per SmolLM2 token, each of
+    // its bytes a student row
+    assert!(cross["aligned_rows"].as_f64().unwrap() > 0.9, "{extra}");
+    let units = cross["units_per_row"].as_f64().unwrap();
+    assert!(
+        units > 0.2 && units < 0.5,
+        "about one unit per 3 bytes: {extra}"
+    );
+    let w = cross["gold_weights"][0].as_f64().unwrap();
+    assert!(w > 0.0 && w < 0.01, "256 of 49,152 tokens matched: {extra}");
+}
