@@ -155,6 +155,15 @@ fn shared_settings(rows: &[RunRow]) -> Option<String> {
     settings.all(|s| s == first).then_some(first)
 }
 
+/// Nats per student token per bit per byte on the held-out text (ln 2 × bytes per student
+/// token), from a finished student or baseline: what puts a teacher of another tokenizer on
+/// its students' scale.
+fn nats_per_bpb(rows: &[RunRow]) -> Option<f64> {
+    rows.iter()
+        .filter(|r| matches!(r.kind, RunKind::Student | RunKind::Baseline))
+        .find_map(|r| Some(r.val_loss? / r.val_bpb.filter(|b| *b > 0.0)?))
+}
+
 /// The distillation knobs of a student's configuration, each as a short label.
 fn distill_knobs(config: &Value) -> BTreeMap<&'static str, String> {
     let d = &config["distill"];
@@ -203,6 +212,10 @@ fn distill_knobs(config: &Value) -> BTreeMap<&'static str, String> {
             format!("tail {}", text(missing))
         },
     );
+    // only students of a teacher of another tokenizer have it: a curve of their own per loss
+    if let Some(cross) = d["cross_tokenizer"].as_str() {
+        knobs.insert("cross", format!("{} across", cross.to_uppercase()));
+    }
     knobs
 }
 
@@ -222,8 +235,8 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
         .collect();
     if let Some(first) = students.first() {
         for k in students.iter().skip(1) {
-            for (key, value) in k.iter() {
-                if first.get(key) != Some(value) {
+            for key in k.keys().chain(first.keys()) {
+                if first.get(key) != k.get(key) {
                     varying.insert(key);
                 }
             }
@@ -252,6 +265,7 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
         .map(|(r, c)| (&r.id, (r, c)))
         .collect();
     let label_of = |c: &Value| c["model"]["label"].as_str().unwrap_or("?").to_string();
+    let nats_per_bpb = nats_per_bpb(rows);
     rows.iter()
         .zip(&configs)
         .zip(&knobs)
@@ -262,7 +276,13 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                     name: t.name.clone(),
                     label: label_of(tc),
                     n: t.params_non_embedding as f64,
-                    val_loss: t.val_loss,
+                    // a teacher of another tokenizer is compared by bits per byte, on the
+                    // students' scale, as `fit` does
+                    val_loss: if knobs.contains_key("cross") {
+                        t.val_bpb.zip(nats_per_bpb).map(|(b, k)| b * k)
+                    } else {
+                        t.val_loss
+                    },
                 },
                 None => TeacherRef {
                     id: tid.clone(),
