@@ -42,6 +42,11 @@ def teacher_of(name):
     return "-".join(parts), loss
 
 
+def setting_of(distill):
+    # the export names a student's cross-tokenizer loss ("α=0.9 GOLD across"): that is `loss`
+    return " ".join(w for w in distill.split() if w not in ("GOLD", "ULD", "across"))
+
+
 def main():
     path = sys.argv[1]
     runs = read(path)
@@ -54,7 +59,7 @@ def main():
         if not s["gain"]:
             continue
         _, loss = teacher_of(s["name"])
-        gains[s["distill"]][(s["teacher_id"], loss)][int(s["seed"])] = float(s["gain"])
+        gains[setting_of(s["distill"])][(s["teacher_id"], loss)][int(s["seed"])] = float(s["gain"])
         speed[loss is not None].append(float(s["tokens_per_s"]))
     for setting in sorted(gains):
         compare(setting, gains[setting], teachers)
