@@ -39,5 +39,5 @@ pub use store::{
 };
 pub use sweep::{
     FinishedRun, Role, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates,
-    config_key, finished_runs, fit_sweep, law_optimum, tuned_baselines, tuned_rates,
+    config_key, finished_runs, fit_sweep, law_optimum, nats_per_bpb, tuned_baselines, tuned_rates,
 };

@@ -191,7 +191,7 @@ pub fn on_students_scale(runs: &[FinishedRun]) -> (Vec<FinishedRun>, Vec<String>
     let Some(students) = students else {
         return (runs.to_vec(), Vec::new());
     };
-    let nats_per_bpb = students.bpb.filter(|b| *b > 0.0).map(|b| students.loss / b);
+    let nats_per_bpb = nats_per_bpb(students.loss, students.bpb);
     let mut other = Vec::new();
     let out = runs
         .iter()
@@ -209,6 +209,13 @@ pub fn on_students_scale(runs: &[FinishedRun]) -> (Vec<FinishedRun>, Vec<String>
         })
         .collect();
     (out, other)
+}
+
+/// Nats per student token per bit per byte of the held-out text (ln 2 × bytes per student
+/// token), from a finished student's or baseline's held-out loss and bits per byte: the factor
+/// that puts a teacher of another tokenizer on its students' scale (`fit` and the report).
+pub fn nats_per_bpb(loss: f64, bpb: Option<f64>) -> Option<f64> {
+    bpb.filter(|b| *b > 0.0).map(|b| loss / b)
 }
 
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among `runs`.

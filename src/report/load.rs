@@ -155,13 +155,12 @@ fn shared_settings(rows: &[RunRow]) -> Option<String> {
     settings.all(|s| s == first).then_some(first)
 }
 
-/// Nats per student token per bit per byte on the held-out text (ln 2 × bytes per student
-/// token), from a finished student or baseline: what puts a teacher of another tokenizer on
-/// its students' scale.
+/// Nats per student token per bit per byte on the held-out text, from the first finished
+/// student or baseline ([`crate::fit::nats_per_bpb`]).
 fn nats_per_bpb(rows: &[RunRow]) -> Option<f64> {
     rows.iter()
         .filter(|r| matches!(r.kind, RunKind::Student | RunKind::Baseline))
-        .find_map(|r| Some(r.val_loss? / r.val_bpb.filter(|b| *b > 0.0)?))
+        .find_map(|r| crate::fit::nats_per_bpb(r.val_loss?, r.val_bpb))
 }
 
 /// The distillation knobs of a student's configuration, each as a short label.
