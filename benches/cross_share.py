@@ -43,8 +43,19 @@ def teacher_of(name):
 
 
 def setting_of(distill):
-    # the export names a student's cross-tokenizer loss ("α=0.9 GOLD across"): that is `loss`
-    return " ".join(w for w in distill.split() if w not in ("GOLD", "ULD", "across"))
+    # the export names a student's cross-tokenizer loss ("α=0.9 GOLD across"): that is `loss`;
+    # where crossing is the sweep's only difference, the others are the "reference setting"
+    words = [w for w in distill.split() if w not in ("GOLD", "ULD", "across")]
+    return "" if words == ["reference", "setting"] else " ".join(words)
+
+
+def loss_of(name, distill):
+    # the cross-tokenizer loss: from the export's distill column, else the run's name suffix
+    words = distill.split()
+    for label in ("GOLD", "ULD"):
+        if label in words:
+            return label.lower()
+    return teacher_of(name)[1]
 
 
 def main():
@@ -58,7 +69,7 @@ def main():
     for s in students:
         if not s["gain"]:
             continue
-        _, loss = teacher_of(s["name"])
+        loss = loss_of(s["name"], s["distill"])
         gains[setting_of(s["distill"])][(s["teacher_id"], loss)][int(s["seed"])] = float(s["gain"])
         speed[loss is not None].append(float(s["tokens_per_s"]))
     for setting in sorted(gains):
