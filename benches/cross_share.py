@@ -44,9 +44,9 @@ def teacher_of(name):
 
 def setting_of(distill):
     # the export names a student's cross-tokenizer loss ("α=0.9 GOLD across"): that is `loss`;
-    # where crossing is the sweep's only difference, the others are the "reference setting"
+    # where crossing is the sweep's only difference, the others are the "same tokenizer"
     words = [w for w in distill.split() if w not in ("GOLD", "ULD", "across")]
-    return "" if words == ["reference", "setting"] else " ".join(words)
+    return "" if words in (["reference", "setting"], ["same", "tokenizer"]) else " ".join(words)
 
 
 def loss_of(name, distill):

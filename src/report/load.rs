@@ -299,6 +299,10 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                     .collect();
                 match (differing.is_empty(), varying.is_empty()) {
                     (_, true) => String::new(),
+                    // only the pairing varies: the students not "GOLD across" share a tokenizer
+                    (true, false) if varying.iter().all(|k| *k == "cross") => {
+                        "same tokenizer".to_string()
+                    }
                     (true, false) => "reference setting".to_string(),
                     (false, false) => differing.join(" "),
                 }
