@@ -57,11 +57,13 @@ pub struct Interval {
 }
 
 impl Interval {
-    /// The mean of `values` and its percentile interval over seed resamples.
+    /// The mean of `values` and its percentile interval over seed resamples; NaN without
+    /// bounds where a value is NaN (a measure that does not apply, such as the token measures
+    /// across vocabularies).
     pub fn of(values: &[f64]) -> Interval {
         let n = values.len();
         let mean = values.iter().sum::<f64>() / n.max(1) as f64;
-        if n < 2 {
+        if n < 2 || mean.is_nan() {
             return Interval {
                 mean,
                 lo: None,
@@ -88,8 +90,11 @@ impl Interval {
         }
     }
 
-    /// `+0.012 [+0.004, +0.020]`, or the mean alone.
+    /// `+0.012 [+0.004, +0.020]`, the mean alone, or `n/a` for a measure that does not apply.
     pub fn render(&self) -> String {
+        if self.mean.is_nan() {
+            return "n/a".into();
+        }
         match (self.lo, self.hi) {
             (Some(lo), Some(hi)) => format!("{:+.4} [{lo:+.4}, {hi:+.4}]", self.mean),
             _ => format!("{:+.4}", self.mean),
@@ -167,5 +172,23 @@ mod tests {
         let same = Interval::of(&[0.7, 0.7, 0.7]);
         let width = same.hi.unwrap() - same.lo.unwrap();
         assert!(width.abs() < 1e-12 && (same.lo.unwrap() - 0.7).abs() < 1e-12);
+    }
+
+    #[test]
+    fn token_measures_across_vocabularies_stay_not_applicable() {
+        // a student of another vocabulary than its teacher has no token measures (NaN)
+        let s = sim(f64::NAN, f64::NAN, 0.40, 0.30, 0.35);
+        let b = sim(f64::NAN, f64::NAN, 0.30, 0.20, 0.35);
+        let d = degree(&s, &b);
+        assert!(d.agreement.is_nan() && d.jsd.is_nan());
+        assert!((d.chrf - 0.1).abs() < 1e-12);
+        let summary = summarise(&[d, d]);
+        assert_eq!(summary.agreement.render(), "n/a");
+        assert_eq!((summary.jsd.lo, summary.jsd.hi), (None, None));
+        assert!(summary.chrf.lo.is_some());
+        // stored as JSON (NaN is written null) and read back as NaN
+        let json = serde_json::to_string(&s).unwrap();
+        let back: Similarity = serde_json::from_str(&json).unwrap();
+        assert!(back.agreement.is_nan() && back.jsd.is_nan() && back.chrf == 0.40);
     }
 }

@@ -134,6 +134,8 @@ struct Teacher {
     prefixes: Vec<Vec<u32>>,
     prepared: crate::data::Prepared,
     text: TextOf,
+    /// The teacher's data: a model whose tokens differ is compared at the sequence measures.
+    data: crate::data::DataConfig,
     context: usize,
 }
 
@@ -168,6 +170,7 @@ impl Teacher {
             prefixes,
             prepared,
             text,
+            data: config.data.clone(),
             context,
         })
     }
@@ -193,12 +196,8 @@ impl Teacher {
         } else {
             let config = config_of(row)?;
             let model = load_model(&config, &row.id, layout, device)?;
-            if model.vocab() != self.model.vocab() {
-                return Err(format!(
-                    "its vocabulary ({}) is not its teacher's ({})",
-                    model.vocab(),
-                    self.model.vocab()
-                ));
+            if !config.data.same_tokens(&self.data) {
+                return self.measure_across(row, &config, &model, layout, settings, device);
             }
             let symbols = |t: &[u32]| self.text.symbols(t);
             let mine = continuations(&model, &self.prefixes, settings, &symbols, device)
@@ -217,11 +216,59 @@ impl Teacher {
             run_id: row.id.clone(),
             reference_id: self.id.clone(),
             similarity,
-            samples: self.samples(&tokens),
+            samples: self.samples(&self.text, &tokens),
         })
     }
 
-    fn samples(&self, tokens: &[Vec<Vec<u32>>]) -> Vec<SampleText> {
+    /// `model`, of another vocabulary than this teacher's (a student across tokenizers, or its
+    /// baseline), at the sequence granularities only: the teacher's prefixes as text, encoded
+    /// by the model's tokenizer (their last `context − 1` tokens), continued and compared with
+    /// the teacher's continuations on bytes. The token measures need one vocabulary: NaN.
+    fn measure_across(
+        &self,
+        row: &RunRow,
+        config: &RunConfig,
+        model: &crate::model::Transformer,
+        layout: &SweepLayout,
+        settings: &Settings,
+        device: &Device,
+    ) -> Result<Record, String> {
+        let text = TextOf::new(config, layout.sweep_dir(), &layout.cache())?;
+        if !text.is_text() || !self.text.is_text() {
+            return Err("its tokens are not its teacher's and there is no text to compare".into());
+        }
+        let keep = (config.data.context as usize).saturating_sub(1).max(1);
+        let prefixes = self
+            .prefixes
+            .iter()
+            .map(|p| {
+                let mut tokens = text.encode(&self.text.text(p))?;
+                tokens.drain(..tokens.len().saturating_sub(keep));
+                if tokens.is_empty() {
+                    return Err("a held-out prefix encodes to no tokens of its own".to_string());
+                }
+                Ok(tokens)
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let symbols = |t: &[u32]| text.symbols(t);
+        let mine = continuations(model, &prefixes, settings, &symbols, device)
+            .map_err(|e| e.to_string())?;
+        let token = TokenSimilarity {
+            agreement: f64::NAN,
+            jsd: f64::NAN,
+            positions: 0,
+        };
+        Ok(Record {
+            run_id: row.id.clone(),
+            reference_id: self.id.clone(),
+            similarity: compare(&mine, &self.continuations, token),
+            samples: self.samples(&text, &mine.tokens),
+        })
+    }
+
+    /// The first few continuations as text (`text` decodes the model's tokens), each after
+    /// its prefix.
+    fn samples(&self, text: &TextOf, tokens: &[Vec<Vec<u32>>]) -> Vec<SampleText> {
         self.prefixes
             .iter()
             .zip(tokens)
@@ -229,7 +276,7 @@ impl Teacher {
             .filter_map(|(p, per)| {
                 per.first().map(|t| SampleText {
                     prefix: self.text.text(p),
-                    text: self.text.text(t),
+                    text: text.text(t),
                 })
             })
             .collect()

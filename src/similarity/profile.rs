@@ -101,9 +101,12 @@ pub fn continuations(
 /// A model compared with a reference (its teacher), at every granularity.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Similarity {
-    /// Teacher-forced top-1 agreement.
+    /// Teacher-forced top-1 agreement; NaN (stored as null) for a model of another vocabulary
+    /// than the reference's, where only the sequence measures apply.
+    #[serde(deserialize_with = "nan_if_null")]
     pub agreement: f64,
-    /// Teacher-forced Jensen–Shannon divergence (nats/position).
+    /// Teacher-forced Jensen–Shannon divergence (nats/position); NaN as `agreement`.
+    #[serde(deserialize_with = "nan_if_null")]
     pub jsd: f64,
     /// Mean chrF1 of the model's continuation against the reference's, same prefix and seed.
     pub chrf: f64,
@@ -117,6 +120,11 @@ pub struct Similarity {
     pub reference_self_similarity: f64,
     /// The model's distinct-n per order over all its continuations.
     pub distinct: [f64; MAX_N],
+}
+
+/// A stored measure: JSON writes NaN as null, read back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// `model` against `reference`: the sequence measures from their continuations, the token

@@ -122,9 +122,32 @@ fn students_of_another_bpe_distil_offline_and_online_with_uld_and_gold() {
     let aligned = extra["cross"]["aligned_rows"].as_f64().unwrap();
     assert!(aligned > 0.5 && aligned <= 1.0, "{extra}");
 
-    // fit compares the teacher on the students' scale through bits per byte
-    let out = pdsweep(root, &["fit", "s.toml", "--no-similarity"]);
+    // fit compares the teacher on the students' scale through bits per byte, and measures
+    // the students' similarity to it at the sequence granularities (bytes), not the token ones
+    let out = pdsweep(root, &["fit", "s.toml", "--bootstrap", "20"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("distillation degree"), "{text}");
+    let out = pdsweep(root, &["export", "s.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut csv = csv::Reader::from_path(root.join("results/cross/export/similarity.csv")).unwrap();
+    let headers = csv.headers().unwrap().clone();
+    let col = |name: &str| headers.iter().position(|c| c == name).unwrap();
+    let rows: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+    let students: Vec<&csv::StringRecord> = rows
+        .iter()
+        .filter(|r| &r[col("kind")] == "student")
+        .collect();
+    assert_eq!(students.len(), 4, "{rows:?}");
+    for r in &students {
+        let chrf: f64 = r[col("chrf")].parse().unwrap();
+        assert!(chrf > 0.0 && chrf <= 1.0, "{r:?}");
+        assert!(!r[col("degree_chrf")].is_empty(), "{r:?}");
+        assert!(r[col("agreement")].is_empty() && r[col("degree_agreement")].is_empty());
+    }
+    // the teacher against itself keeps its token measures
+    let teacher = rows.iter().find(|r| &r[col("kind")] == "teacher").unwrap();
+    assert_eq!(teacher[col("agreement")].parse::<f64>().unwrap(), 1.0);
 }
 
 /// The plan of a sweep across tokenizers prices its aligned store: each position keeps its

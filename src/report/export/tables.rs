@@ -169,15 +169,22 @@ fn similarity_frame(data: &ReportData) -> Result<DataFrame, ReportError> {
             recs.iter().map(f).collect::<Vec<Option<String>>>(),
         )
     };
+    // a measure that does not apply (NaN: the token measures across tokenizers) is a null
+    let finite = |x: f64| x.is_finite().then_some(x);
     let num = |name: &str, f: &dyn Fn(&Record) -> f64| {
-        Column::new(name.into(), recs.iter().map(f).collect::<Vec<f64>>())
+        Column::new(
+            name.into(),
+            recs.iter()
+                .map(|r| finite(f(r)))
+                .collect::<Vec<Option<f64>>>(),
+        )
     };
     let deg = |name: &str, f: fn(&crate::similarity::Degree) -> f64| {
         Column::new(
             name.into(),
             degrees
                 .iter()
-                .map(|d| d.as_ref().map(f))
+                .map(|d| d.as_ref().map(f).and_then(finite))
                 .collect::<Vec<Option<f64>>>(),
         )
     };
@@ -268,7 +275,9 @@ fn degrees_frame(data: &ReportData) -> Result<DataFrame, ReportError> {
     for (name, f) in parts {
         columns.push(Column::new(
             format!("degree_{name}").into(),
-            g.iter().map(|x| f(x).mean).collect::<Vec<_>>(),
+            g.iter()
+                .map(|x| Some(f(x).mean).filter(|m| m.is_finite()))
+                .collect::<Vec<_>>(),
         ));
         columns.push(Column::new(
             format!("degree_{name}_lo").into(),

@@ -18,6 +18,7 @@ use crate::similarity::Similarity;
 /// One measured model: its teacher's size and its similarity to that teacher.
 #[derive(Clone)]
 struct Point {
+    teacher: crate::plan::RunId,
     teacher_n: f64,
     student_n: f64,
     /// The students' distillation setting (their series), `None` for a baseline.
@@ -30,6 +31,9 @@ pub struct SimilarityFigure {
     points: Vec<Point>,
     configs: Vec<String>,
     students: Vec<f64>,
+    /// Whether every series has the same teachers: one baseline line serves them all;
+    /// otherwise (teachers of another tokenizer) each series gets its own, in its colour.
+    shared_teachers: bool,
 }
 
 impl SimilarityFigure {
@@ -50,6 +54,7 @@ impl SimilarityFigure {
                 _ => continue,
             };
             points.push(Point {
+                teacher: teacher.id.clone(),
                 teacher_n: teacher.n,
                 student_n: run.n,
                 config,
@@ -64,6 +69,19 @@ impl SimilarityFigure {
         let mut configs: Vec<String> = points.iter().filter_map(|p| p.config.clone()).collect();
         configs.sort();
         configs.dedup();
+        let teachers_of = |c: &String| {
+            let mut t: Vec<&crate::plan::RunId> = points
+                .iter()
+                .filter(|p| p.config.as_ref() == Some(c))
+                .map(|p| &p.teacher)
+                .collect();
+            t.sort();
+            t.dedup();
+            t
+        };
+        let shared_teachers = configs
+            .windows(2)
+            .all(|w| teachers_of(&w[0]) == teachers_of(&w[1]));
         let mut students: Vec<f64> = points.iter().map(|p| p.student_n).collect();
         students.sort_by(f64::total_cmp);
         students.dedup();
@@ -71,6 +89,7 @@ impl SimilarityFigure {
             points,
             configs,
             students,
+            shared_teachers,
         })
     }
 }
@@ -116,7 +135,11 @@ impl Figure for SimilarityFigure {
             .map(|(i, c)| LegendEntry::series(c.clone(), color(i), Some(Marker::nth(i))))
             .collect();
         entries.push(LegendEntry::line(
-            "same-seed baseline",
+            if self.shared_teachers {
+                "same-seed baseline"
+            } else {
+                "baseline per series"
+            },
             INK,
             LineKind::Dashed,
         ));
@@ -139,32 +162,55 @@ impl Figure for SimilarityFigure {
                     here.iter().map(|p| p.teacher_n).collect::<Vec<_>>(),
                     TickFormat::Si,
                 );
+                // a measure that does not apply (the token ones across tokenizers) is NaN
                 let y = Axis::linear(
                     label,
                     here.iter()
                         .map(|p| value(&p.similarity))
+                        .filter(|v| v.is_finite())
                         .collect::<Vec<_>>(),
                     *format,
                 );
                 let title = format!("student {}", crate::report::numbers::si(student));
                 let mut plot = panel(&panels[2 * row + col], &title, x, y)?;
-                let baseline: Vec<(f64, f64)> = here
-                    .iter()
-                    .filter(|p| p.config.is_none())
-                    .map(|p| (p.teacher_n, value(&p.similarity)))
-                    .collect();
-                let reps = replicates(&baseline);
-                let means: Vec<(f64, f64)> = reps.iter().map(|r| (r.x, r.mean)).collect();
-                if means.len() == 1 {
-                    plot.hline(means[0].1, INK, LineKind::Dashed)?;
-                } else {
-                    plot.line(&means, INK, LineKind::Dashed, 1.0)?;
+                // the baselines against the teachers of each series (all series at once
+                // when they share their teachers)
+                let lines: Vec<(Option<&String>, plotters::style::RGBColor)> =
+                    if self.shared_teachers {
+                        vec![(None, INK)]
+                    } else {
+                        self.configs
+                            .iter()
+                            .enumerate()
+                            .map(|(i, c)| (Some(c), color(i)))
+                            .collect()
+                    };
+                for (series, ink) in lines {
+                    let teachers: Vec<&crate::plan::RunId> = here
+                        .iter()
+                        .filter(|p| series.is_none_or(|c| p.config.as_ref() == Some(c)))
+                        .map(|p| &p.teacher)
+                        .collect();
+                    let baseline: Vec<(f64, f64)> = here
+                        .iter()
+                        .filter(|p| p.config.is_none() && teachers.contains(&&p.teacher))
+                        .map(|p| (p.teacher_n, value(&p.similarity)))
+                        .filter(|(_, v)| v.is_finite())
+                        .collect();
+                    let reps = replicates(&baseline);
+                    let means: Vec<(f64, f64)> = reps.iter().map(|r| (r.x, r.mean)).collect();
+                    if means.len() == 1 {
+                        plot.hline(means[0].1, ink, LineKind::Dashed)?;
+                    } else if !means.is_empty() {
+                        plot.line(&means, ink, LineKind::Dashed, 1.0)?;
+                    }
                 }
                 for (i, c) in self.configs.iter().enumerate() {
                     let pts: Vec<(f64, f64)> = here
                         .iter()
                         .filter(|p| p.config.as_ref() == Some(c))
                         .map(|p| (p.teacher_n, value(&p.similarity)))
+                        .filter(|(_, v)| v.is_finite())
                         .collect();
                     let reps = replicates(&pts);
                     let means: Vec<(f64, f64)> = reps.iter().map(|r| (r.x, r.mean)).collect();
