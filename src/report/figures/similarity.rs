@@ -116,8 +116,9 @@ impl Figure for SimilarityFigure {
          per student size: left, chrF1 (byte n-grams, orders 1–4) between the student's and the \
          teacher's sampled continuations of the same held-out prefixes under the same seeds; \
          right, teacher-forced top-1 agreement on held-out text. Markers are seed means (bars \
-         their range, faint dots the seeds); the dashed black line is the same-seed baselines' \
-         similarity to the same teacher, the reference point: the gap between a student and \
+         their range, faint dots the seeds); the dashed line is the same-seed baselines' \
+         similarity to the same teachers (black, or in each series' colour where the series have \
+         different teachers), the reference point: the gap between a student and \
          that line is its distillation degree (intervals in `pdsweep fit` and the exported \
          `degrees` table)."
             .into()
