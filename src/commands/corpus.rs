@@ -7,14 +7,20 @@ use std::path::Path;
 
 use pdsweep::data::{self, DataError};
 use pdsweep::plan::Plan;
+use pdsweep::spec::Sweep;
 use pdsweep::store::SweepLayout;
 
 use super::UsageError;
 
 /// Prepares the corpus of `plan` (a no-op for the synthetic corpus), its files where `layout`
 /// says. With `write_cache` false (`plan --dry-run`) the corpus is only read and checked, and
-/// nothing is written.
-pub fn prepare(plan: &mut Plan, layout: &SweepLayout, write_cache: bool) -> anyhow::Result<()> {
+/// nothing is written, and the disk limit, which needs the corpus's size, is not checked.
+pub fn prepare(
+    plan: &mut Plan,
+    sweep: &Sweep,
+    layout: &SweepLayout,
+    write_cache: bool,
+) -> anyhow::Result<()> {
     let Some(config) = plan.text_corpus().cloned() else {
         // The synthetic corpus: its held-out facts (unigram entropy, entropy rate) are cheap to
         // generate and feed the design checks.
@@ -39,6 +45,7 @@ pub fn prepare(plan: &mut Plan, layout: &SweepLayout, write_cache: bool) -> anyh
     }
     let prepared = data::prepare(&config, base_dir, &layout.cache(), 0).map_err(user_error)?;
     plan.attach_corpus(prepared.info);
+    plan.check_disk(sweep)?;
     Ok(())
 }
 

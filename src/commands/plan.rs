@@ -53,7 +53,7 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
     };
     drop(db);
     let mut plan = Plan::build(&sweep, &options)?;
-    super::corpus::prepare(&mut plan, &layout, !cmd.dry_run)?;
+    super::corpus::prepare(&mut plan, &sweep, &layout, !cmd.dry_run)?;
     let db = db_path
         .exists()
         .then(|| SweepDb::open(&db_path))

@@ -76,7 +76,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let db_path = layout.database();
     // Before opening the database: refuses a database in use on another host.
     let _lease = Lease::acquire(&layout, Holder::Run)?;
-    super::corpus::prepare(&mut plan, &layout, true)?;
+    super::corpus::prepare(&mut plan, &sweep, &layout, true)?;
     if let Some(corpus) = plan.corpus.as_ref().filter(|c| c.files > 0) {
         eprintln!(
             "corpus: {} ({} training tokens, {} held out; {})",

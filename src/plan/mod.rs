@@ -107,7 +107,10 @@ impl Plan {
             naive_flops: expansion.naive_flops,
             calibration,
         };
-        plan.check_disk(sweep)?;
+        if plan.text_corpus().is_none() {
+            // A real-text corpus's stores are sized (smaller) once it is known: checked then.
+            plan.check_disk(sweep)?;
+        }
         plan.check_memory(sweep)?;
         Ok(plan)
     }
@@ -225,7 +228,10 @@ impl Plan {
             .with_hint(hint))
     }
 
-    fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
+    /// Refuses a plan whose logit stores and checkpoints would not fit `[limits] disk`. For a
+    /// real-text corpus it is called after [`Plan::attach_corpus`], when the stores are sized
+    /// as the union of the windows their students read (before, only an upper bound is known).
+    pub fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
         let Some(limit) = &sweep.file.limits.disk else {
             return Ok(());
         };

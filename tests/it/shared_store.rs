@@ -240,3 +240,42 @@ fn an_extension_killed_at_random_ends_as_one_never_interrupted() {
         assert!((x - y).abs() < 1e-5, "{name}: {x} vs {y}");
     }
 }
+
+/// `[limits] disk` counts a shared store once, as the union of the windows its students read:
+/// eight seeds of 64K tokens each read more windows than the corpus has, so a budget above the
+/// union (and far under eight streams' worth) plans, and one byte under the union is refused.
+#[test]
+fn the_disk_limit_counts_a_shared_store_as_its_union() {
+    let tmp = tempfile::tempdir().unwrap();
+    if corpus(tmp.path()).is_none() {
+        return;
+    }
+    let plan = |limit: Option<u64>| {
+        let mut text = sweep("[1, 2, 3, 4, 5, 6, 7, 8]");
+        if let Some(bytes) = limit {
+            text += &format!("[limits]\ndisk = \"{bytes}\"\n");
+        }
+        std::fs::write(tmp.path().join("s.toml"), text).unwrap();
+        pdsweep(tmp.path(), &["plan", "s.toml", "--format", "json"])
+    };
+    let out = plan(None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let totals = &json["totals"];
+    let store = totals["logit_store_bytes"].as_u64().unwrap();
+    let needed = store + totals["checkpoint_bytes"].as_u64().unwrap();
+    let train = json["corpus"]["train_tokens"].as_u64().unwrap();
+    assert!(train < 8 * 64_000, "the seeds overlap: {train}");
+    let streams = store / train * 8 * 64_000;
+    assert!(needed + (1 << 20) < streams, "{needed} vs {streams}");
+
+    let out = plan(Some(needed + (1 << 20)));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = plan(Some(needed - 1));
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("key `limits.disk`") && err.contains("of logit stores"),
+        "{err}"
+    );
+}
