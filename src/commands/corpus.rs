@@ -28,7 +28,7 @@ pub fn prepare(
             let data = run.config.data.clone();
             let prepared =
                 data::prepare(&data, Path::new(""), layout.root(), 0).map_err(user_error)?;
-            plan.attach_corpus(prepared.info);
+            plan.attach_corpus(prepared.info, sweep)?;
         }
         return Ok(());
     };
@@ -44,8 +44,7 @@ pub fn prepare(
         return Ok(());
     }
     let prepared = data::prepare(&config, base_dir, &layout.cache(), 0).map_err(user_error)?;
-    plan.attach_corpus(prepared.info);
-    plan.check_disk(sweep)?;
+    plan.attach_corpus(prepared.info, sweep)?;
     Ok(())
 }
 

@@ -130,13 +130,23 @@ impl Plan {
         self.warnings.extend(warnings);
     }
 
-    /// Records the prepared corpus and adds its design warnings.
-    pub fn attach_corpus(&mut self, corpus: crate::data::CorpusInfo) {
-        if corpus.files > 0 && corpus.train_tokens > 0 {
+    /// Records the prepared corpus and adds its design warnings. A real-text corpus sizes the
+    /// logit stores exactly, and the plan is then checked against `sweep`'s `[limits] disk`.
+    pub fn attach_corpus(
+        &mut self,
+        corpus: crate::data::CorpusInfo,
+        sweep: &Sweep,
+    ) -> Result<(), SpecError> {
+        let sized = corpus.files > 0 && corpus.train_tokens > 0;
+        if sized {
             self.size_stores(corpus.train_tokens);
         }
         self.warnings.extend(corpus_checks(self, &corpus));
         self.corpus = Some(corpus);
+        if sized {
+            self.check_disk(sweep)?;
+        }
+        Ok(())
     }
 
     /// Sizes the logit stores of a real-text corpus of `train_tokens` training tokens
@@ -229,9 +239,9 @@ impl Plan {
     }
 
     /// Refuses a plan whose logit stores and checkpoints would not fit `[limits] disk`. For a
-    /// real-text corpus it is called after [`Plan::attach_corpus`], when the stores are sized
+    /// real-text corpus it is called from [`Plan::attach_corpus`], when the stores are sized
     /// as the union of the windows their students read (before, only an upper bound is known).
-    pub fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
+    fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
         let Some(limit) = &sweep.file.limits.disk else {
             return Ok(());
         };
