@@ -281,6 +281,7 @@ fn head(vocab: usize, d: usize, positions: usize) {
                 let head = HeadWeight {
                     weight: w,
                     tied: true,
+                softcap: None,
                 };
                 kernels::head_loss(h, &head, t.clone(), None, (1.0 / n, 0.0), chunk)
             } else {
@@ -380,6 +381,7 @@ fn cross(vocab: usize, d: usize, positions: usize) {
             let head = HeadWeight {
                 weight: w0.clone().detach().require_grad(),
                 tied: true,
+                softcap: None,
             };
             let weights = (0.1 / n, 0.9 / n);
             let loss = match &cross {
@@ -500,8 +502,8 @@ fn released(k: u64) {
     };
     let pretrained = pdsweep::hf::PretrainedModel::read(&dir).expect("a model folder");
     let config = TransformerConfig {
-        rope_theta: pretrained.config.rope_theta,
-        norm_eps: pretrained.config.norm_eps,
+        rope_theta: pretrained.config.as_llama().unwrap().rope_theta,
+        norm_eps: pretrained.config.as_llama().unwrap().norm_eps,
         ..TransformerConfig::new(pretrained.shape(), 256)
     };
     let device = Device::flex();

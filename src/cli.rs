@@ -220,8 +220,12 @@ impl GcArgs {
 pub struct SizeArgs {
     /// Target non-embedding size such as 1.9B; derives a shape. Omit it and give --d-model,
     /// --n-layers, --n-heads and --d-ff for an explicit shape.
-    #[arg(value_name = "SIZE", required_unless_present = "d_model")]
+    #[arg(value_name = "SIZE", required_unless_present_any = ["d_model", "config"])]
     pub target: Option<String>,
+    /// A released model's `config.json` (or its folder), of any family pdsweep loads: its
+    /// exact parameter count as transformers counts it.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["target", "d_model"])]
+    pub config: Option<std::path::PathBuf>,
     /// Explicit shape: model width.
     #[arg(long, requires_all = ["n_layers", "n_heads", "d_ff"], conflicts_with = "target")]
     pub d_model: Option<u64>,
@@ -281,6 +285,7 @@ impl SizeArgs {
     pub fn into_command(self) -> SizeCommand {
         SizeCommand {
             target: self.target,
+            config: self.config,
             d_model: self.d_model,
             n_layers: self.n_layers,
             n_heads: self.n_heads,

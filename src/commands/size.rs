@@ -10,6 +10,8 @@ use super::UsageError;
 pub struct SizeCommand {
     /// Target size to derive a shape from.
     pub target: Option<String>,
+    /// A released model's config.json or folder.
+    pub config: Option<std::path::PathBuf>,
     /// Explicit width.
     pub d_model: Option<u64>,
     /// Explicit depth.
@@ -36,6 +38,9 @@ pub struct SizeCommand {
 
 /// Runs `pdsweep size`.
 pub fn size(cmd: SizeCommand) -> anyhow::Result<()> {
+    if let Some(path) = &cmd.config {
+        return released(path, cmd.json);
+    }
     let (shape, target) = match &cmd.target {
         Some(text) => {
             let target = parse_count(text).map_err(|e| UsageError(format!("SIZE: {e}")))?;
@@ -112,5 +117,44 @@ pub fn size(cmd: SizeCommand) -> anyhow::Result<()> {
         println!("embedding    {}", p.embedding);
         println!("head         {}", p.head);
     }
+    Ok(())
+}
+
+/// `pdsweep size --config PATH`: a released model's architecture and exact counts, from its
+/// folder or its `config.json`.
+fn released(path: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    let config = if path.is_dir() {
+        pdsweep::hf::read_config(path)?.0
+    } else {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| UsageError(format!("cannot read `{}`: {e}", path.display())))?;
+        pdsweep::hf::families::parse(&text).map_err(|e| {
+            UsageError(format!("`{}`: key `{}` {}", path.display(), e.key, e.message))
+        })?
+    };
+    print_released(&config, json)
+}
+
+fn print_released(config: &pdsweep::hf::ReleasedConfig, json: bool) -> anyhow::Result<()> {
+    let p = config.params();
+    let a = &config.arch;
+    if json {
+        let value = serde_json::json!({
+            "family": a.family.model_type(), "architecture": a, "params_total": p.total,
+            "params_non_embedding": p.non_embedding, "embedding": p.embedding, "head": p.head,
+        });
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(());
+    }
+    println!("family       {}", a.family);
+    println!("shape        {}", a.summary());
+    println!("total        {} ({})", p.total, format_count(p.total as f64));
+    println!(
+        "non-embed.   {} ({})",
+        p.non_embedding,
+        format_count(p.non_embedding as f64)
+    );
+    println!("embedding    {}", p.embedding);
+    println!("head         {}", p.head);
     Ok(())
 }

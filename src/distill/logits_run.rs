@@ -23,7 +23,7 @@ use super::targets::{
 };
 use super::truncate::{Kept, Truncation, draw_seed, sample, truncate};
 use crate::data::{Batcher, ByteIndex, DataConfig, Prepared, window_batch};
-use crate::model::Transformer;
+use crate::model::LanguageModel;
 
 /// What a finished logit pass wrote.
 #[derive(Debug, Clone, PartialEq)]
@@ -202,7 +202,7 @@ pub fn store_positions(
 /// Where a logit pass runs: the teacher, its device, and where its logits are truncated.
 pub struct PassDevice<'a> {
     /// The finished teacher.
-    pub teacher: &'a Transformer,
+    pub teacher: &'a dyn LanguageModel,
     /// The plain device it lives on.
     pub device: &'a Device,
     /// Host (CPU backend) or device (GPU backends) truncation.
@@ -329,7 +329,7 @@ pub const FIDELITY_WINDOWS: u64 = 16;
 /// quantisation counts), prepared as a student reads it ([`prepare`]) and compared with the
 /// teacher's full distribution. Empty when the split is shorter than one window.
 pub fn fidelity(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     device: &Device,
     val: &crate::data::Stream,
     header: &StoreHeader,
@@ -415,7 +415,7 @@ mod tests {
     use super::*;
     use crate::data::{CorpusInfo, Stream};
     use crate::distill::store::Layout;
-    use crate::model::{ModelShape, TransformerConfig};
+    use crate::model::{ModelShape, Transformer, TransformerConfig};
     use crate::spec::{TopK, TopP};
 
     const CONTEXT: u64 = 8;

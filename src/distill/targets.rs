@@ -12,7 +12,7 @@ use super::reader::StoreReader;
 use super::store::ShardError;
 use super::truncate::{Kept, TokenAfter, Truncation, draw_seed, refine, sample, truncate};
 use crate::data::{Batch, batch_tensors, window_batch};
-use crate::model::Transformer;
+use crate::model::LanguageModel;
 use crate::spec::{Missing, Targets};
 
 /// Where the teacher's top-p/top-k truncation runs (chosen once, at the edge, from the backend).
@@ -40,7 +40,7 @@ pub enum TeacherSource<'a> {
     /// The teacher runs forward (no gradients) on the plain device inside each step.
     Online {
         /// The finished teacher.
-        teacher: &'a Transformer,
+        teacher: &'a dyn LanguageModel,
         /// The plain device it lives on.
         device: &'a Device,
         /// The dtype of its matrix products (the student's precision).
@@ -261,7 +261,7 @@ pub fn fill_offsets(kept: &mut [Kept], index: &crate::data::ByteIndex, windows: 
 /// [`fill_offsets`]): what an aligned store keeps and a live teacher of another tokenizer
 /// gives its student. Computed on the host from each head chunk's logits.
 pub fn teacher_next_support_k(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     compute: FloatDType,
@@ -345,7 +345,7 @@ fn with_tail_on_device(t: SparseTargets) -> SparseTargets {
 /// The online teacher's targets for `batch`, truncated on `device` (the teacher's products in
 /// `compute`).
 fn online_on_device(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     compute: FloatDType,
@@ -371,7 +371,7 @@ fn online_on_device(
 /// head (f32 logits), so the `[positions, vocab]` logits never exist at once. Yields each
 /// chunk's first position and its `[positions, vocab]` logits.
 fn head_chunks(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     inputs: Tensor<2, Int>,
     compute: FloatDType,
 ) -> impl Iterator<Item = (usize, Tensor<2>)> {
@@ -435,7 +435,7 @@ const POSITIONS_PER_PASS: usize = 4096;
 /// the host, positions in parallel; or on the device): no full-vocabulary logits of a whole
 /// batch exist at once.
 pub fn teacher_support(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     top_p: f64,
@@ -477,7 +477,7 @@ fn passes(batch: &Batch) -> impl Iterator<Item = Batch> + '_ {
 
 /// [`teacher_support`] truncated on the host, with the teacher's products in `compute`.
 fn teacher_support_in(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     compute: FloatDType,
@@ -501,12 +501,12 @@ fn teacher_support_in(
 /// pass of a sampled store, and a live teacher's sampled targets), each position seeded by
 /// its window and place in it ([`draw_seed`]), so a store and a live teacher draw the same.
 /// Sampling needs the whole distribution, so it always runs on the host.
-pub fn teacher_samples(teacher: &Transformer, batch: &Batch, device: &Device, k: u64) -> Vec<Kept> {
+pub fn teacher_samples(teacher: &dyn LanguageModel, batch: &Batch, device: &Device, k: u64) -> Vec<Kept> {
     teacher_samples_in(teacher, batch, device, FloatDType::F32, k)
 }
 
 fn teacher_samples_in(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     compute: FloatDType,
@@ -534,7 +534,7 @@ fn teacher_samples_in(
 /// position of `batch`, in order, a head chunk at a time on the host (a store's fidelity
 /// check, [`super::logits_run::fidelity`]).
 pub fn for_each_distribution(
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
     f: &mut dyn FnMut(usize, &[f32]),

@@ -15,7 +15,7 @@ pub enum HfError {
         reason: String,
     },
     /// A `config.json` key pdsweep cannot honour (or a value of the wrong type).
-    #[error("`{}`: key `{key}` {message}\n\nhint: pdsweep runs plain LLaMA models (RMSNorm, RoPE without scaling, SwiGLU, no biases); a key that does not change the model's output may be removed from config.json", path.display())]
+    #[error("`{}`: key `{key}` {message}\n\nhint: pdsweep loads the families llama, qwen2, qwen3, mistral, gemma2, gemma3_text, gpt_neox, gpt2 and olmo2 (docs: guide/pretrained.md); a key that does not change the model's output may be removed from config.json", path.display())]
     Config {
         /// The config.json.
         path: PathBuf,

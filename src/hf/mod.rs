@@ -1,16 +1,19 @@
-//! Hugging Face file formats: LLaMA `config.json` (read and checked, written), safetensors
+//! Hugging Face file formats: `config.json` of every released family pdsweep loads (read and
+//! checked; LLaMA's also written), safetensors
 //! weights (single or sharded; F32, F16, BF16 in, F32 out), `tokenizer.json`, and pre-trained
 //! teachers loaded into pdsweep's model. Exporting finished runs as model folders is
 //! `report::export`'s.
 
 mod config;
 mod error;
+pub mod families;
 mod pretrained;
 mod tokenizer;
 mod weights;
 
 pub use config::{ConfigError, LlamaConfig};
 pub use error::HfError;
+pub use families::ReleasedConfig;
 pub use pretrained::{PretrainedModel, load_model, read_config};
 pub use tokenizer::TokenizerFile;
 pub use weights::{

@@ -210,29 +210,59 @@ impl WeightFiles {
     /// After the model took its tensors: refuses any tensor left over (a bias, another
     /// layer), and for a tied model checks that a stored `lm_head.weight` is the embedding.
     pub fn finish(&mut self, tied: bool) -> Result<(), HfError> {
-        if tied && self.index.contains_key("lm_head.weight") {
-            let (_, head) = self.read("lm_head.weight")?;
-            let (_, embed) = self.read("model.embed_tokens.weight")?;
+        self.finish_with(
+            tied,
+            ("lm_head.weight", "model.embed_tokens.weight"),
+            &|n| n.ends_with(IGNORED_SUFFIX),
+            "the LLaMA model config.json describes (pdsweep's has no biases and no other layers)",
+        )
+    }
+
+    /// [`WeightFiles::finish`] for any family: its `(head, embedding)` names, the stored
+    /// buffers it ignores, and what the model is (for the message).
+    pub fn finish_with(
+        &mut self,
+        tied: bool,
+        (head_name, embed_name): (&str, &str),
+        is_buffer: &dyn Fn(&str) -> bool,
+        model: &str,
+    ) -> Result<(), HfError> {
+        if tied && self.index.contains_key(head_name) {
+            let (_, head) = self.read(head_name)?;
+            let (_, embed) = self.read(embed_name)?;
             if head != embed {
                 return Err(HfError::Weights {
-                    path: self.file_of("lm_head.weight"),
-                    reason: "config.json ties the output head to the embedding (`tie_word_embeddings`), but tensor `lm_head.weight` differs from `model.embed_tokens.weight`".into(),
+                    path: self.file_of(head_name),
+                    reason: format!("config.json ties the output head to the embedding (`tie_word_embeddings`), but tensor `{head_name}` differs from `{embed_name}`"),
                 });
             }
-            self.used.insert("lm_head.weight".into());
+            self.used.insert(head_name.into());
         }
         let extra = self
             .index
             .keys()
-            .find(|n| !self.used.contains(*n) && !n.ends_with(IGNORED_SUFFIX));
+            .find(|n| !self.used.contains(*n) && !is_buffer(n));
         match extra {
             Some(name) => Err(HfError::Weights {
                 path: self.file_of(name),
-                reason: format!(
-                    "tensor `{name}` is not part of the LLaMA model config.json describes (pdsweep's has no biases and no other layers)"
-                ),
+                reason: format!("tensor `{name}` is not part of {model}"),
             }),
             None => Ok(()),
+        }
+    }
+
+    /// The values of tensor `name` as f32 with its stored shape, marked as used.
+    pub(crate) fn take(&mut self, name: &str) -> Result<(Vec<usize>, Vec<f32>), HfError> {
+        let found = self.read(name)?;
+        self.used.insert(name.to_string());
+        Ok(found)
+    }
+
+    /// An error about tensor `name`, naming its file.
+    pub(crate) fn error_at(&self, name: &str, reason: String) -> HfError {
+        HfError::Weights {
+            path: self.file_of(name),
+            reason,
         }
     }
 

@@ -289,7 +289,7 @@ fn chunked(
         } else {
             z.cast(burn::tensor::FloatDType::F32)
         };
-        score(first, z)
+        score(first, head.cap(z))
     };
     if !(h.is_tracked() || w.is_tracked()) {
         let mut total = Tensor::<1>::zeros([1], &h.device());

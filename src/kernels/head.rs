@@ -30,6 +30,19 @@ pub struct HeadWeight {
     pub weight: Tensor<2>,
     /// Whether it is stored `[vocab, d]` (tied to the embedding).
     pub tied: bool,
+    /// cap · tanh(z / cap) applied to every logit z (Gemma 2's final soft-capping); `None` for
+    /// every model pdsweep trains.
+    pub softcap: Option<f64>,
+}
+
+impl HeadWeight {
+    /// `logits` soft-capped as this head says (unchanged without a cap).
+    pub fn cap<const D: usize>(&self, logits: burn::tensor::Tensor<D>) -> burn::tensor::Tensor<D> {
+        match self.softcap {
+            Some(cap) => logits.div_scalar(cap).tanh().mul_scalar(cap),
+            None => logits,
+        }
+    }
 }
 
 /// The teacher's side of a fused head's cross-tokenizer distillation term (ULD, or GOLD's

@@ -104,7 +104,7 @@ pub fn head_loss(
     chunk: usize,
 ) -> Tensor<1> {
     let narrow = distill.is_some_and(|d| d.ids.dims()[1] > 256);
-    if !fused(&h) || head.weight.dtype() != DType::F32 || narrow {
+    if !fused(&h) || head.weight.dtype() != DType::F32 || narrow || head.softcap.is_some() {
         return composite::head_loss(h, head, targets, distill, weights, chunk);
     }
     let device = h.device();
@@ -160,7 +160,7 @@ pub fn cross_head_loss(
     chunk: usize,
 ) -> Tensor<1> {
     let narrow = cross.log_t.dims()[1] <= 256 && cross.top_k <= 256;
-    if !fused(&h) || head.weight.dtype() != DType::F32 || !narrow {
+    if !fused(&h) || head.weight.dtype() != DType::F32 || !narrow || head.softcap.is_some() {
         return composite::cross_head_loss(h, head, targets, cross, weights, chunk);
     }
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_cross_head_loss(
@@ -190,13 +190,13 @@ pub fn cross_head_loss(
 pub fn head_logits(h: Tensor<2>, head: &HeadWeight) -> Tensor<2> {
     if !fused(&h) || head.weight.dtype() != DType::F32 {
         let w = head.weight.clone();
-        return h.matmul(if head.tied { w.transpose() } else { w });
+        return head.cap(h.matmul(if head.tied { w.transpose() } else { w }));
     }
-    Tensor::from_dispatch(<Dispatch as FusedOps>::fused_head_logits(
+    head.cap(Tensor::from_dispatch(<Dispatch as FusedOps>::fused_head_logits(
         h.into_dispatch(),
         head.weight.clone().into_dispatch(),
         u8::from(head.tied),
-    ))
+    )))
 }
 
 /// Positions per chunk of [`head_loss`] that keep one chunk's logits within 2^24 values

@@ -232,10 +232,12 @@ impl Transformer {
             Some(head) => kernels::HeadWeight {
                 weight: to(head.weight.val(), compute),
                 tied: false,
+                softcap: None,
             },
             None => kernels::HeadWeight {
                 weight: to(self.embed.weight.val(), compute),
                 tied: true,
+                softcap: None,
             },
         }
     }

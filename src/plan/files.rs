@@ -220,7 +220,7 @@ fn pretrained_cross(
             sha256: own.sha256.clone(),
         }),
         // one past its largest id: padding rows of config.json are cut when it loads
-        vocab: own.vocab.min(model.config.vocab),
+        vocab: own.vocab.min(model.config.arch.vocab),
     })
 }
 
@@ -362,7 +362,7 @@ fn pretrained_vocab(
         (Some(TokenizerKind::File), Some(t)) => Some(t.vocab),
         _ => None,
     };
-    let vocab = tokenizer_vocab.unwrap_or(first.model.config.vocab);
+    let vocab = tokenizer_vocab.unwrap_or(first.model.config.arch.vocab);
     let context = sweep.file.model.context.get_ref().0;
     let mut notes = Vec::new();
     for e in &entries {
@@ -439,7 +439,7 @@ fn check_teacher_tokenizer(
     files: &SweepFiles,
     e: &PretrainedEntry,
 ) -> Result<(), SpecError> {
-    let vocab = e.model.config.vocab;
+    let vocab = e.model.config.arch.vocab;
     let own = e.model.tokenizer.as_ref();
     let hint = match own {
         Some(t) => format!(

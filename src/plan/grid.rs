@@ -376,6 +376,7 @@ impl<'a> Context<'a> {
                 rope_theta: self.rope_theta,
                 norm_eps: self.norm_eps,
                 pretrained: None,
+                arch: None,
             },
             budgets,
             seeds,
@@ -405,9 +406,28 @@ impl<'a> Context<'a> {
             vocab,
             ..model.shape()
         };
-        shape
-            .validate()
-            .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;
+        // a plain LLaMA runs as pdsweep's transformer; any other architecture as the decoder
+        let arch = match model.config.as_llama() {
+            Some(_) => {
+                shape
+                    .validate()
+                    .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;
+                None
+            }
+            None => {
+                let arch = crate::model::Architecture {
+                    vocab,
+                    ..model.config.arch.clone()
+                };
+                arch.validate()
+                    .map_err(|m| fail(format!("`{}/config.json`: {m}", model.dir.display())))?;
+                Some(arch)
+            }
+        };
+        let n = arch
+            .as_ref()
+            .map_or(shape.params(), |a| a.params())
+            .non_embedding;
         let label = match &e.name {
             Some(name) => name.to_string(),
             None => {
@@ -425,14 +445,20 @@ impl<'a> Context<'a> {
         };
         let weights_sha256 =
             crate::hf::weights_sha256(&model.dir).map_err(|e| fail(e.to_string()))?;
+        let llama = model.config.as_llama();
         Ok(GroupModel {
-            n: shape.params().non_embedding,
+            n,
             spec: ModelSpec {
                 label,
                 target: None,
                 shape,
-                rope_theta: model.config.rope_theta,
-                norm_eps: model.config.norm_eps,
+                rope_theta: llama
+                    .as_ref()
+                    .map_or(crate::model::DEFAULT_ROPE_THETA, |l| l.rope_theta),
+                norm_eps: llama
+                    .as_ref()
+                    .map_or(crate::model::DEFAULT_NORM_EPS, |l| l.norm_eps),
+                arch,
                 pretrained: Some(PretrainedSource {
                     path,
                     config_sha256: model.config_sha256.clone(),
@@ -1138,7 +1164,7 @@ impl Builder<'_, '_> {
 
 /// A run with its id, sizes and predicted disk use.
 fn make_run(config: RunConfig, name: String, depends_on: Vec<RunId>, flops: f64) -> Run {
-    let params = config.model.shape.params();
+    let params = config.model.params();
     let disk_bytes = match config.kind {
         RunKind::Logits => {
             let vocab = config.data.vocab;

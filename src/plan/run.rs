@@ -132,6 +132,11 @@ pub struct ModelSpec {
     /// For a pre-trained teacher: the Hugging Face folder its weights come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pretrained: Option<PretrainedSource>,
+    /// For a released teacher of another architecture than plain LLaMA: that architecture
+    /// (`shape` is then its nearest LLaMA shape, for what is priced by shape). Absent for
+    /// pdsweep's own models and plain LLaMA teachers, so their ids are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<crate::model::Architecture>,
 }
 
 fn default_rope_theta() -> f64 {
@@ -148,6 +153,14 @@ fn is_default_norm_eps(v: &f64) -> bool {
 }
 
 impl ModelSpec {
+    /// Exact parameter counts: the released architecture's, else the shape's.
+    pub fn params(&self) -> crate::model::ParamCount {
+        match &self.arch {
+            Some(a) => a.params(),
+            None => self.shape.params(),
+        }
+    }
+
     /// The model's architecture for `context` tokens.
     pub fn transformer(&self, context: u64) -> crate::model::TransformerConfig {
         crate::model::TransformerConfig {

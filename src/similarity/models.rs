@@ -24,8 +24,14 @@ pub fn load_model(
     if let Some(source) = &config.model.pretrained {
         let dir = layout.sweep_dir().join(&source.path);
         let arch = config.model.transformer(config.data.context);
-        return crate::hf::load_model(&dir, &arch, &source.config_sha256, device)
-            .map_err(|e| e.to_string());
+        let model = crate::hf::load_model(&dir, &arch, &source.config_sha256, device)
+            .map_err(|e| e.to_string())?;
+        return model.into_transformer().ok_or_else(|| {
+            format!(
+                "`{}` is a released model of another family than LLaMA: sampling from it and the distillation degree need pdsweep's own decoder with a key/value cache, which such teachers do not run yet",
+                dir.display()
+            )
+        });
     }
     let path = layout.checkpoint(id);
     let loaded = checkpoint::load(&path, id.as_str())

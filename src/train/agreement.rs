@@ -6,14 +6,14 @@ use burn::tensor::activation::log_softmax;
 
 use super::eval_rows;
 use crate::data::{Stream, batch_tensors, eval_batches};
-use crate::model::Transformer;
+use crate::model::{LanguageModel, Transformer};
 
 /// Teacher–student top-1 agreement and KL(teacher ‖ student) in nats/token (full vocabulary,
 /// τ = 1) on every held-out window: a token-level measure of how far the student has become
 /// like its teacher.
 pub fn agreement(
     student: &Transformer,
-    teacher: &Transformer,
+    teacher: &dyn LanguageModel,
     val: &Stream,
     context: usize,
     device: &Device,
@@ -22,7 +22,7 @@ pub fn agreement(
     for batch in eval_batches(val, context, eval_rows(context, teacher.vocab())) {
         let (inputs, _) = batch_tensors(&batch, device);
         let s = log_softmax(student.forward(inputs.clone()), 2);
-        let t = log_softmax(teacher.forward(inputs), 2);
+        let t = log_softmax(teacher.logits(inputs), 2);
         let agree = s
             .clone()
             .argmax(2)

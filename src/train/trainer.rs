@@ -488,7 +488,7 @@ impl ModuleVisitor for Scale<'_> {
 
 /// Held-out cross-entropy (nats/token) and bits per byte of `model` on every window of `val`.
 pub fn evaluate(
-    model: &Transformer,
+    model: &dyn crate::model::LanguageModel,
     val: &Stream,
     context: usize,
     device: &Device,

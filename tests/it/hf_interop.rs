@@ -15,7 +15,7 @@ use std::process::Command;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pdsweep::hf::{PretrainedModel, load_model};
-use pdsweep::model::TransformerConfig;
+use pdsweep::model::{LanguageModel, TransformerConfig};
 use pdsweep::plan::RunConfig;
 use pdsweep::store::SweepDb;
 use pdsweep::train::checkpoint;
@@ -94,11 +94,11 @@ fn read_tensor(file: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {
     (t.shape().to_vec(), data)
 }
 
-fn logits(model: &pdsweep::model::Transformer, tokens: &[Vec<i64>], device: &Device) -> Vec<f32> {
+fn logits(model: &dyn LanguageModel, tokens: &[Vec<i64>], device: &Device) -> Vec<f32> {
     let (rows, cols) = (tokens.len(), tokens[0].len());
     let flat: Vec<i64> = tokens.iter().flatten().copied().collect();
     let input = Tensor::<2, Int>::from_data(TensorData::new(flat, [rows, cols]), device);
-    model.forward(input).into_data().try_to_vec().unwrap()
+    model.logits(input).into_data().try_to_vec().unwrap()
 }
 
 fn max_difference(a: &[f32], b: &[f32]) -> f32 {
@@ -129,15 +129,15 @@ fn transformers_llamas_load_as_teachers_with_equal_logits() {
             "{name}: parameter count"
         );
         let config = TransformerConfig {
-            rope_theta: pretrained.config.rope_theta,
-            norm_eps: pretrained.config.norm_eps,
+            rope_theta: pretrained.config.as_llama().unwrap().rope_theta,
+            norm_eps: pretrained.config.as_llama().unwrap().norm_eps,
             ..TransformerConfig::new(shape, 24)
         };
         let model = load_model(&folder, &config, &pretrained.config_sha256, &device).unwrap();
         let tokens: Vec<Vec<i64>> = serde_json::from_value(meta["tokens"].clone()).unwrap();
         let ours = logits(&model, &tokens, &device);
         let (shape, theirs) = read_tensor(&folder.join("logits.safetensors"), "logits");
-        assert_eq!(shape, vec![2, 24, pretrained.config.vocab as usize]);
+        assert_eq!(shape, vec![2, 24, pretrained.config.arch.vocab as usize]);
         let spread = theirs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let diff = max_difference(&ours, &theirs);
         eprintln!("{name}: max |Δlogit| = {diff:.2e} (logits up to {spread:.1})");

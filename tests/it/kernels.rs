@@ -300,6 +300,7 @@ fn the_fused_chunked_head_matches_the_unfused_head_for_every_loss() {
                     let head = kernels::HeadWeight {
                         weight: w.clone(),
                         tied,
+                softcap: None,
                     };
                     let loss = match how {
                         "unfused" => {
@@ -559,6 +560,7 @@ fn cross_run(
     let head = kernels::HeadWeight {
         weight: w.clone(),
         tied,
+                softcap: None,
     };
     let (a, b) = (0.3 / 20.0, 0.7 / 20.0);
     let op = || kernels::cross_head_loss(h.clone(), &head, targets.clone(), cross, (a, b), chunk);
@@ -620,6 +622,7 @@ fn the_cross_tokenizer_head_without_units_is_the_cross_entropy_head() {
             let head = kernels::HeadWeight {
                 weight: w,
                 tied: false,
+                softcap: None,
             };
             let (a, b) = (0.3 / 20.0, 0.7 / 20.0);
             values(kernels::head_loss(

@@ -11,6 +11,7 @@ mod cuda_backend;
 mod data_corpora;
 mod device_truncate;
 mod distill_run;
+mod families;
 mod first_contact;
 mod fit_laws;
 mod gc;

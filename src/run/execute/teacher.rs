@@ -7,7 +7,7 @@ use super::pretrained;
 use crate::data::{self, DataConfig, Prepared};
 use crate::distill::aligned::{Aligner, CrossLoss};
 use crate::distill::{CrossSide, StoreReader, TeacherSource, TruncateOn, logits_run};
-use crate::model::Transformer;
+use crate::model::TeacherModel;
 use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
 use crate::run::unit::UnitRun;
@@ -19,7 +19,7 @@ use crate::train::{self, DistillObjective, checkpoint};
 pub(crate) fn load_teacher(
     ctx: &Ctx,
     teacher_id: &RunId,
-) -> Result<Result<(Transformer, String), String>, RunError> {
+) -> Result<Result<(TeacherModel, String), String>, RunError> {
     let Some(teacher) = ctx.run.related_config(teacher_id)? else {
         return Ok(Err(format!(
             "teacher run `{teacher_id}` is not in the sweep database"
@@ -45,7 +45,7 @@ pub(crate) fn load_teacher(
         Err(e) => return Ok(Err(e.to_string())),
     };
     Ok(checkpoint::content_hash(&path)
-        .map(|h| (model, h))
+        .map(|h| (TeacherModel::Own(model), h))
         .map_err(|e| e.to_string()))
 }
 
@@ -53,7 +53,7 @@ pub(crate) fn load_teacher(
 /// with the reason the run fails otherwise.
 pub(crate) fn student_teacher(
     ctx: &Ctx,
-) -> Result<Result<(Transformer, String), String>, RunError> {
+) -> Result<Result<(TeacherModel, String), String>, RunError> {
     match ctx.config.distill.as_ref() {
         Some(distill) => load_teacher(ctx, &distill.teacher),
         None => Ok(Err("student run has no distillation settings".into())),
@@ -64,7 +64,7 @@ pub(crate) fn student_teacher(
 /// on; `Err` with the reason the run fails otherwise.
 pub(crate) fn student_objective<'a>(
     ctx: &'a Ctx,
-    teacher: &'a (Transformer, String),
+    teacher: &'a (TeacherModel, String),
 ) -> Result<Result<DistillObjective<'a>, String>, RunError> {
     let Some(distill) = ctx.config.distill.as_ref() else {
         return Ok(Err("student run has no distillation settings".into()));

@@ -6,7 +6,7 @@ use burn::tensor::{FloatDType, Int, Tensor};
 use super::{HeadInput, LossTerms, Objective};
 use crate::data::Batch;
 use crate::kernels;
-use crate::model::Transformer;
+use crate::model::LanguageModel;
 
 /// Plain next-token cross-entropy (teachers and baselines).
 #[derive(Debug, Default, Clone, Copy)]
@@ -54,7 +54,7 @@ pub fn cross_entropy(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
 /// What `model`'s head sees for `inputs` (`[batch, seq]`): the final hidden state of every
 /// position (`[batch · seq, d_model]`, products in `compute`) and the head's weight.
 pub fn head_input(
-    model: &Transformer,
+    model: &dyn LanguageModel,
     inputs: Tensor<2, Int>,
     compute: FloatDType,
     chunk: usize,
@@ -76,7 +76,7 @@ pub fn head_input(
 /// # Shapes
 /// - returns: `[1]`
 pub fn summed_cross_entropy(
-    model: &Transformer,
+    model: &dyn LanguageModel,
     inputs: Tensor<2, Int>,
     targets: Tensor<2, Int>,
     chunk: usize,

@@ -1,0 +1,130 @@
+//! What every consumer of a teacher needs of a model, whichever it is: pdsweep's own
+//! [`Transformer`] (trained teachers, plain-LLaMA released ones) or a released [`Decoder`] of
+//! another family. Logit passes, online teachers, held-out scoring and the agreement measure
+//! take `&dyn LanguageModel`.
+
+use burn::tensor::{FloatDType, Int, Tensor};
+
+use super::decoder::Decoder;
+use super::transformer::Transformer;
+use crate::kernels;
+
+/// A causal language model seen from its head (see the module doc).
+pub trait LanguageModel {
+    /// The final hidden state (after the last norm) in `compute`.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, seq]`; returns `[batch, seq, d_model]`
+    fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3>;
+
+    /// The output head in `compute` (with its soft-cap, if any).
+    fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight;
+
+    /// Rows of the token embedding.
+    fn vocab(&self) -> usize;
+
+    /// Longest sequence the model's position tables cover.
+    fn context(&self) -> usize;
+
+    /// Next-token logits in f32.
+    ///
+    /// # Shapes
+    /// - `tokens`: `[batch, seq]`; returns `[batch, seq, vocab]`
+    fn logits(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        let [b, s] = tokens.dims();
+        let h = self.hidden_in(tokens, FloatDType::F32);
+        let d = h.dims()[2];
+        let z = kernels::head_logits(h.reshape([b * s, d]), &self.head_weight(FloatDType::F32));
+        let v = z.dims()[1];
+        z.reshape([b, s, v])
+    }
+}
+
+impl LanguageModel for Transformer {
+    fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        Transformer::hidden_in(self, tokens, compute)
+    }
+
+    fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
+        Transformer::head_weight(self, compute)
+    }
+
+    fn vocab(&self) -> usize {
+        Transformer::vocab(self)
+    }
+
+    fn context(&self) -> usize {
+        Transformer::context(self)
+    }
+
+    fn logits(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        self.forward(tokens)
+    }
+}
+
+impl LanguageModel for Decoder {
+    fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        Decoder::hidden_in(self, tokens, compute)
+    }
+
+    fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
+        Decoder::head_weight(self, compute)
+    }
+
+    fn vocab(&self) -> usize {
+        Decoder::vocab(self)
+    }
+
+    fn context(&self) -> usize {
+        Decoder::context(self)
+    }
+}
+
+/// A teacher as loaded: pdsweep's own transformer, or a released decoder of another family.
+#[derive(Debug, Clone)]
+pub enum TeacherModel {
+    /// pdsweep's LLaMA (trained here, or a released plain LLaMA).
+    Own(Transformer),
+    /// A released model of another architecture.
+    Released(Decoder),
+}
+
+impl TeacherModel {
+    /// The model as pdsweep's own transformer (what sampling and decoding need), or `None`
+    /// for a released decoder.
+    pub fn into_transformer(self) -> Option<Transformer> {
+        match self {
+            TeacherModel::Own(t) => Some(t),
+            TeacherModel::Released(_) => None,
+        }
+    }
+
+    fn inner(&self) -> &dyn LanguageModel {
+        match self {
+            TeacherModel::Own(t) => t,
+            TeacherModel::Released(d) => d,
+        }
+    }
+}
+
+impl LanguageModel for TeacherModel {
+    fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        self.inner().hidden_in(tokens, compute)
+    }
+
+    fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
+        self.inner().head_weight(compute)
+    }
+
+    fn vocab(&self) -> usize {
+        self.inner().vocab()
+    }
+
+    fn context(&self) -> usize {
+        self.inner().context()
+    }
+
+    fn logits(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
+        self.inner().logits(tokens)
+    }
+}
