@@ -281,7 +281,7 @@ fn head(vocab: usize, d: usize, positions: usize) {
                 let head = HeadWeight {
                     weight: w,
                     tied: true,
-                softcap: None,
+                    softcap: None,
                 };
                 kernels::head_loss(h, &head, t.clone(), None, (1.0 / n, 0.0), chunk)
             } else {
@@ -493,22 +493,35 @@ fn step(vocab: usize, d: u64, k: u64) {
     }
 }
 
-/// The logit pass of the converted SmolLM2-135M (`PDSWEEP_SMOLLM2`): forward of 16 × 256
-/// positions and top-k truncation, through the same function a logit pass runs.
+/// The logit pass of the converted released models: SmolLM2-135M (`PDSWEEP_SMOLLM2`, a plain
+/// LLaMA on pdsweep's transformer) and Gemma-3-270M (`PDSWEEP_GEMMA3`, V = 262,144, on the
+/// released decoder): forward of 16 × 256 positions and top-k truncation, through the same
+/// function a logit pass runs.
 fn released(k: u64) {
-    let Some(dir) = std::env::var_os("PDSWEEP_SMOLLM2").map(std::path::PathBuf::from) else {
-        println!("released teacher: set PDSWEEP_SMOLLM2 to the folder benches/smollm2.py writes");
-        return;
-    };
-    let pretrained = pdsweep::hf::PretrainedModel::read(&dir).expect("a model folder");
+    for (name, var, script) in [
+        ("SmolLM2-135M", "PDSWEEP_SMOLLM2", "smollm2.py"),
+        ("Gemma-3-270M", "PDSWEEP_GEMMA3", "gemma3.py"),
+    ] {
+        match std::env::var_os(var).map(std::path::PathBuf::from) {
+            Some(dir) => released_pass(k, name, &dir),
+            None => {
+                println!("released teacher {name}: set {var} to the folder benches/{script} writes")
+            }
+        }
+    }
+}
+
+fn released_pass(k: u64, name: &str, dir: &std::path::Path) {
+    let pretrained = pdsweep::hf::PretrainedModel::read(dir).expect("a model folder");
+    let llama = pretrained.config.as_llama();
     let config = TransformerConfig {
-        rope_theta: pretrained.config.as_llama().unwrap().rope_theta,
-        norm_eps: pretrained.config.as_llama().unwrap().norm_eps,
+        rope_theta: llama.as_ref().map_or(10_000.0, |l| l.rope_theta),
+        norm_eps: llama.as_ref().map_or(1e-5, |l| l.norm_eps),
         ..TransformerConfig::new(pretrained.shape(), 256)
     };
     let device = Device::flex();
-    let teacher = pdsweep::hf::load_model(&dir, &config, &pretrained.config_sha256, &device)
-        .expect("weights");
+    let teacher =
+        pdsweep::hf::load_model(dir, &config, &pretrained.config_sha256, &device).expect("weights");
     let vocab = pretrained.shape().vocab as i64;
     let (rows, context) = (16usize, 256usize);
     let batch = pdsweep::data::Batch {
@@ -548,6 +561,7 @@ fn released(k: u64) {
     let hidden = teacher
         .hidden_in(inputs.clone(), FloatDType::F32)
         .reshape([rows * context, pretrained.shape().d_model as usize]);
+    // (a LanguageModel's hidden state, whichever model runs it)
     let head = teacher.head_weight(FloatDType::F32);
     let chunk = kernels::default_head_chunk(vocab as usize);
     let mut chunks = Vec::new();
@@ -569,7 +583,7 @@ fn released(k: u64) {
         }
     });
     println!(
-        "logit pass, SmolLM2-135M ({}), {rows} × {context} positions, top-{k}:\n  {:8.0} positions/s   peak {:.0} MiB\n  of which layers {:.0} %, head products {:.0} %, truncation {:.0} % (timed apart: {:.2} s, {:.2} s, {:.2} s)",
+        "logit pass, {name} ({}), {rows} × {context} positions, top-{k}:\n  {:8.0} positions/s   peak {:.0} MiB\n  of which layers {:.0} %, head products {:.0} %, truncation {:.0} % (timed apart: {:.2} s, {:.2} s, {:.2} s)",
         dir.display(),
         (rows * context) as f64 / s,
         peak,

@@ -101,10 +101,10 @@ def step(a):
           f"median {s * 1e3:.0f} ms   peak {peak_mib():.0f} MiB")
 
 
-def logits(a):
-    from transformers import LlamaForCausalLM
+def logits(a, path):
+    from transformers import AutoModelForCausalLM
 
-    model = LlamaForCausalLM.from_pretrained(a.model, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     model.eval()
     torch.manual_seed(0)
     v = model.config.vocab_size
@@ -119,7 +119,7 @@ def logits(a):
     one()
     reset_peak()
     s = median_time(3, one)
-    print(f"  torch logit pass, {a.model}, 16 × 256, top-32   {16 * 256 / s:8.0f} positions/s   "
+    print(f"  torch logit pass, {path}, 16 × 256, top-32   {16 * 256 / s:8.0f} positions/s   "
           f"peak {peak_mib():.0f} MiB")
 
 
@@ -130,7 +130,7 @@ def main():
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--positions", type=int, default=1024)
     p.add_argument("--steps", type=int, default=5)
-    p.add_argument("--model", default=None)
+    p.add_argument("--model", action="append", default=[], help="a released model's folder (repeatable)")
     p.add_argument("--only", default="head,step,logits")
     a, _ = p.parse_known_args()
     torch.set_num_threads(a.threads)
@@ -140,8 +140,9 @@ def main():
         head(a)
     if "step" in only:
         step(a)
-    if "logits" in only and a.model:
-        logits(a)
+    if "logits" in only:
+        for path in a.model:
+            logits(a, path)
 
 
 if __name__ == "__main__":

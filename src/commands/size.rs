@@ -129,7 +129,12 @@ fn released(path: &std::path::Path, json: bool) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| UsageError(format!("cannot read `{}`: {e}", path.display())))?;
         pdsweep::hf::families::parse(&text).map_err(|e| {
-            UsageError(format!("`{}`: key `{}` {}", path.display(), e.key, e.message))
+            UsageError(format!(
+                "`{}`: key `{}` {}",
+                path.display(),
+                e.key,
+                e.message
+            ))
         })?
     };
     print_released(&config, json)
@@ -148,7 +153,11 @@ fn print_released(config: &pdsweep::hf::ReleasedConfig, json: bool) -> anyhow::R
     }
     println!("family       {}", a.family);
     println!("shape        {}", a.summary());
-    println!("total        {} ({})", p.total, format_count(p.total as f64));
+    println!(
+        "total        {} ({})",
+        p.total,
+        format_count(p.total as f64)
+    );
     println!(
         "non-embed.   {} ({})",
         p.non_embedding,

@@ -501,7 +501,12 @@ fn teacher_support_in(
 /// pass of a sampled store, and a live teacher's sampled targets), each position seeded by
 /// its window and place in it ([`draw_seed`]), so a store and a live teacher draw the same.
 /// Sampling needs the whole distribution, so it always runs on the host.
-pub fn teacher_samples(teacher: &dyn LanguageModel, batch: &Batch, device: &Device, k: u64) -> Vec<Kept> {
+pub fn teacher_samples(
+    teacher: &dyn LanguageModel,
+    batch: &Batch,
+    device: &Device,
+    k: u64,
+) -> Vec<Kept> {
     teacher_samples_in(teacher, batch, device, FloatDType::F32, k)
 }
 

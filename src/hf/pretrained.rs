@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 use sha2::{Digest, Sha256};
 
-use super::families::{self, FamilyWeights, ReleasedConfig};
 use super::error::HfError;
+use super::families::{self, FamilyWeights, ReleasedConfig};
 use super::tokenizer::TokenizerFile;
 use super::weights::WeightFiles;
 use crate::model::ModelShape;
@@ -109,9 +109,9 @@ pub fn load_model(
             }
         };
         files.finish(config.shape.tie_embeddings)?;
-        return Ok(TeacherModel::Own(model));
+        return Ok(TeacherModel::own(model));
     }
-    load_decoder(dir, &released, config, &mut files, device).map(TeacherModel::Released)
+    load_decoder(dir, &released, config, &mut files, device).map(TeacherModel::released)
 }
 
 /// The released decoder of `released`'s family from `files`.

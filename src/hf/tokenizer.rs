@@ -8,6 +8,18 @@ use tokenizers::Tokenizer;
 
 use super::error::HfError;
 
+/// The one special token `tokenizer` puts before a text when encoding it with its special
+/// tokens, if it puts exactly one.
+fn bos_prefix(tokenizer: &Tokenizer) -> Option<u32> {
+    let with = tokenizer.encode("a", true).ok()?;
+    let plain = tokenizer.encode("a", false).ok()?;
+    let (with, plain) = (with.get_ids(), plain.get_ids());
+    match with.split_first() {
+        Some((&first, rest)) if rest.starts_with(plain) && with.len() > plain.len() => Some(first),
+        _ => None,
+    }
+}
+
 /// What pdsweep needs to know about a `tokenizer.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenizerFile {
@@ -17,6 +29,10 @@ pub struct TokenizerFile {
     pub sha256: String,
     /// One past its largest token id (added tokens included): the vocabulary a model needs.
     pub vocab: u64,
+    /// The token its post-processor puts before every text (`<bos>` of Gemma, Llama 3's
+    /// `<|begin_of_text|>`), if it puts one: a model released with it was trained with it, so
+    /// every window it sees begins with it.
+    pub bos: Option<u32>,
 }
 
 impl TokenizerFile {
@@ -45,6 +61,7 @@ impl TokenizerFile {
             path: path.to_path_buf(),
             sha256: crate::digest::hex(&Sha256::digest(&bytes)),
             vocab,
+            bos: bos_prefix(&tokenizer),
         })
     }
 

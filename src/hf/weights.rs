@@ -233,7 +233,9 @@ impl WeightFiles {
             if head != embed {
                 return Err(HfError::Weights {
                     path: self.file_of(head_name),
-                    reason: format!("config.json ties the output head to the embedding (`tie_word_embeddings`), but tensor `{head_name}` differs from `{embed_name}`"),
+                    reason: format!(
+                        "config.json ties the output head to the embedding (`tie_word_embeddings`), but tensor `{head_name}` differs from `{embed_name}`"
+                    ),
                 });
             }
             self.used.insert(head_name.into());

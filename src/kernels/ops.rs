@@ -192,11 +192,13 @@ pub fn head_logits(h: Tensor<2>, head: &HeadWeight) -> Tensor<2> {
         let w = head.weight.clone();
         return head.cap(h.matmul(if head.tied { w.transpose() } else { w }));
     }
-    head.cap(Tensor::from_dispatch(<Dispatch as FusedOps>::fused_head_logits(
-        h.into_dispatch(),
-        head.weight.clone().into_dispatch(),
-        u8::from(head.tied),
-    )))
+    head.cap(Tensor::from_dispatch(
+        <Dispatch as FusedOps>::fused_head_logits(
+            h.into_dispatch(),
+            head.weight.clone().into_dispatch(),
+            u8::from(head.tied),
+        ),
+    ))
 }
 
 /// Positions per chunk of [`head_loss`] that keep one chunk's logits within 2^24 values

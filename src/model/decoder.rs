@@ -197,7 +197,12 @@ pub fn inverse_frequencies(rope: &Rope, dims: usize) -> Vec<f32> {
 
 /// cos and sin tables `[context, dims]` of `rope` ("rotate half": column j and j + dims/2 share
 /// frequency j), angles in f32 as transformers forms them.
-fn rope_tables(context: usize, dims: usize, rope: &Rope, device: &Device) -> (Tensor<2>, Tensor<2>) {
+fn rope_tables(
+    context: usize,
+    dims: usize,
+    rope: &Rope,
+    device: &Device,
+) -> (Tensor<2>, Tensor<2>) {
     let inv = inverse_frequencies(rope, dims);
     let half = dims / 2;
     let mut cos = Vec::with_capacity(context * dims);
@@ -395,7 +400,8 @@ impl Decoder {
         let [b, s] = tokens.dims();
         let h = self.hidden_in(tokens, FloatDType::F32);
         let d = h.dims()[2];
-        let logits = kernels::head_logits(h.reshape([b * s, d]), &self.head_weight(FloatDType::F32));
+        let logits =
+            kernels::head_logits(h.reshape([b * s, d]), &self.head_weight(FloatDType::F32));
         let v = logits.dims()[1];
         logits.reshape([b, s, v])
     }
@@ -542,7 +548,7 @@ fn read_layer(
         }
     };
     let (pre_a, post_a, pre_m, post_m) = wants(arch.placement);
-    let mut norm_if = |r: &mut Reader<'_>, on: bool, f: fn(Affine) -> LayerPart| {
+    let norm_if = |r: &mut Reader<'_>, on: bool, f: fn(Affine) -> LayerPart| {
         if on {
             r.norm(arch, |a| Part::Layer(i, f(a)), d).map(Some)
         } else {
@@ -577,7 +583,8 @@ fn read_layer(
     let up = r.linear(i, (P::Up, P::UpBias), ff, d, arch.mlp_bias)?;
     let down = r.linear(i, (P::Down, P::DownBias), d, ff, arch.mlp_bias)?;
     let post_mlp_norm = norm_if(r, post_m, P::PostMlpNorm)?;
-    let local = matches!(arch.positions, Positions::Rotary { local: Some(_), .. }) && window.is_some();
+    let local =
+        matches!(arch.positions, Positions::Rotary { local: Some(_), .. }) && window.is_some();
     Ok(Layer {
         attn_norm,
         post_attn_norm,

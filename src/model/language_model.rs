@@ -80,36 +80,81 @@ impl LanguageModel for Decoder {
     }
 }
 
-/// A teacher as loaded: pdsweep's own transformer, or a released decoder of another family.
+/// A teacher as loaded: pdsweep's own transformer, or a released decoder of another family,
+/// and the token it was trained to see first (see [`TeacherModel::with_bos`]).
 #[derive(Debug, Clone)]
-pub enum TeacherModel {
-    /// pdsweep's LLaMA (trained here, or a released plain LLaMA).
+pub struct TeacherModel {
+    net: Net,
+    bos: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+enum Net {
     Own(Transformer),
-    /// A released model of another architecture.
     Released(Decoder),
 }
 
 impl TeacherModel {
+    /// pdsweep's LLaMA (trained here, or a released plain LLaMA).
+    pub fn own(model: Transformer) -> TeacherModel {
+        TeacherModel {
+            net: Net::Own(model),
+            bos: None,
+        }
+    }
+
+    /// A released model of another architecture.
+    pub fn released(model: Decoder) -> TeacherModel {
+        TeacherModel {
+            net: Net::Released(model),
+            bos: None,
+        }
+    }
+
+    /// The same model seeing `bos` before every window: a model released with a tokenizer
+    /// that puts BOS before each text (Gemma, Llama 3) was trained so, and scores a window
+    /// without it far worse (Gemma-3-270M: about 1.5 nats/token). The windows are unchanged:
+    /// position i still predicts token i + 1 from tokens 0..=i, now with BOS in front, so
+    /// logits line up with a student's. Needs one position more than the windows
+    /// ([`LanguageModel::context`] says how many remain).
+    pub fn with_bos(mut self, bos: Option<u32>) -> TeacherModel {
+        self.bos = bos;
+        self
+    }
+
+    /// The token it sees first, if any.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
     /// The model as pdsweep's own transformer (what sampling and decoding need), or `None`
     /// for a released decoder.
     pub fn into_transformer(self) -> Option<Transformer> {
-        match self {
-            TeacherModel::Own(t) => Some(t),
-            TeacherModel::Released(_) => None,
+        match self.net {
+            Net::Own(t) => Some(t),
+            Net::Released(_) => None,
         }
     }
 
     fn inner(&self) -> &dyn LanguageModel {
-        match self {
-            TeacherModel::Own(t) => t,
-            TeacherModel::Released(d) => d,
+        match &self.net {
+            Net::Own(t) => t,
+            Net::Released(d) => d,
         }
     }
 }
 
 impl LanguageModel for TeacherModel {
     fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
-        self.inner().hidden_in(tokens, compute)
+        let Some(bos) = self.bos else {
+            return self.inner().hidden_in(tokens, compute);
+        };
+        let [b, s] = tokens.dims();
+        let first = Tensor::<2, Int>::full([b, 1], i64::from(bos), &tokens.device());
+        let hidden = self
+            .inner()
+            .hidden_in(Tensor::cat(vec![first, tokens], 1), compute);
+        hidden.narrow(1, 1, s)
     }
 
     fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
@@ -121,10 +166,28 @@ impl LanguageModel for TeacherModel {
     }
 
     fn context(&self) -> usize {
-        self.inner().context()
+        self.inner().context() - usize::from(self.bos.is_some())
+    }
+}
+
+impl<T: LanguageModel + ?Sized> LanguageModel for &T {
+    fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        (**self).hidden_in(tokens, compute)
+    }
+
+    fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
+        (**self).head_weight(compute)
+    }
+
+    fn vocab(&self) -> usize {
+        (**self).vocab()
+    }
+
+    fn context(&self) -> usize {
+        (**self).context()
     }
 
     fn logits(&self, tokens: Tensor<2, Int>) -> Tensor<3> {
-        self.inner().logits(tokens)
+        (**self).logits(tokens)
     }
 }

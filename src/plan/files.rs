@@ -367,14 +367,14 @@ fn pretrained_vocab(
     let mut notes = Vec::new();
     for e in &entries {
         let c = &e.model.config;
-        if tokenizer_vocab.is_none() && c.vocab != vocab {
+        if tokenizer_vocab.is_none() && c.arch.vocab != vocab {
             return Err(sweep
                 .error_at(
                     e.span.clone(),
                     &e.key,
                     format!(
                         "vocabulary `{}` (config.json) differs from vocabulary `{vocab}` of `{}`; teachers and students must share one tokenizer",
-                        c.vocab, first.key
+                        c.arch.vocab, first.key
                     ),
                 )
                 .with_hint("distil from teachers of one model family (one tokenizer) per sweep"));
@@ -392,13 +392,13 @@ fn pretrained_vocab(
                 .with_hint("lower `[model] context`"));
         }
         check_teacher_tokenizer(sweep, corpus, files, e)?;
-        if c.vocab > vocab {
+        if c.arch.vocab > vocab {
             notes.push(format!(
                 "teacher `{}` ({}): {} vocabulary rows in config.json for a tokenizer of {vocab} tokens; its {} padding rows, which no token id reaches, are cut when it loads, so its logits cover the tokenizer's range (students have {vocab})",
                 e.model.dir.display(),
                 e.key,
-                c.vocab,
-                c.vocab - vocab
+                c.arch.vocab,
+                c.arch.vocab - vocab
             ));
         }
     }

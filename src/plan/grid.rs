@@ -463,6 +463,7 @@ impl<'a> Context<'a> {
                     path,
                     config_sha256: model.config_sha256.clone(),
                     weights_sha256,
+                    bos: model.tokenizer.as_ref().and_then(|t| t.bos),
                 }),
             },
             budgets: vec![TokenBudget::Absolute(0)],

@@ -254,7 +254,10 @@ fn table(plan: &Plan) -> String {
             run.name.clone(),
             format_count(run.params.total as f64),
             run.params.non_embedding.to_string(),
-            run.config.model.shape.summary(),
+            match &run.config.model.arch {
+                Some(arch) => arch.summary(),
+                None => run.config.model.shape.summary(),
+            },
             match run.config.model.pretrained {
                 Some(_) if run.kind() == RunKind::Teacher => "pre-trained".into(),
                 _ => format_count(run.tokens() as f64),

@@ -171,8 +171,8 @@ impl ModelSpec {
     }
 }
 
-/// A model that is not trained by the sweep: a Hugging Face-format LLaMA folder. Its content
-/// hashes are part of the run's id, so other weights are another teacher.
+/// A model that is not trained by the sweep: a Hugging Face model folder of a family pdsweep
+/// loads. Its content hashes are part of the run's id, so other weights are another teacher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PretrainedSource {
     /// The folder as written in the sweep file (relative to the sweep file's folder).
@@ -182,6 +182,11 @@ pub struct PretrainedSource {
     /// SHA-256 (hex) over its weight files, in name order, each as its name, its length and
     /// its bytes.
     pub weights_sha256: String,
+    /// The token the model sees before every window (its tokenizer puts it before each text,
+    /// so it was trained with it: Gemma, Llama 3). Part of the id; absent (and left out of the
+    /// JSON) for models without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bos: Option<u32>,
 }
 
 /// Where a run's peak learning rate comes from when it is tuned on other runs.

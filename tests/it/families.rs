@@ -83,7 +83,11 @@ fn every_family_loads_with_transformers_logits() {
         let input = Tensor::<2, Int>::from_data(TensorData::new(tokens, [2, 24]), &device);
         let ours: Vec<f32> = model.logits(input).into_data().try_to_vec().unwrap();
         let (shape, theirs) = reference_logits(&folder);
-        assert_eq!(shape, vec![2, 24, pretrained.config.arch.vocab as usize], "{name}");
+        assert_eq!(
+            shape,
+            vec![2, 24, pretrained.config.arch.vocab as usize],
+            "{name}"
+        );
         let spread = theirs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
         let diff = ours
             .iter()
@@ -91,7 +95,10 @@ fn every_family_loads_with_transformers_logits() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         eprintln!("{name}: max |Δlogit| = {diff:.2e} of logits up to {spread:.1}");
-        assert!(spread > 1.0, "{name}: the logits are too flat to test anything");
+        assert!(
+            spread > 1.0,
+            "{name}: the logits are too flat to test anything"
+        );
         assert!(
             diff <= RELATIVE * spread,
             "{name}: logits differ by {diff:.3e} (relative {:.2e})",

@@ -300,7 +300,7 @@ fn the_fused_chunked_head_matches_the_unfused_head_for_every_loss() {
                     let head = kernels::HeadWeight {
                         weight: w.clone(),
                         tied,
-                softcap: None,
+                        softcap: None,
                     };
                     let loss = match how {
                         "unfused" => {
@@ -560,7 +560,7 @@ fn cross_run(
     let head = kernels::HeadWeight {
         weight: w.clone(),
         tied,
-                softcap: None,
+        softcap: None,
     };
     let (a, b) = (0.3 / 20.0, 0.7 / 20.0);
     let op = || kernels::cross_head_loss(h.clone(), &head, targets.clone(), cross, (a, b), chunk);

@@ -44,6 +44,8 @@ struct Released {
     script: &'static str,
     /// Held-out tokens scored (31 windows of 256 for SmolLM2, 15 for the larger Gemma).
     val_tokens: u64,
+    /// The token its tokenizer puts before every text.
+    bos: Option<u32>,
 }
 
 const SMOLLM2: Released = Released {
@@ -52,6 +54,7 @@ const SMOLLM2: Released = Released {
     require: "PDSWEEP_REQUIRE_SMOLLM2",
     script: "benches/smollm2.py",
     val_tokens: 8192,
+    bos: None,
 };
 
 const GEMMA3: Released = Released {
@@ -60,6 +63,7 @@ const GEMMA3: Released = Released {
     require: "PDSWEEP_REQUIRE_GEMMA3",
     script: "benches/gemma3.py",
     val_tokens: 4096,
+    bos: Some(2),
 };
 /// Largest relative difference allowed between the two held-out losses.
 const TOLERANCE: f64 = 1e-5;
@@ -167,9 +171,17 @@ fn gemma3_tokenizer_gives_transformers_ids_on_many_scripts() {
     tokenizer.encode_into(&text, &mut with_special).unwrap();
     tokenizer.encode_plain(&text, &mut plain).unwrap();
     assert!(plain.len() > 10_000, "{} tokens", plain.len());
-    assert_eq!(with_special, ids(&theirs["ids"]), "with special tokens (BOS first)");
+    assert_eq!(
+        with_special,
+        ids(&theirs["ids"]),
+        "with special tokens (BOS first)"
+    );
     assert_eq!(plain, ids(&theirs["ids_plain"]), "without special tokens");
-    assert_eq!(with_special.len(), plain.len() + 1, "Gemma's tokenizer adds BOS only");
+    assert_eq!(
+        with_special.len(),
+        plain.len() + 1,
+        "Gemma's tokenizer adds BOS only"
+    );
 }
 
 fn data_config(tokenizer_sha: String, vocab: u64, val_tokens: u64) -> DataConfig {
@@ -248,16 +260,24 @@ fn held_out_loss_equals_transformers(model: &Released) {
     // inert), and scores what transformers scores.
     let pretrained = PretrainedModel::read(&folder).unwrap();
     assert_eq!(pretrained.config.arch.vocab, vocab);
+    // a model whose tokenizer puts BOS before every text sees it before every window
+    let bos = pretrained.tokenizer.as_ref().and_then(|t| t.bos);
+    assert_eq!(bos, model.bos, "{}: the BOS rule", model.name);
     let llama = pretrained.config.as_llama();
     let config = TransformerConfig {
         rope_theta: llama.as_ref().map_or(10_000.0, |l| l.rope_theta),
         norm_eps: llama.as_ref().map_or(1e-5, |l| l.norm_eps),
-        ..TransformerConfig::new(pretrained.shape(), CONTEXT as usize)
+        ..TransformerConfig::new(
+            pretrained.shape(),
+            CONTEXT as usize + usize::from(bos.is_some()),
+        )
     };
     let device = Device::flex();
-    let model = load_model(&folder, &config, &pretrained.config_sha256, &device).unwrap();
+    let model_loaded = load_model(&folder, &config, &pretrained.config_sha256, &device)
+        .unwrap()
+        .with_bos(bos);
     let (ours, _) = evaluate(
-        &model,
+        &model_loaded,
         &prepared.val,
         CONTEXT as usize,
         &device,
@@ -269,7 +289,11 @@ fn held_out_loss_equals_transformers(model: &Released) {
     let theirs = reference(
         &python,
         &[
-            "heldout",
+            if bos.is_some() {
+                "heldout_bos"
+            } else {
+                "heldout"
+            },
             folder.to_str().unwrap(),
             ids_path.to_str().unwrap(),
             &CONTEXT.to_string(),

@@ -24,13 +24,19 @@ pub(super) const GEMMA_KEYS: &[&str] = &[
 /// Inert keys of the Gemma configs.
 pub(super) const GEMMA_INERT: &[&str] = &["cache_implementation", "sliding_window_size"];
 
+/// Keys of the Gemma configs that must be off.
+pub(super) const GEMMA_OFF: &[(&str, &str)] = &[(
+    "use_bidirectional_attention",
+    "bidirectional attention (a causal model is needed)",
+)];
+
 pub(super) fn parse(obj: &Obj) -> Result<ReleasedConfig, ConfigError> {
     let honoured: Vec<&str> = SHAPE_KEYS.iter().chain(GEMMA_KEYS).copied().collect();
     Rules {
         family: Family::Gemma2,
         honoured: &honoured,
         inert: GEMMA_INERT,
-        off: &[],
+        off: GEMMA_OFF,
     }
     .check(obj)?;
     let mut c = common(obj, true, 1e-6)?;

@@ -5,7 +5,7 @@
 //! global ones with `rope_theta` and its scaling. Its config's `attn_logit_softcapping` is read
 //! but, as in transformers, not applied.
 
-use super::gemma2::{GEMMA_INERT, GEMMA_KEYS, gemma, windows};
+use super::gemma2::{GEMMA_INERT, GEMMA_KEYS, GEMMA_OFF, gemma, windows};
 use super::keys::{self, Rules};
 use super::llama::{SHAPE_KEYS, common};
 use super::{Obj, ReleasedConfig};
@@ -27,10 +27,7 @@ pub(super) fn parse(obj: &Obj) -> Result<ReleasedConfig, ConfigError> {
         family: Family::Gemma3,
         honoured: &honoured,
         inert: GEMMA_INERT,
-        off: &[(
-            "use_bidirectional_attention",
-            "bidirectional attention (a causal model is needed)",
-        )],
+        off: GEMMA_OFF,
     }
     .check(obj)?;
     let mut c = common(obj, true, 1e-6)?;

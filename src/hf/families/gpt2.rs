@@ -140,7 +140,11 @@ impl Naming for Gpt2Naming {
             ..TensorRef::plain(name, shape)
         };
         let qkv = |l: &dyn Fn(&str) -> String, which: usize, bias: bool| TensorRef {
-            name: l(if bias { "attn.c_attn.bias" } else { "attn.c_attn.weight" }),
+            name: l(if bias {
+                "attn.c_attn.bias"
+            } else {
+                "attn.c_attn.weight"
+            }),
             stored: if bias { vec![3 * d] } else { vec![d, 3 * d] },
             transposed: !bias,
             rows: Some(vec![(which * d, d)]),
@@ -181,6 +185,9 @@ impl Naming for Gpt2Naming {
     }
 
     fn vocab_tensors(&self) -> Vec<String> {
-        vec![format!("{}wte.weight", self.prefix), "lm_head.weight".into()]
+        vec![
+            format!("{}wte.weight", self.prefix),
+            "lm_head.weight".into(),
+        ]
     }
 }

@@ -33,7 +33,11 @@ pub(super) fn parse(obj: &Obj) -> Result<ReleasedConfig, ConfigError> {
             "hidden_act",
             "attention_bias",
         ],
-        inert: &["hidden_dropout", "classifier_dropout", "rotary_emb_base_is_default"],
+        inert: &[
+            "hidden_dropout",
+            "classifier_dropout",
+            "rotary_emb_base_is_default",
+        ],
         off: &[],
     }
     .check(obj)?;
@@ -139,11 +143,18 @@ impl Naming for NeoxNaming {
                 shape.to_vec(),
                 None,
             ),
-            Part::Positions => ("gpt_neox.embed_positions.weight".into(), shape.to_vec(), None),
+            Part::Positions => (
+                "gpt_neox.embed_positions.weight".into(),
+                shape.to_vec(),
+                None,
+            ),
             Part::Layer(i, p) => {
                 let l = |rest: &str| format!("gpt_neox.layers.{i}.{rest}");
                 let (rest, (stored, rows)) = match p {
-                    P::AttnNorm(a) => (format!("input_layernorm.{}", affine(a)), (shape.to_vec(), None)),
+                    P::AttnNorm(a) => (
+                        format!("input_layernorm.{}", affine(a)),
+                        (shape.to_vec(), None),
+                    ),
                     P::MlpNorm(a) => (
                         format!("post_attention_layernorm.{}", affine(a)),
                         (shape.to_vec(), None),
@@ -160,7 +171,10 @@ impl Naming for NeoxNaming {
                     P::UpBias => ("mlp.dense_h_to_4h.bias".into(), (shape.to_vec(), None)),
                     P::Down => ("mlp.dense_4h_to_h.weight".into(), (shape.to_vec(), None)),
                     P::DownBias => ("mlp.dense_4h_to_h.bias".into(), (shape.to_vec(), None)),
-                    other => (format!("(no {other:?} in gpt_neox)"), (shape.to_vec(), None)),
+                    other => (
+                        format!("(no {other:?} in gpt_neox)"),
+                        (shape.to_vec(), None),
+                    ),
                 };
                 (l(&rest), stored, rows)
             }

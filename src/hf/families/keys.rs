@@ -103,11 +103,7 @@ impl Rules<'_> {
     /// Refuses every key that is neither honoured nor inert, and every "off" key that is on.
     pub fn check(&self, obj: &Obj) -> Result<(), ConfigError> {
         for (key, value) in obj {
-            let off = self
-                .off
-                .iter()
-                .chain(ALWAYS_OFF)
-                .find(|(k, _)| k == key);
+            let off = self.off.iter().chain(ALWAYS_OFF).find(|(k, _)| k == key);
             if let Some((_, what)) = off {
                 if !is_off(value) {
                     return Err(err(
@@ -166,9 +162,10 @@ pub fn check_architectures(obj: &Obj, family: Family) -> Result<(), ConfigError>
     let Some(arch) = obj.get("architectures").filter(|v| !v.is_null()) else {
         return Ok(());
     };
-    let ok = arch
-        .as_array()
-        .is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|s| expected.contains(&s))));
+    let ok = arch.as_array().is_some_and(|a| {
+        a.iter()
+            .all(|v| v.as_str().is_some_and(|s| expected.contains(&s)))
+    });
     if ok {
         Ok(())
     } else {
@@ -188,7 +185,10 @@ pub fn positive(obj: &Obj, key: &str) -> Result<Option<u64>, ConfigError> {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {
             Some(n) if n > 0 => Ok(Some(n)),
-            _ => Err(err(key, format!("must be a positive whole number, not `{v}`"))),
+            _ => Err(err(
+                key,
+                format!("must be a positive whole number, not `{v}`"),
+            )),
         },
     }
 }
@@ -284,7 +284,10 @@ fn rope_entry(params: &Obj, key: &str, theta: Option<f64>) -> Result<Rope, Confi
         (Some(Value::String(s)), _) | (None, Some(Value::String(s))) => s.as_str(),
         (None, None) => "default",
         (Some(v), _) | (_, Some(v)) => {
-            return Err(err(&sub("rope_type"), format!("must be a string, not `{v}`")));
+            return Err(err(
+                &sub("rope_type"),
+                format!("must be a string, not `{v}`"),
+            ));
         }
     };
     let theta_here = number(params, "rope_theta").map_err(|e| err(&sub(&e.key), e.message))?;
@@ -336,11 +339,10 @@ fn rope_entry(params: &Obj, key: &str, theta: Option<f64>) -> Result<Rope, Confi
 /// instead.
 pub fn rope(obj: &Obj, default_theta: f64) -> Result<Rope, ConfigError> {
     let mut rope = rope_tables(obj, default_theta)?;
-    if let (
-        RopeScaling::Llama3 { original, .. },
-        Some(top),
-    ) = (&mut rope.scaling, number(obj, "original_max_position_embeddings")?)
-    {
+    if let (RopeScaling::Llama3 { original, .. }, Some(top)) = (
+        &mut rope.scaling,
+        number(obj, "original_max_position_embeddings")?,
+    ) {
         *original = top;
     }
     Ok(rope)
@@ -359,7 +361,10 @@ fn rope_tables(obj: &Obj, default_theta: f64) -> Result<Rope, ConfigError> {
                 {
                     return Err(err(
                         "rope_theta",
-                        format!("is `{b}` but `rope_parameters.rope_theta` is `{}`", rope.theta),
+                        format!(
+                            "is `{b}` but `rope_parameters.rope_theta` is `{}`",
+                            rope.theta
+                        ),
                     ));
                 }
                 return Ok(rope);
@@ -379,8 +384,10 @@ pub fn rope_by_layer_type(obj: &Obj) -> Result<Option<(Rope, Rope)>, ConfigError
     let Some(Value::Object(params)) = obj.get("rope_parameters") else {
         return Ok(None);
     };
-    let (Some(full), Some(sliding)) = (params.get("full_attention"), params.get("sliding_attention"))
-    else {
+    let (Some(full), Some(sliding)) = (
+        params.get("full_attention"),
+        params.get("sliding_attention"),
+    ) else {
         return Ok(None);
     };
     if let Some(k) = params
@@ -426,7 +433,10 @@ pub fn layer_types(obj: &Obj, layers: u64) -> Result<Option<Vec<bool>>, ConfigEr
     if list.len() as u64 != layers {
         return Err(err(
             "layer_types",
-            format!("lists {} layers, but `num_hidden_layers` is {layers}", list.len()),
+            format!(
+                "lists {} layers, but `num_hidden_layers` is {layers}",
+                list.len()
+            ),
         ));
     }
     list.iter()

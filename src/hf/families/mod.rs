@@ -110,7 +110,12 @@ pub fn parse(text: &str) -> Result<ReleasedConfig, ConfigError> {
     let model_type = obj
         .get("model_type")
         .and_then(Value::as_str)
-        .ok_or_else(|| keys::err("model_type", format!("is missing (expected one of {})", known())))?;
+        .ok_or_else(|| {
+            keys::err(
+                "model_type",
+                format!("is missing (expected one of {})", known()),
+            )
+        })?;
     let family = Family::ALL
         .into_iter()
         .find(|f| f.model_type() == model_type)
@@ -195,11 +200,9 @@ pub trait Naming {
 /// The naming of `arch`'s family (and its stored prefix where a family has two).
 pub fn naming(arch: &Architecture, names: &[String]) -> Box<dyn Naming> {
     match arch.family {
-        Family::Llama
-        | Family::Qwen2
-        | Family::Qwen3
-        | Family::Mistral
-        | Family::Olmo2 => Box::new(llama::LlamaNaming),
+        Family::Llama | Family::Qwen2 | Family::Qwen3 | Family::Mistral | Family::Olmo2 => {
+            Box::new(llama::LlamaNaming)
+        }
         Family::Gemma2 | Family::Gemma3 => Box::new(llama::GemmaNaming),
         Family::GptNeox => Box::new(gpt_neox::NeoxNaming {
             head_dim: arch.head_dim as usize,
@@ -258,11 +261,16 @@ mod tests {
         // SmolLM2-135M is a plain LLaMA: pdsweep's own transformer runs it
         let smol = fixture("smollm2-135m");
         let llama = smol.as_llama().expect("plain LLaMA");
-        assert_eq!((llama.n_heads, llama.n_kv_heads, llama.rope_theta), (9, 3, 100_000.0));
+        assert_eq!(
+            (llama.n_heads, llama.n_kv_heads, llama.rope_theta),
+            (9, 3, 100_000.0)
+        );
         // Llama 3.2: llama3 RoPE scaling, so the decoder runs it
         let l32 = fixture("llama-3.2-1b");
         assert!(l32.as_llama().is_none());
-        let Positions::Rotary { global, .. } = l32.arch.positions else { panic!() };
+        let Positions::Rotary { global, .. } = l32.arch.positions else {
+            panic!()
+        };
         assert_eq!(
             global.scaling,
             RopeScaling::Llama3 {
@@ -274,28 +282,47 @@ mod tests {
         );
         let qwen = fixture("qwen2.5-0.5b");
         assert!(qwen.arch.qkv_bias && !qwen.arch.o_bias && qwen.arch.tie_embeddings);
-        assert!(qwen.arch.windows.iter().all(Option::is_none), "use_sliding_window is false");
+        assert!(
+            qwen.arch.windows.iter().all(Option::is_none),
+            "use_sliding_window is false"
+        );
         let qwen3 = fixture("qwen3-0.6b");
-        assert_eq!((qwen3.arch.head_dim, qwen3.arch.qk_norm), (128, QkNorm::PerHead));
+        assert_eq!(
+            (qwen3.arch.head_dim, qwen3.arch.qk_norm),
+            (128, QkNorm::PerHead)
+        );
         let gemma = fixture("gemma-3-270m");
         let a = &gemma.arch;
-        assert_eq!((a.head_dim, a.n_kv_heads, a.placement), (256, 1, Placement::Sandwich));
+        assert_eq!(
+            (a.head_dim, a.n_kv_heads, a.placement),
+            (256, 1, Placement::Sandwich)
+        );
         assert!(a.embed_scale && a.tie_embeddings && a.final_softcap.is_none());
         let globals: Vec<usize> = (0..18).filter(|&i| a.windows[i].is_none()).collect();
         assert_eq!(globals, vec![5, 11, 17]);
         assert_eq!(a.windows[0], Some(512));
-        let Positions::Rotary { global, local, .. } = a.positions else { panic!() };
-        assert_eq!((global.theta, local.map(|l| l.theta)), (1e6, Some(10_000.0)));
+        let Positions::Rotary { global, local, .. } = a.positions else {
+            panic!()
+        };
+        assert_eq!(
+            (global.theta, local.map(|l| l.theta)),
+            (1e6, Some(10_000.0))
+        );
         let pythia = fixture("pythia-160m");
         assert_eq!(pythia.arch.placement, Placement::Parallel);
         assert_eq!(pythia.arch.mlp, Mlp::Plain(Activation::Gelu));
-        let Positions::Rotary { dims, .. } = pythia.arch.positions else { panic!() };
+        let Positions::Rotary { dims, .. } = pythia.arch.positions else {
+            panic!()
+        };
         assert_eq!(dims, 16);
         let gpt2 = fixture("gpt2");
         assert_eq!(gpt2.arch.positions, Positions::Learned { rows: 1024 });
         assert_eq!(gpt2.arch.mlp, Mlp::Plain(Activation::GeluTanh));
         let olmo = fixture("olmo-2-0425-1b");
-        assert_eq!((olmo.arch.placement, olmo.arch.qk_norm), (Placement::Post, QkNorm::Full));
+        assert_eq!(
+            (olmo.arch.placement, olmo.arch.qk_norm),
+            (Placement::Post, QkNorm::Full)
+        );
     }
 
     fn refused(stem: &str, key: &str, value: Value) -> ConfigError {
@@ -304,7 +331,10 @@ mod tests {
         let obj = v.as_object_mut().unwrap();
         match key.split_once('.') {
             Some((outer, inner)) => {
-                obj[outer].as_object_mut().unwrap().insert(inner.into(), value);
+                obj[outer]
+                    .as_object_mut()
+                    .unwrap()
+                    .insert(inner.into(), value);
             }
             None => {
                 obj.insert(key.into(), value);
@@ -317,22 +347,52 @@ mod tests {
     fn what_cannot_be_honoured_is_refused_naming_family_and_key() {
         let cases: Vec<(&str, &str, Value, &str)> = vec![
             ("smollm2-135m", "model_type", json!("falcon"), "model_type"),
-            ("smollm2-135m", "architectures", json!(["MistralForCausalLM"]), "architectures"),
+            (
+                "smollm2-135m",
+                "architectures",
+                json!(["MistralForCausalLM"]),
+                "architectures",
+            ),
             ("smollm2-135m", "hidden_act", json!("gelu"), "hidden_act"),
             ("smollm2-135m", "num_experts", json!(8), "num_experts"),
             ("smollm2-135m", "hidden_size", json!("big"), "hidden_size"),
-            ("smollm2-135m", "quantization_config", json!({"bits": 4}), "quantization_config"),
+            (
+                "smollm2-135m",
+                "quantization_config",
+                json!({"bits": 4}),
+                "quantization_config",
+            ),
             (
                 "llama-3.2-1b",
                 "rope_scaling.rope_type",
                 json!("yarn"),
                 "rope_scaling.rope_type",
             ),
-            ("llama-3.2-1b", "rope_scaling.beta_fast", json!(32), "rope_scaling.beta_fast"),
+            (
+                "llama-3.2-1b",
+                "rope_scaling.beta_fast",
+                json!(32),
+                "rope_scaling.beta_fast",
+            ),
             ("qwen2.5-0.5b", "use_mrope", json!(true), "use_mrope"),
-            ("gpt2", "scale_attn_by_inverse_layer_idx", json!(true), "scale_attn_by_inverse_layer_idx"),
-            ("gemma-3-270m", "use_bidirectional_attention", json!(true), "use_bidirectional_attention"),
-            ("gemma-3-270m", "layer_types", json!(["full_attention"]), "layer_types"),
+            (
+                "gpt2",
+                "scale_attn_by_inverse_layer_idx",
+                json!(true),
+                "scale_attn_by_inverse_layer_idx",
+            ),
+            (
+                "gemma-3-270m",
+                "use_bidirectional_attention",
+                json!(true),
+                "use_bidirectional_attention",
+            ),
+            (
+                "gemma-3-270m",
+                "layer_types",
+                json!(["full_attention"]),
+                "layer_types",
+            ),
             ("pythia-160m", "rotary_pct", json!(2.0), "rotary_pct"),
             ("olmo-2-0425-1b", "hidden_act", json!("relu"), "hidden_act"),
         ];
@@ -341,7 +401,10 @@ mod tests {
             assert_eq!(e.key, expected, "{stem} {key}: {e:?}");
         }
         let e = refused("gemma-3-270m", "num_experts", json!(8));
-        assert!(e.message.contains("`gemma3_text`"), "the family is named: {e:?}");
+        assert!(
+            e.message.contains("`gemma3_text`"),
+            "the family is named: {e:?}"
+        );
     }
 
     #[test]
@@ -350,7 +413,10 @@ mod tests {
         let mut v: Value = serde_json::from_str(&text).unwrap();
         let obj = v.as_object_mut().unwrap();
         // what transformers writes for a model converted from a GGUF file (benches/smollm2.py)
-        obj.insert("_model_name_or_path".into(), json!("Smollm2 135M 8k Lc100K Mix1 Ep2"));
+        obj.insert(
+            "_model_name_or_path".into(),
+            json!("Smollm2 135M 8k Lc100K Mix1 Ep2"),
+        );
         obj.insert("unk_token_id".into(), json!(0));
         obj.insert("attention_bias".into(), json!(false));
         assert!(parse(&v.to_string()).unwrap().as_llama().is_some());

@@ -35,7 +35,8 @@ impl<'a> FamilyWeights<'a> {
     fn read(&mut self, r: &TensorRef, shape: &[usize]) -> Result<Vec<f32>, HfError> {
         let (stored, mut data) = self.files.take(&r.name)?;
         let vocab = self.vocab_tensors.contains(&r.name);
-        let rows_ok = vocab && stored.len() == 2 && stored[1] == r.stored[1] && stored[0] >= r.stored[0];
+        let rows_ok =
+            vocab && stored.len() == 2 && stored[1] == r.stored[1] && stored[0] >= r.stored[0];
         if stored != r.stored && !rows_ok {
             return Err(self.files.error_at(
                 &r.name,
@@ -67,7 +68,11 @@ impl<'a> FamilyWeights<'a> {
         if data.len() != want {
             return Err(self.files.error_at(
                 &r.name,
-                format!("tensor `{}` gives {} values where {shape:?} needs {want}", r.name, data.len()),
+                format!(
+                    "tensor `{}` gives {} values where {shape:?} needs {want}",
+                    r.name,
+                    data.len()
+                ),
             ));
         }
         Ok(data)

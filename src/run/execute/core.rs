@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use burn::tensor::Device;
 
 use crate::data::{self, Prepared};
-use crate::model::Transformer;
 use crate::plan::{RunConfig, RunKind};
 use crate::run::error::RunError;
 use crate::run::events::RunEvent;
@@ -227,7 +226,7 @@ pub(crate) fn add_extra(row: &mut RunResult, fields: serde_json::Value) {
 pub(crate) fn trained(
     ctx: &Ctx,
     result: Result<train::TrainOutcome, TrainError>,
-    teacher: Option<&Transformer>,
+    teacher: Option<&dyn crate::model::LanguageModel>,
 ) -> Step {
     let outcome = match result {
         Ok(o) => o,

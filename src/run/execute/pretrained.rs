@@ -20,9 +20,11 @@ pub fn load(
     device: &Device,
 ) -> Result<(TeacherModel, String), String> {
     let dir = sweep_dir.join(&source.path);
-    let arch = config.model.transformer(config.data.context);
+    // a teacher trained with BOS sees it before every window: one position more
+    let bos = u64::from(source.bos.is_some());
+    let arch = config.model.transformer(config.data.context + bos);
     crate::hf::load_model(&dir, &arch, &source.config_sha256, device)
-        .map(|model| (model, source.weights_sha256.clone()))
+        .map(|model| (model.with_bos(source.bos), source.weights_sha256.clone()))
         .map_err(|e| e.to_string())
 }
 

@@ -6,7 +6,7 @@ use super::core::{
     Ctx, ExecEnv, Outcome, Step, add_extra, begin, end, fail, panic_reason, result_row, trained,
 };
 use super::{adopt, logits, pretrained, teacher};
-use crate::model::Transformer;
+use crate::model::LanguageModel;
 use crate::plan::RunKind;
 use crate::run::error::{RecordError, RunError};
 use crate::run::events::RunEvent;
@@ -75,7 +75,11 @@ fn student_run(
         Err(reason) => return Ok(Step::Failed(reason)),
     };
     // agreement compares the two models token by token: one vocabulary only
-    let agreement = objective.targets.cross.is_none().then_some(&teacher.0);
+    let agreement = objective
+        .targets
+        .cross
+        .is_none()
+        .then_some(&teacher.0 as &dyn LanguageModel);
     let mut step = train_run(ctx, &mut objective, agreement, recorder, on_event)?;
     if let (Step::Done(row), Some(cross)) = (&mut step, objective.targets.cross.as_deref()) {
         // how much of the student's text aligned with its teacher's, over the batches read
@@ -118,7 +122,7 @@ fn pretrained_run(ctx: &Ctx) -> Step {
 fn train_run(
     ctx: &Ctx,
     objective: &mut dyn Objective,
-    teacher: Option<&Transformer>,
+    teacher: Option<&dyn LanguageModel>,
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Step, RunError> {

@@ -12,7 +12,7 @@ use burn::tensor::Device;
 
 use super::core::{Ctx, ExecEnv, Outcome, Step, begin, end, fail, panic_reason, trained};
 use super::teacher::{student_objective, student_teacher};
-use crate::model::Transformer;
+use crate::model::{LanguageModel, TeacherModel};
 use crate::plan::{RunId, RunKind};
 use crate::run::error::{RecordError, RunError};
 use crate::run::events::RunEvent;
@@ -46,7 +46,7 @@ impl MemberObjective<'_> {
 
 /// A member that began: its position in the unit, its context and (a student's) teacher with
 /// its checkpoint's hash.
-type Begun<'a> = (usize, Ctx<'a>, Option<(Transformer, String)>);
+type Begun<'a> = (usize, Ctx<'a>, Option<(TeacherModel, String)>);
 
 /// Executes the runs of `unit` (one stack key) as one stack; returns each run's outcome in the
 /// unit's order.
@@ -116,7 +116,11 @@ pub(crate) fn execute_stack(
             None => MemberObjective::NextToken(NextToken),
         };
         objectives.push(objective);
-        training.push((*i, ctx, teacher.as_ref().map(|t| &t.0)));
+        training.push((
+            *i,
+            ctx,
+            teacher.as_ref().map(|t| &t.0 as &dyn LanguageModel),
+        ));
     }
     // 3. train as one
     let results = train_members(&training, &mut objectives, env, recorder, on_event)?;
@@ -144,7 +148,7 @@ type MemberResult = Result<Result<crate::train::TrainOutcome, crate::train::Trai
 /// Trains the members as one stack, recording every member's events; a panic inside fails
 /// every member with its reason.
 fn train_members(
-    members: &[(usize, &Ctx, Option<&Transformer>)],
+    members: &[(usize, &Ctx, Option<&dyn LanguageModel>)],
     objectives: &mut [MemberObjective],
     env: &ExecEnv,
     recorder: &mut dyn Recorder,

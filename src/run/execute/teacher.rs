@@ -45,7 +45,7 @@ pub(crate) fn load_teacher(
         Err(e) => return Ok(Err(e.to_string())),
     };
     Ok(checkpoint::content_hash(&path)
-        .map(|h| (TeacherModel::Own(model), h))
+        .map(|h| (TeacherModel::own(model), h))
         .map_err(|e| e.to_string()))
 }
 
