@@ -26,7 +26,7 @@ use pdsweep::distill::store::{Layout, decode_block, encode_block};
 use pdsweep::distill::{Kept, TruncateOn, distill_loss, sparse_targets, truncate};
 use pdsweep::kernels::cross_reference::Example;
 use pdsweep::kernels::{self, CrossDistillation, Distillation, HeadWeight};
-use pdsweep::model::{ModelShape, TransformerConfig};
+use pdsweep::model::{LanguageModel, ModelShape, TransformerConfig};
 use pdsweep::plan::{Plan, PlanOptions, RunKind};
 use pdsweep::spec::{CrossTokenizer, LossKind, Sweep, TopK};
 use pdsweep::train::cross_entropy;
@@ -561,7 +561,6 @@ fn released_pass(k: u64, name: &str, dir: &std::path::Path) {
     let hidden = teacher
         .hidden_in(inputs.clone(), FloatDType::F32)
         .reshape([rows * context, pretrained.shape().d_model as usize]);
-    // (a LanguageModel's hidden state, whichever model runs it)
     let head = teacher.head_weight(FloatDType::F32);
     let chunk = kernels::default_head_chunk(vocab as usize);
     let mut chunks = Vec::new();

@@ -182,7 +182,8 @@ pub fn inverse_frequencies(rope: &Rope, dims: usize) -> Vec<f32> {
                 .map(|&f| {
                     let wavelen = 2.0 * std::f32::consts::PI / f;
                     let scaled = if wavelen > low_wavelen { f / factor } else { f };
-                    let medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+                    // between the two wavelengths, both included (transformers' !(<) && !(>))
+                    let medium = (high_wavelen..=low_wavelen).contains(&wavelen);
                     if medium {
                         let smooth = (old / wavelen - low) / (high - low);
                         (1.0 - smooth) * scaled / factor + smooth * scaled

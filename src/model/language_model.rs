@@ -88,17 +88,18 @@ pub struct TeacherModel {
     bos: Option<u32>,
 }
 
+/// Boxed: both models are large, and only one is built per teacher.
 #[derive(Debug, Clone)]
 enum Net {
-    Own(Transformer),
-    Released(Decoder),
+    Own(Box<Transformer>),
+    Released(Box<Decoder>),
 }
 
 impl TeacherModel {
     /// pdsweep's LLaMA (trained here, or a released plain LLaMA).
     pub fn own(model: Transformer) -> TeacherModel {
         TeacherModel {
-            net: Net::Own(model),
+            net: Net::Own(Box::new(model)),
             bos: None,
         }
     }
@@ -106,7 +107,7 @@ impl TeacherModel {
     /// A released model of another architecture.
     pub fn released(model: Decoder) -> TeacherModel {
         TeacherModel {
-            net: Net::Released(model),
+            net: Net::Released(Box::new(model)),
             bos: None,
         }
     }
@@ -131,15 +132,15 @@ impl TeacherModel {
     /// for a released decoder.
     pub fn into_transformer(self) -> Option<Transformer> {
         match self.net {
-            Net::Own(t) => Some(t),
+            Net::Own(t) => Some(*t),
             Net::Released(_) => None,
         }
     }
 
     fn inner(&self) -> &dyn LanguageModel {
         match &self.net {
-            Net::Own(t) => t,
-            Net::Released(d) => d,
+            Net::Own(t) => t.as_ref(),
+            Net::Released(d) => d.as_ref(),
         }
     }
 }

@@ -76,7 +76,7 @@ def make(out):
         }
         with open(os.path.join(folder, "meta.json"), "w") as f:
             json.dump(meta, f)
-    # A config transformers writes for a model pdsweep cannot run (biases).
+    # A LLaMA with biases: pdsweep runs it on its released decoder, not its own transformer.
     torch.manual_seed(0)
     biased = dict(VARIANTS["tied-mha"], attention_bias=True)
     LlamaForCausalLM(LlamaConfig(**biased)).save_pretrained(os.path.join(out, "biased"))

@@ -181,7 +181,7 @@ fn what_a_pretrained_sweep_cannot_honour_is_refused_by_key() {
     let config = r#"{"model_type": "llama", "architectures": ["LlamaForCausalLM"],
         "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
         "intermediate_size": 64, "vocab_size": VOCAB, "tie_word_embeddings": true,
-        "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}"#;
+        "rope_scaling": {"rope_type": "yarn", "factor": 8.0}}"#;
     let vocab = pdsweep::hf::TokenizerFile::read(&dir.join("tok/tokenizer.json"))
         .unwrap()
         .vocab;
@@ -209,13 +209,14 @@ fn what_a_pretrained_sweep_cannot_honour_is_refused_by_key() {
         &sweep("teacher", with_file),
         &[
             "teachers.models[0].pretrained",
-            "`rope_scaling`",
+            "`rope_scaling.rope_type`",
+            "`yarn`",
             "config.json",
             "pre.toml:",
         ],
     );
     let plain = config.replace(
-        r#""rope_scaling": {"rope_type": "llama3", "factor": 8.0}"#,
+        r#""rope_scaling": {"rope_type": "yarn", "factor": 8.0}"#,
         r#""rope_scaling": null"#,
     );
     std::fs::write(

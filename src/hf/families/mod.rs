@@ -75,7 +75,7 @@ impl ReleasedConfig {
             && !a.embed_scale
             && a.attn_scale == 1.0 / (a.head_dim as f64).sqrt()
             && a.windows.iter().all(Option::is_none);
-        plain.then(|| LlamaConfig {
+        plain.then_some(LlamaConfig {
             d_model: a.d_model,
             n_layers: a.n_layers,
             n_heads: a.n_heads,
