@@ -716,3 +716,156 @@ fn masked_attention(
         .swap_dims(1, 2)
         .reshape([b, s, h * hd])
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::model::{Family, ModelShape, NamedTensor, Rope, TransformerConfig};
+
+    /// A plain LLaMA's weights by role, from pdsweep's own transformer's named weights.
+    struct Named(HashMap<String, NamedTensor>);
+
+    impl Layout for Named {
+        fn fetch(&mut self, part: Part, shape: &[usize]) -> Result<Vec<f32>, String> {
+            use LayerPart as P;
+            let name = match part {
+                Part::Embed => "model.embed_tokens.weight".to_string(),
+                Part::FinalNorm(_) => "model.norm.weight".into(),
+                Part::Head => "lm_head.weight".into(),
+                Part::Positions => return Err("no positions".into()),
+                Part::Layer(i, p) => {
+                    let rest = match p {
+                        P::AttnNorm(_) => "input_layernorm.weight",
+                        P::MlpNorm(_) => "post_attention_layernorm.weight",
+                        P::Q => "self_attn.q_proj.weight",
+                        P::K => "self_attn.k_proj.weight",
+                        P::V => "self_attn.v_proj.weight",
+                        P::O => "self_attn.o_proj.weight",
+                        P::Gate => "mlp.gate_proj.weight",
+                        P::Up => "mlp.up_proj.weight",
+                        P::Down => "mlp.down_proj.weight",
+                        other => return Err(format!("no {other:?}")),
+                    };
+                    format!("model.layers.{i}.{rest}")
+                }
+            };
+            let t = self.0.get(&name).ok_or_else(|| format!("no `{name}`"))?;
+            assert_eq!(t.shape, shape, "{name}");
+            Ok(t.data.clone())
+        }
+    }
+
+    /// The decoder running a plain LLaMA's architecture computes what pdsweep's own
+    /// transformer computes from the same weights (the families' shared path, checked without
+    /// Python; `tests/it/families.rs` checks every family against transformers).
+    #[test]
+    fn a_plain_llama_gives_the_transformers_logits() {
+        let device = Device::flex();
+        let shape = ModelShape {
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            n_kv_heads: 2,
+            d_ff: 48,
+            vocab: 50,
+            tie_embeddings: false,
+        };
+        let config = TransformerConfig {
+            rope_theta: 500_000.0,
+            norm_eps: 1e-6,
+            ..TransformerConfig::new(shape, 16)
+        };
+        device.seed(3);
+        let model = config.init(&device);
+        let arch = Architecture {
+            family: Family::Llama,
+            d_model: 32,
+            n_layers: 2,
+            n_heads: 4,
+            n_kv_heads: 2,
+            head_dim: 8,
+            d_ff: 48,
+            vocab: 50,
+            tie_embeddings: false,
+            norm: Norm::Rms,
+            norm_eps: 1e-6,
+            placement: Placement::Pre,
+            qk_norm: QkNorm::None,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            mlp: Mlp::Gated(Activation::Silu),
+            positions: Positions::Rotary {
+                dims: 8,
+                global: Rope {
+                    theta: 500_000.0,
+                    scaling: RopeScaling::None,
+                },
+                local: None,
+            },
+            attn_scale: 1.0 / 8f64.sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
+            embed_scale: false,
+            windows: vec![None, None],
+        };
+        assert_eq!(arch.params(), shape.params());
+        let mut named = Named(
+            model
+                .named_weights()
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+        );
+        let decoder = Decoder::from_weights(&arch, 16, &mut named, &device).unwrap();
+        let tokens = Tensor::<2, Int>::from_data(
+            TensorData::new((0..24i64).map(|i| i * 7 % 50).collect::<Vec<_>>(), [2, 12]),
+            &device,
+        );
+        let values = |t: Tensor<3>| t.into_data().to_vec::<f32>().unwrap();
+        let ours = values(decoder.forward(tokens.clone()));
+        let theirs = values(model.forward(tokens.clone()));
+        let diff = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-5, "max |Δ| = {diff}");
+        // the same window through the masked path (a window of the whole sequence changes
+        // nothing) and through a window that bites (it must change the logits)
+        let mut wide = arch.clone();
+        wide.windows = vec![Some(11), Some(11)];
+        let mut named = Named(
+            model
+                .named_weights()
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+        );
+        let windowed = Decoder::from_weights(&wide, 16, &mut named, &device).unwrap();
+        let w = values(windowed.forward(tokens));
+        let last_rows_differ = w
+            .chunks(50)
+            .zip(theirs.chunks(50))
+            .enumerate()
+            .map(|(r, (a, b))| {
+                (
+                    r % 12,
+                    a.iter()
+                        .zip(b)
+                        .map(|(x, y)| (x - y).abs())
+                        .fold(0.0f32, f32::max),
+                )
+            })
+            .collect::<Vec<_>>();
+        for (position, d) in last_rows_differ {
+            if position < 11 {
+                assert!(d < 1e-5, "position {position} sees its whole prefix: {d}");
+            } else {
+                assert!(d > 1e-4, "position {position} lost its first token: {d}");
+            }
+        }
+    }
+}
