@@ -104,20 +104,25 @@ pub fn size(cmd: SizeCommand) -> anyhow::Result<()> {
                 "untied"
             }
         );
-        println!(
-            "total        {} ({})",
-            p.total,
-            format_count(p.total as f64)
-        );
-        println!(
-            "non-embed.   {} ({})",
-            p.non_embedding,
-            format_count(p.non_embedding as f64)
-        );
-        println!("embedding    {}", p.embedding);
-        println!("head         {}", p.head);
+        print_counts(&p);
     }
     Ok(())
+}
+
+/// The counts' lines of the text output.
+fn print_counts(p: &pdsweep::model::ParamCount) {
+    println!(
+        "total        {} ({})",
+        p.total,
+        format_count(p.total as f64)
+    );
+    println!(
+        "non-embed.   {} ({})",
+        p.non_embedding,
+        format_count(p.non_embedding as f64)
+    );
+    println!("embedding    {}", p.embedding);
+    println!("head         {}", p.head);
 }
 
 /// `pdsweep size --config PATH`: a released model's architecture and exact counts, from its
@@ -153,17 +158,6 @@ fn print_released(config: &pdsweep::hf::ReleasedConfig, json: bool) -> anyhow::R
     }
     println!("family       {}", a.family);
     println!("shape        {}", a.summary());
-    println!(
-        "total        {} ({})",
-        p.total,
-        format_count(p.total as f64)
-    );
-    println!(
-        "non-embed.   {} ({})",
-        p.non_embedding,
-        format_count(p.non_embedding as f64)
-    );
-    println!("embedding    {}", p.embedding);
-    println!("head         {}", p.head);
+    print_counts(&p);
     Ok(())
 }

@@ -824,7 +824,7 @@ mod tests {
             TensorData::new((0..24i64).map(|i| i * 7 % 50).collect::<Vec<_>>(), [2, 12]),
             &device,
         );
-        let values = |t: Tensor<3>| t.into_data().to_vec::<f32>().unwrap();
+        let values = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().unwrap();
         let ours = values(decoder.forward(tokens.clone()));
         let theirs = values(model.forward(tokens.clone()));
         let diff = ours

@@ -15,6 +15,8 @@ mod stacked;
 mod transformer;
 mod weights;
 
+pub(crate) use weights::transpose;
+
 pub use arch::{
     Activation, Architecture, Family, Mlp, Norm, Placement, Positions, QkNorm, Rope, RopeScaling,
 };

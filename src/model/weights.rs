@@ -62,7 +62,7 @@ pub fn weight_names(config: &TransformerConfig) -> Vec<(String, Vec<usize>)> {
 }
 
 /// `[rows, cols]` row-major → `[cols, rows]` row-major.
-fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; data.len()];
     for r in 0..rows {
         for c in 0..cols {

@@ -5,7 +5,7 @@
 use super::{Naming, TensorRef};
 use crate::hf::HfError;
 use crate::hf::weights::WeightFiles;
-use crate::model::{Layout, Part};
+use crate::model::{Layout, Part, transpose};
 
 /// The weight files of a folder read through a family's naming.
 pub struct FamilyWeights<'a> {
@@ -88,15 +88,4 @@ impl Layout for FamilyWeights<'_> {
             message
         })
     }
-}
-
-/// `[rows, cols]` row-major → `[cols, rows]` row-major.
-fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; data.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = data[r * cols + c];
-        }
-    }
-    out
 }
