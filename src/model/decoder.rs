@@ -44,6 +44,16 @@ pub enum Affine {
     Bias,
 }
 
+impl Affine {
+    /// The tensor-name suffix every family uses for it: `weight` or `bias`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Affine::Weight => "weight",
+            Affine::Bias => "bias",
+        }
+    }
+}
+
 /// A parameter of one block. Norms: `AttnNorm` before attention and `MlpNorm` before the MLP
 /// (LLaMA's `input_layernorm` and `post_attention_layernorm`), `PostAttnNorm` and `PostMlpNorm`
 /// on the outputs (Gemma's sandwich, OLMo 2).
@@ -812,14 +822,16 @@ mod tests {
             windows: vec![None, None],
         };
         assert_eq!(arch.params(), shape.params());
-        let mut named = Named(
-            model
-                .named_weights()
-                .into_iter()
-                .map(|t| (t.name.clone(), t))
-                .collect(),
-        );
-        let decoder = Decoder::from_weights(&arch, 16, &mut named, &device).unwrap();
+        let named = || {
+            Named(
+                model
+                    .named_weights()
+                    .into_iter()
+                    .map(|t| (t.name.clone(), t))
+                    .collect(),
+            )
+        };
+        let decoder = Decoder::from_weights(&arch, 16, &mut named(), &device).unwrap();
         let tokens = Tensor::<2, Int>::from_data(
             TensorData::new((0..24i64).map(|i| i * 7 % 50).collect::<Vec<_>>(), [2, 12]),
             &device,
@@ -837,14 +849,7 @@ mod tests {
         // nothing) and through a window that bites (it must change the logits)
         let mut wide = arch.clone();
         wide.windows = vec![Some(11), Some(11)];
-        let mut named = Named(
-            model
-                .named_weights()
-                .into_iter()
-                .map(|t| (t.name.clone(), t))
-                .collect(),
-        );
-        let windowed = Decoder::from_weights(&wide, 16, &mut named, &device).unwrap();
+        let windowed = Decoder::from_weights(&wide, 16, &mut named(), &device).unwrap();
         let w = values(windowed.forward(tokens));
         let last_rows_differ = w
             .chunks(50)

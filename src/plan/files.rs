@@ -379,13 +379,16 @@ fn pretrained_vocab(
                 )
                 .with_hint("distil from teachers of one model family (one tokenizer) per sweep"));
         }
-        if context > c.max_positions {
+        // a teacher trained with BOS sees one position more than the window
+        let bos = u64::from(e.model.tokenizer.as_ref().and_then(|t| t.bos).is_some());
+        if context + bos > c.max_positions {
             return Err(sweep
                 .error_at(
                     sweep.file.model.context.span(),
                     "model.context",
                     format!(
-                        "context `{context}` is longer than the `max_position_embeddings` = `{}` of the teacher at `{}`",
+                        "context `{context}`{} is longer than the `max_position_embeddings` = `{}` of the teacher at `{}`",
+                        if bos == 1 { " and its BOS token" } else { "" },
                         c.max_positions, e.key
                     ),
                 )

@@ -7,8 +7,7 @@ use super::keys::{self, Rules};
 use super::{Naming, Obj, ReleasedConfig, TensorRef};
 use crate::hf::config::ConfigError;
 use crate::model::{
-    Activation, Affine, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions,
-    QkNorm,
+    Activation, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions, QkNorm,
 };
 
 pub(super) fn parse(obj: &Obj) -> Result<ReleasedConfig, ConfigError> {
@@ -126,10 +125,6 @@ impl Gpt2Naming {
 impl Naming for Gpt2Naming {
     fn locate(&self, part: Part, shape: &[usize]) -> TensorRef {
         use LayerPart as P;
-        let affine = |a: Affine| match a {
-            Affine::Weight => "weight",
-            Affine::Bias => "bias",
-        };
         let d = self.d;
         let px = self.prefix;
         let plain = |name: String| TensorRef::plain(name, shape);
@@ -153,13 +148,13 @@ impl Naming for Gpt2Naming {
         match part {
             Part::Embed => plain(format!("{px}wte.weight")),
             Part::Positions => plain(format!("{px}wpe.weight")),
-            Part::FinalNorm(a) => plain(format!("{px}ln_f.{}", affine(a))),
+            Part::FinalNorm(a) => plain(format!("{px}ln_f.{}", a.suffix())),
             Part::Head => plain("lm_head.weight".into()),
             Part::Layer(i, p) => {
                 let l = |rest: &str| format!("{px}h.{i}.{rest}");
                 match p {
-                    P::AttnNorm(a) => plain(l(&format!("ln_1.{}", affine(a)))),
-                    P::MlpNorm(a) => plain(l(&format!("ln_2.{}", affine(a)))),
+                    P::AttnNorm(a) => plain(l(&format!("ln_1.{}", a.suffix()))),
+                    P::MlpNorm(a) => plain(l(&format!("ln_2.{}", a.suffix()))),
                     P::Q => qkv(&l, 0, false),
                     P::K => qkv(&l, 1, false),
                     P::V => qkv(&l, 2, false),

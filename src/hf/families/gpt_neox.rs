@@ -7,8 +7,7 @@ use super::keys::{self, Rules};
 use super::{Naming, Obj, ReleasedConfig, TensorRef};
 use crate::hf::config::ConfigError;
 use crate::model::{
-    Activation, Affine, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions,
-    QkNorm,
+    Activation, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions, QkNorm,
 };
 
 pub(super) fn parse(obj: &Obj) -> Result<ReleasedConfig, ConfigError> {
@@ -121,10 +120,6 @@ pub(super) struct NeoxNaming {
 impl Naming for NeoxNaming {
     fn locate(&self, part: Part, shape: &[usize]) -> TensorRef {
         use LayerPart as P;
-        let affine = |a: Affine| match a {
-            Affine::Weight => "weight",
-            Affine::Bias => "bias",
-        };
         let (hd, h) = (self.head_dim, self.heads);
         // rows of head i's q (k, v) in the fused tensor: i·3hd + which·hd, hd of them
         let fused = |which: usize, bias: bool| {
@@ -139,7 +134,7 @@ impl Naming for NeoxNaming {
             Part::Embed => ("gpt_neox.embed_in.weight".to_string(), shape.to_vec(), None),
             Part::Head => ("embed_out.weight".to_string(), shape.to_vec(), None),
             Part::FinalNorm(a) => (
-                format!("gpt_neox.final_layer_norm.{}", affine(a)),
+                format!("gpt_neox.final_layer_norm.{}", a.suffix()),
                 shape.to_vec(),
                 None,
             ),
@@ -152,11 +147,11 @@ impl Naming for NeoxNaming {
                 let l = |rest: &str| format!("gpt_neox.layers.{i}.{rest}");
                 let (rest, (stored, rows)) = match p {
                     P::AttnNorm(a) => (
-                        format!("input_layernorm.{}", affine(a)),
+                        format!("input_layernorm.{}", a.suffix()),
                         (shape.to_vec(), None),
                     ),
                     P::MlpNorm(a) => (
-                        format!("post_attention_layernorm.{}", affine(a)),
+                        format!("post_attention_layernorm.{}", a.suffix()),
                         (shape.to_vec(), None),
                     ),
                     P::Q => ("attention.query_key_value.weight".into(), fused(0, false)),

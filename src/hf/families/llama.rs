@@ -7,8 +7,7 @@ use super::keys::{self, Rules};
 use super::{Naming, Obj, ReleasedConfig, TensorRef};
 use crate::hf::config::ConfigError;
 use crate::model::{
-    Activation, Affine, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions,
-    QkNorm,
+    Activation, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions, QkNorm,
 };
 
 /// Keys every LLaMA-derived family reads the same way.
@@ -149,22 +148,18 @@ impl Naming for LlamaNaming {
 /// The LLaMA-style name of `part`.
 fn llama_name(part: Part) -> String {
     use LayerPart as P;
-    let affine = |a: Affine| match a {
-        Affine::Weight => "weight",
-        Affine::Bias => "bias",
-    };
     match part {
         Part::Embed => "model.embed_tokens.weight".into(),
         Part::Positions => "model.embed_positions.weight".into(),
-        Part::FinalNorm(a) => format!("model.norm.{}", affine(a)),
+        Part::FinalNorm(a) => format!("model.norm.{}", a.suffix()),
         Part::Head => "lm_head.weight".into(),
         Part::Layer(i, p) => {
             let rest = match p {
-                P::AttnNorm(a) => format!("input_layernorm.{}", affine(a)),
-                P::PostAttnNorm(a) => format!("post_attention_layernorm.{}", affine(a)),
+                P::AttnNorm(a) => format!("input_layernorm.{}", a.suffix()),
+                P::PostAttnNorm(a) => format!("post_attention_layernorm.{}", a.suffix()),
                 // LLaMA names the pre-MLP norm "post attention"; Gemma's sandwich has both
-                P::MlpNorm(a) => format!("post_attention_layernorm.{}", affine(a)),
-                P::PostMlpNorm(a) => format!("post_feedforward_layernorm.{}", affine(a)),
+                P::MlpNorm(a) => format!("post_attention_layernorm.{}", a.suffix()),
+                P::PostMlpNorm(a) => format!("post_feedforward_layernorm.{}", a.suffix()),
                 P::QNorm => "self_attn.q_norm.weight".into(),
                 P::KNorm => "self_attn.k_norm.weight".into(),
                 P::Q => "self_attn.q_proj.weight".into(),
