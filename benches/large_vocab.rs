@@ -28,7 +28,7 @@ use pdsweep::kernels::cross_reference::Example;
 use pdsweep::kernels::{self, CrossDistillation, Distillation, HeadWeight};
 use pdsweep::model::{LanguageModel, ModelShape, TransformerConfig};
 use pdsweep::plan::{Plan, PlanOptions, RunKind};
-use pdsweep::spec::{CrossTokenizer, LossKind, Sweep, TopK};
+use pdsweep::spec::{CrossTokenizer, LossKind, Sweep, TeacherPrecision, TopK};
 use pdsweep::train::cross_entropy;
 
 /// Teacher-like logits: a few strong candidates over a Zipf-ish background, seeded.
@@ -520,8 +520,31 @@ fn released_pass(k: u64, name: &str, dir: &std::path::Path) {
         ..TransformerConfig::new(pretrained.shape(), 256)
     };
     let device = Device::flex();
-    let teacher =
+    let loaded =
         pdsweep::hf::load_model(dir, &config, &pretrained.config_sha256, &device).expect("weights");
+    for precision in [TeacherPrecision::F32, TeacherPrecision::Bf16] {
+        let teacher = loaded
+            .clone()
+            .in_precision(precision, FloatDType::F32, &device)
+            .expect("a teacher in bf16");
+        released_timed(
+            k,
+            &format!("{name}, {precision}"),
+            dir,
+            &pretrained,
+            &teacher,
+        );
+    }
+}
+
+fn released_timed(
+    k: u64,
+    name: &str,
+    dir: &std::path::Path,
+    pretrained: &pdsweep::hf::PretrainedModel,
+    teacher: &pdsweep::model::TeacherModel,
+) {
+    let device = Device::flex();
     let vocab = pretrained.shape().vocab as i64;
     let (rows, context) = (16usize, 256usize);
     let batch = pdsweep::data::Batch {
@@ -534,18 +557,11 @@ fn released_pass(k: u64, name: &str, dir: &std::path::Path) {
         windows: (0..rows as u64).collect(),
     };
     let top = TopK::Keep(k);
-    let _ =
-        pdsweep::distill::teacher_support(&teacher, &batch, &device, 1.0, top, TruncateOn::Host);
+    let _ = pdsweep::distill::teacher_support(teacher, &batch, &device, 1.0, top, TruncateOn::Host);
     reset_peak();
     let s = time(3, || {
-        let _ = pdsweep::distill::teacher_support(
-            &teacher,
-            &batch,
-            &device,
-            1.0,
-            top,
-            TruncateOn::Host,
-        );
+        let _ =
+            pdsweep::distill::teacher_support(teacher, &batch, &device, 1.0, top, TruncateOn::Host);
     });
     let peak = peak_mib();
     // where the time goes: the layers (hidden states), the head's products, the truncation

@@ -101,10 +101,10 @@ def step(a):
           f"median {s * 1e3:.0f} ms   peak {peak_mib():.0f} MiB")
 
 
-def logits(a, path):
+def logits(a, path, dtype=torch.float32):
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     model.eval()
     torch.manual_seed(0)
     v = model.config.vocab_size
@@ -112,14 +112,15 @@ def logits(a, path):
 
     def one():
         with torch.no_grad():
-            z = model(tokens).logits.reshape(-1, v)
+            z = model(tokens).logits.reshape(-1, v).float()
             top = z.topk(32, dim=-1)
             _ = top.values - torch.logsumexp(z, dim=-1, keepdim=True)
 
     one()
     reset_peak()
     s = median_time(3, one)
-    print(f"  torch logit pass, {path}, 16 × 256, top-32   {16 * 256 / s:8.0f} positions/s   "
+    name = str(dtype).removeprefix("torch.")
+    print(f"  torch logit pass, {path}, {name}, 16 × 256, top-32   {16 * 256 / s:8.0f} positions/s   "
           f"peak {peak_mib():.0f} MiB")
 
 
@@ -143,6 +144,7 @@ def main():
     if "logits" in only:
         for path in a.model:
             logits(a, path)
+            logits(a, path, torch.bfloat16)
 
 
 if __name__ == "__main__":

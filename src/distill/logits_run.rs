@@ -93,6 +93,8 @@ pub struct StoreSpec<'a> {
     /// For an aligned store: the students' data (their tokenizer), whose windows decide the
     /// teacher windows it covers.
     pub students: Option<&'a DataConfig>,
+    /// The arithmetic of the teacher's pass.
+    pub precision: crate::spec::TeacherPrecision,
 }
 
 /// The header every shard of the store `spec`, written by run `run_id`, carries;
@@ -131,6 +133,7 @@ pub fn expected_header(
         targets: spec.truncation.targets,
         tail: spec.truncation.missing == crate::spec::Missing::Bucket,
         tokenizer_sha256: spec.students.and(tokenizer_sha256),
+        precision: spec.precision,
     }
 }
 
@@ -481,6 +484,7 @@ mod tests {
             data: &config,
             reads: &[],
             students: None,
+            precision: Default::default(),
         };
         expected_header("l", &spec, "sha", "corpus", None)
     }
@@ -493,6 +497,7 @@ mod tests {
             data: &config,
             reads,
             students: None,
+            precision: Default::default(),
         };
         let stop = AtomicBool::new(false);
         let needed = windows_needed(reads, data, config.context).unwrap();

@@ -194,6 +194,10 @@ pub struct StoreHeader {
     /// store, whose positions keep the next token and its bytes (absent when not aligned).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer_sha256: Option<String>,
+    /// The arithmetic the teacher ran in (absent for f32; `bf16`: weights and products in
+    /// bf16, sums in f32).
+    #[serde(default, skip_serializing_if = "crate::spec::TeacherPrecision::is_f32")]
+    pub precision: crate::spec::TeacherPrecision,
 }
 
 impl StoreHeader {
@@ -612,6 +616,7 @@ mod tests {
             targets: Targets::TopK,
             tail: false,
             tokenizer_sha256: None,
+            precision: Default::default(),
         }
     }
 
@@ -723,6 +728,12 @@ mod tests {
                 .to_string()
                 .contains("another store")
         );
+        // the same teacher run in bf16 wrote another store
+        let bf16 = StoreHeader {
+            precision: crate::spec::TeacherPrecision::Bf16,
+            ..header()
+        };
+        assert!(Shard::open(&path, &bf16).is_err());
         // a flipped payload byte is caught when its window is read, not before
         let mut bytes = std::fs::read(&path).unwrap();
         let n = bytes.len();

@@ -109,7 +109,7 @@ pub fn load_model(
             }
         };
         files.finish(config.shape.tie_embeddings)?;
-        return Ok(TeacherModel::own(model));
+        return Ok(TeacherModel::own(model, *config));
     }
     load_decoder(dir, &released, config, &mut files, device).map(TeacherModel::released)
 }

@@ -15,7 +15,7 @@ use burn::tensor::{Shape, TensorData};
 
 use super::cpu::attention::{self, Dims, Rope};
 use super::cpu::softmax::{self, Distill, Support};
-use super::cpu::{cross, head, linear, rms_norm, swiglu};
+use super::cpu::{bf16, cross, head, linear, rms_norm, swiglu};
 use crate::spec::{CrossTokenizer, LossKind};
 
 /// Fused operations with their own CPU kernels. Tensors are row-major; see each kernel in
@@ -162,6 +162,12 @@ fn contiguous(t: FlexTensor) -> FlexTensor {
 fn floats(t: &FlexTensor) -> &[f32] {
     t.as_slice::<f32>()
         .expect("fused kernels take contiguous f32 tensors")
+}
+
+/// The bf16 elements of a contiguous tensor (a teacher's weight stored in bf16).
+fn halves(t: &FlexTensor) -> &[half::bf16] {
+    t.as_slice::<half::bf16>()
+        .expect("bf16 kernels take contiguous bf16 weights")
 }
 
 /// Token ids as u32, each checked against `bound`.
@@ -512,6 +518,17 @@ fn head_logits_forward(h: FlexTensor, w: FlexTensor, layout: u8) -> FlexTensor {
         d * vocab,
         "head weight {ws:?} does not take width {d}"
     );
+    if w.dtype() == DType::BF16 {
+        let w = halves(&w);
+        let view = match layout {
+            head::Layout::InOut => bf16::BView::rows(w, d, vocab),
+            head::Layout::OutIn => bf16::BView::transposed(w, vocab, d),
+        };
+        return tensor(
+            bf16::product((rows, vocab, d), floats(&h), view),
+            [rows, vocab],
+        );
+    }
     let dims = head::Dims { rows, d, vocab };
     tensor(
         head::logits(floats(&h), floats(&w), layout, dims),
@@ -535,6 +552,11 @@ fn linear_forward(x: &FlexTensor, w: &FlexTensor) -> FlexTensor {
     let mut shape = x.shape();
     let last = shape.num_dims() - 1;
     shape[last] = d_out;
+    if w.dtype() == DType::BF16 {
+        // a teacher's bf16 weight: forward only (teachers are never differentiated)
+        let view = bf16::BView::rows(halves(w), d_in, d_out);
+        return tensor(bf16::product((rows, d_out, d_in), floats(x), view), shape);
+    }
     tensor(
         linear::forward(floats(x), floats(w), rows, d_in, d_out),
         shape,

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 
 use burn::backend::{DType, Dispatch, DispatchDevice};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{FloatDType, Int, Tensor};
 
 use super::composite;
 use super::extension::{FusedOps, NO_DISTILL, cross_code, loss_code};
@@ -42,6 +42,27 @@ fn fused<const D: usize>(t: &Tensor<D>) -> bool {
     kernels_enabled()
         && t.dtype() == DType::F32
         && matches!(t.device().inner().as_dispatch(), DispatchDevice::Flex(_))
+}
+
+/// Whether the CPU kernels read weight `w` as stored: f32, or bf16 (a teacher run in bf16:
+/// its products round the f32 activations to bf16 and sum in f32, `super::cpu::bf16`).
+fn kernel_weight(w: &Tensor<2>) -> bool {
+    matches!(w.dtype(), DType::F32 | DType::BF16)
+}
+
+/// `w` in `dtype` (a float dtype), for composed products whose operands must agree.
+fn like(w: Tensor<2>, dtype: DType) -> Tensor<2> {
+    let target = match dtype {
+        DType::F64 => FloatDType::F64,
+        DType::F16 => FloatDType::F16,
+        DType::BF16 => FloatDType::BF16,
+        _ => FloatDType::F32,
+    };
+    if w.dtype() == dtype {
+        w
+    } else {
+        w.cast(target)
+    }
 }
 
 /// Per-row negative log-likelihood of `targets` under softmax(`logits`), in nats.
@@ -188,8 +209,8 @@ pub fn cross_head_loss(
 /// # Shapes
 /// - `h`: `[rows, d]`; returns `[rows, vocab]` in `h`'s dtype
 pub fn head_logits(h: Tensor<2>, head: &HeadWeight) -> Tensor<2> {
-    if !fused(&h) || head.weight.dtype() != DType::F32 {
-        let w = head.weight.clone();
+    if !fused(&h) || !kernel_weight(&head.weight) {
+        let w = like(head.weight.clone(), h.dtype());
         return head.cap(h.matmul(if head.tied { w.transpose() } else { w }));
     }
     head.cap(Tensor::from_dispatch(
@@ -207,12 +228,15 @@ pub fn default_head_chunk(vocab: usize) -> usize {
     super::cpu::head::default_chunk(vocab)
 }
 
-/// x · W (a linear layer without bias) over every row of `x` as one matrix product.
+/// x · W (a linear layer without bias) over every row of `x` as one matrix product. `w` may be
+/// stored in bf16 (a teacher run in bf16): on flex the kernel rounds `x` to bf16 and sums in
+/// f32, returning f32; elsewhere `w` is cast to `x`'s dtype.
 ///
 /// # Shapes
 /// - `x`: `[.., d_in]`, `w`: `[d_in, d_out]`; returns `[.., d_out]`
 pub fn linear<const D: usize>(x: Tensor<D>, w: Tensor<2>) -> Tensor<D> {
-    if !fused(&x) {
+    if !fused(&x) || !kernel_weight(&w) {
+        let w = like(w, x.dtype());
         return composite::linear(x, w);
     }
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_linear(

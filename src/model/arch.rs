@@ -256,6 +256,45 @@ pub struct Architecture {
 const MAX_DIM: u64 = 1 << 24;
 
 impl Architecture {
+    /// pdsweep's own LLaMA ([`crate::model::Transformer`]) of `config`, as an architecture
+    /// the released decoder runs (a teacher trained here, run in bf16).
+    pub fn of_transformer(config: &crate::model::TransformerConfig) -> Architecture {
+        let s = config.shape;
+        let head_dim = s.d_model / s.n_heads.max(1);
+        Architecture {
+            family: Family::Llama,
+            d_model: s.d_model,
+            n_layers: s.n_layers,
+            n_heads: s.n_heads,
+            n_kv_heads: s.n_kv_heads,
+            head_dim,
+            d_ff: s.d_ff,
+            vocab: s.vocab,
+            tie_embeddings: s.tie_embeddings,
+            norm: Norm::Rms,
+            norm_eps: config.norm_eps,
+            placement: Placement::Pre,
+            qk_norm: QkNorm::None,
+            qkv_bias: false,
+            o_bias: false,
+            mlp_bias: false,
+            mlp: Mlp::Gated(Activation::Silu),
+            positions: Positions::Rotary {
+                dims: head_dim,
+                global: Rope {
+                    theta: config.rope_theta,
+                    scaling: RopeScaling::None,
+                },
+                local: None,
+            },
+            attn_scale: 1.0 / (head_dim as f64).sqrt(),
+            attn_softcap: None,
+            final_softcap: None,
+            embed_scale: false,
+            windows: vec![None; s.n_layers as usize],
+        }
+    }
+
     /// Checks the dimensions: positive and bounded, heads grouping evenly, an even rotary width
     /// within the head, one window entry per layer.
     pub fn validate(&self) -> Result<(), String> {

@@ -15,9 +15,12 @@ use burn::tensor::module::{attention, embedding};
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, DType, Device, FloatDType, Int, Tensor, TensorData};
 
+use std::collections::HashMap;
+
 use super::arch::{
     Activation, Architecture, Mlp, Norm, Placement, Positions, QkNorm, Rope, RopeScaling,
 };
+use super::{NamedTensor, Transformer, TransformerConfig};
 use crate::kernels;
 
 /// One parameter of a decoder, by role.
@@ -361,7 +364,7 @@ impl Decoder {
     /// - `tokens`: `[batch, seq]` with `seq` ≤ [`Decoder::context`]; returns `[batch, seq, d]`
     pub fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
         let [_, seq] = tokens.dims();
-        let mut x = embedding(self.embed.clone(), tokens);
+        let mut x = to(embedding(self.embed.clone(), tokens), FloatDType::F32);
         if self.arch.embed_scale {
             // transformers rounds √d to the activations' dtype before multiplying
             let scale = (self.arch.d_model as f64).sqrt() as f32;
@@ -396,8 +399,14 @@ impl Decoder {
             Some(h) => (h.clone(), false),
             None => (self.embed.clone(), true),
         };
+        // a bf16 head is read as stored (the kernels round h, or cast it where they cannot)
+        let weight = if weight.dtype() == DType::BF16 {
+            weight
+        } else {
+            to(weight, compute)
+        };
         kernels::HeadWeight {
-            weight: to(weight, compute),
+            weight,
             tied,
             softcap: self.arch.final_softcap,
         }
@@ -615,6 +624,90 @@ fn read_layer(
     })
 }
 
+/// A plain LLaMA's weights by role, from pdsweep's own transformer's named weights.
+struct OwnWeights(HashMap<String, NamedTensor>);
+
+impl Layout for OwnWeights {
+    fn fetch(&mut self, part: Part, shape: &[usize]) -> Result<Vec<f32>, String> {
+        use LayerPart as P;
+        let name = match part {
+            Part::Embed => "model.embed_tokens.weight".to_string(),
+            Part::FinalNorm(_) => "model.norm.weight".into(),
+            Part::Head => "lm_head.weight".into(),
+            Part::Positions => return Err("no positions".into()),
+            Part::Layer(i, p) => {
+                let rest = match p {
+                    P::AttnNorm(_) => "input_layernorm.weight",
+                    P::MlpNorm(_) => "post_attention_layernorm.weight",
+                    P::Q => "self_attn.q_proj.weight",
+                    P::K => "self_attn.k_proj.weight",
+                    P::V => "self_attn.v_proj.weight",
+                    P::O => "self_attn.o_proj.weight",
+                    P::Gate => "mlp.gate_proj.weight",
+                    P::Up => "mlp.up_proj.weight",
+                    P::Down => "mlp.down_proj.weight",
+                    other => return Err(format!("no {other:?}")),
+                };
+                format!("model.layers.{i}.{rest}")
+            }
+        };
+        let t = self.0.remove(&name).ok_or_else(|| format!("no `{name}`"))?;
+        if t.shape != shape {
+            return Err(format!("`{name}` is {:?}, not {shape:?}", t.shape));
+        }
+        Ok(t.data)
+    }
+}
+
+impl Decoder {
+    /// pdsweep's own transformer of `config` as a decoder (the same function: a teacher
+    /// trained here, run in bf16 by [`Decoder::with_bf16_weights`]).
+    pub fn from_transformer(
+        model: &Transformer,
+        config: &TransformerConfig,
+        device: &Device,
+    ) -> Result<Decoder, String> {
+        let arch = Architecture::of_transformer(config);
+        let mut weights = OwnWeights(
+            model
+                .named_weights()
+                .into_iter()
+                .map(|t| (t.name.clone(), t))
+                .collect(),
+        );
+        Decoder::from_weights(&arch, config.context, &mut weights, device)
+    }
+
+    /// The same model with its matrices (embedding, projections, head) stored in bf16; norms,
+    /// biases and position tables stay f32. On flex every product then rounds its f32
+    /// activations to bf16 and sums in f32 (`crate::kernels::cpu::bf16`); elsewhere products
+    /// run in the dtype [`Decoder::hidden_in`] is asked for.
+    pub fn with_bf16_weights(mut self) -> Decoder {
+        let half = |t: Tensor<2>| t.cast(FloatDType::BF16);
+        self.embed = half(self.embed);
+        self.head = self.head.map(half);
+        for layer in &mut self.layers {
+            let lins = [
+                &mut layer.q,
+                &mut layer.k,
+                &mut layer.v,
+                &mut layer.o,
+                &mut layer.up,
+                &mut layer.down,
+            ];
+            for l in lins.into_iter().chain(layer.gate.as_mut()) {
+                l.weight = half(l.weight.clone());
+            }
+        }
+        self
+    }
+
+    /// Whether its matrices are stored in bf16.
+    pub fn bf16_weights(&self) -> bool {
+        self.embed.dtype() == DType::BF16
+    }
+}
+
 /// `t` in `dtype`; no operation when it already is.
 fn to<const D: usize>(t: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
     if t.dtype() == DType::from(dtype) {
@@ -624,9 +717,10 @@ fn to<const D: usize>(t: Tensor<D>, dtype: FloatDType) -> Tensor<D> {
     }
 }
 
-/// x · W + b with W cast to x's dtype.
+/// x · W + b in x's dtype (`dt`); a bf16 weight is read as stored (see
+/// [`kernels::linear`]).
 fn linear(l: &Linear, x: Tensor<3>, dt: FloatDType) -> Tensor<3> {
-    let y = kernels::linear(x, to(l.weight.clone(), dt));
+    let y = kernels::linear(x, l.weight.clone());
     match &l.bias {
         Some(b) => y + to(b.clone(), dt).unsqueeze::<3>(),
         None => y,
@@ -729,43 +823,8 @@ fn masked_attention(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-    use crate::model::{Family, ModelShape, NamedTensor, Rope, TransformerConfig};
-
-    /// A plain LLaMA's weights by role, from pdsweep's own transformer's named weights.
-    struct Named(HashMap<String, NamedTensor>);
-
-    impl Layout for Named {
-        fn fetch(&mut self, part: Part, shape: &[usize]) -> Result<Vec<f32>, String> {
-            use LayerPart as P;
-            let name = match part {
-                Part::Embed => "model.embed_tokens.weight".to_string(),
-                Part::FinalNorm(_) => "model.norm.weight".into(),
-                Part::Head => "lm_head.weight".into(),
-                Part::Positions => return Err("no positions".into()),
-                Part::Layer(i, p) => {
-                    let rest = match p {
-                        P::AttnNorm(_) => "input_layernorm.weight",
-                        P::MlpNorm(_) => "post_attention_layernorm.weight",
-                        P::Q => "self_attn.q_proj.weight",
-                        P::K => "self_attn.k_proj.weight",
-                        P::V => "self_attn.v_proj.weight",
-                        P::O => "self_attn.o_proj.weight",
-                        P::Gate => "mlp.gate_proj.weight",
-                        P::Up => "mlp.up_proj.weight",
-                        P::Down => "mlp.down_proj.weight",
-                        other => return Err(format!("no {other:?}")),
-                    };
-                    format!("model.layers.{i}.{rest}")
-                }
-            };
-            let t = self.0.get(&name).ok_or_else(|| format!("no `{name}`"))?;
-            assert_eq!(t.shape, shape, "{name}");
-            Ok(t.data.clone())
-        }
-    }
+    use crate::model::{Family, ModelShape};
 
     /// The decoder running a plain LLaMA's architecture computes what pdsweep's own
     /// transformer computes from the same weights (the families' shared path, checked without
@@ -823,7 +882,7 @@ mod tests {
         };
         assert_eq!(arch.params(), shape.params());
         let named = || {
-            Named(
+            OwnWeights(
                 model
                     .named_weights()
                     .into_iter()
@@ -872,5 +931,49 @@ mod tests {
                 assert!(d > 1e-4, "position {position} lost its first token: {d}");
             }
         }
+    }
+
+    /// A transformer of pdsweep's as a decoder gives its logits in f32; with bf16 weights it
+    /// stays within bf16's rounding of them (and is not the f32 model).
+    #[test]
+    fn an_own_transformer_runs_as_a_decoder_in_f32_and_bf16() {
+        let device = Device::flex();
+        let shape = ModelShape {
+            d_model: 64,
+            n_layers: 2,
+            n_heads: 4,
+            n_kv_heads: 2,
+            d_ff: 96,
+            vocab: 70,
+            tie_embeddings: true,
+        };
+        let config = TransformerConfig::new(shape, 16);
+        device.seed(5);
+        let model = config.init(&device);
+        let tokens = Tensor::<2, Int>::from_data(
+            TensorData::new((0..32i64).map(|i| i * 11 % 70).collect::<Vec<_>>(), [2, 16]),
+            &device,
+        );
+        let values = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().unwrap();
+        let theirs = values(model.forward(tokens.clone()));
+        let decoder = Decoder::from_transformer(&model, &config, &device).unwrap();
+        assert!(!decoder.bf16_weights());
+        let max_diff = |a: &[f32], b: &[f32]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max)
+        };
+        let ours = values(decoder.forward(tokens.clone()));
+        assert!(max_diff(&ours, &theirs) < 1e-5);
+        let half = decoder.with_bf16_weights();
+        assert!(half.bf16_weights());
+        let low = values(half.forward(tokens));
+        let spread = theirs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let d = max_diff(&low, &theirs);
+        assert!(
+            d > 0.0 && d < 0.02 * spread.max(1.0),
+            "bf16 |Δ| = {d} (logits up to {spread})"
+        );
     }
 }

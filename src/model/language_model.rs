@@ -3,11 +3,12 @@
 //! another family. Logit passes, online teachers, held-out scoring and the agreement measure
 //! take `&dyn LanguageModel`.
 
-use burn::tensor::{FloatDType, Int, Tensor};
+use burn::tensor::{Device, FloatDType, Int, Tensor};
 
 use super::decoder::Decoder;
-use super::transformer::Transformer;
+use super::transformer::{Transformer, TransformerConfig};
 use crate::kernels;
+use crate::spec::TeacherPrecision;
 
 /// A causal language model seen from its head (see the module doc).
 pub trait LanguageModel {
@@ -86,21 +87,25 @@ impl LanguageModel for Decoder {
 pub struct TeacherModel {
     net: Net,
     bos: Option<u32>,
+    /// The dtype of its activations whatever a caller asks for (set for a teacher run in
+    /// bf16, see [`TeacherModel::in_precision`]).
+    activations: Option<FloatDType>,
 }
 
 /// Boxed: both models are large, and only one is built per teacher.
 #[derive(Debug, Clone)]
 enum Net {
-    Own(Box<Transformer>),
+    Own(Box<Transformer>, TransformerConfig),
     Released(Box<Decoder>),
 }
 
 impl TeacherModel {
-    /// pdsweep's LLaMA (trained here, or a released plain LLaMA).
-    pub fn own(model: Transformer) -> TeacherModel {
+    /// pdsweep's LLaMA of `config` (trained here, or a released plain LLaMA).
+    pub fn own(model: Transformer, config: TransformerConfig) -> TeacherModel {
         TeacherModel {
-            net: Net::Own(Box::new(model)),
+            net: Net::Own(Box::new(model), config),
             bos: None,
+            activations: None,
         }
     }
 
@@ -109,7 +114,32 @@ impl TeacherModel {
         TeacherModel {
             net: Net::Released(Box::new(model)),
             bos: None,
+            activations: None,
         }
+    }
+
+    /// The same teacher running in `precision`. For bf16 its matrices are stored in bf16 (a
+    /// transformer of pdsweep's becomes the equivalent [`Decoder`]) and its activations are
+    /// `activations`: f32 on the CPU, whose kernels round them to bf16 at every product, bf16
+    /// on a GPU. `Err` names what could not be converted.
+    pub fn in_precision(
+        self,
+        precision: TeacherPrecision,
+        activations: FloatDType,
+        device: &Device,
+    ) -> Result<TeacherModel, String> {
+        if precision.is_f32() {
+            return Ok(self);
+        }
+        let decoder = match self.net {
+            Net::Own(t, config) => Decoder::from_transformer(&t, &config, device)?,
+            Net::Released(d) => *d,
+        };
+        Ok(TeacherModel {
+            net: Net::Released(Box::new(decoder.with_bf16_weights())),
+            bos: self.bos,
+            activations: Some(activations),
+        })
     }
 
     /// The same model seeing `bos` before every window: a model released with a tokenizer
@@ -132,14 +162,14 @@ impl TeacherModel {
     /// for a released decoder.
     pub fn into_transformer(self) -> Option<Transformer> {
         match self.net {
-            Net::Own(t) => Some(*t),
+            Net::Own(t, _) => Some(*t),
             Net::Released(_) => None,
         }
     }
 
     fn inner(&self) -> &dyn LanguageModel {
         match &self.net {
-            Net::Own(t) => t.as_ref(),
+            Net::Own(t, _) => t.as_ref(),
             Net::Released(d) => d.as_ref(),
         }
     }
@@ -147,6 +177,7 @@ impl TeacherModel {
 
 impl LanguageModel for TeacherModel {
     fn hidden_in(&self, tokens: Tensor<2, Int>, compute: FloatDType) -> Tensor<3> {
+        let compute = self.activations.unwrap_or(compute);
         let Some(bos) = self.bos else {
             return self.inner().hidden_in(tokens, compute);
         };
@@ -159,7 +190,8 @@ impl LanguageModel for TeacherModel {
     }
 
     fn head_weight(&self, compute: FloatDType) -> kernels::HeadWeight {
-        self.inner().head_weight(compute)
+        self.inner()
+            .head_weight(self.activations.unwrap_or(compute))
     }
 
     fn vocab(&self) -> usize {

@@ -18,7 +18,8 @@ use crate::model::{ModelShape, ShapeRule};
 use crate::spec::units::format_count;
 use crate::spec::{
     Alpha, CrossTokenizer, Design, DistillMode, DistillSection, GroupSection, LossKind, Missing,
-    ModelEntry, Schedule, SpecError, Sweep, Targets, Temperature, TokenBudget, TopK, TopP,
+    ModelEntry, Schedule, SpecError, Sweep, Targets, TeacherPrecision, Temperature, TokenBudget,
+    TopK, TopP,
 };
 use crate::train::TrainConfig;
 
@@ -50,6 +51,8 @@ struct DistillPoint {
     missing: Missing,
     /// The loss across tokenizers (`None` without `[distill] cross_tokenizer`).
     cross: Option<CrossTokenizer>,
+    /// The arithmetic of the teacher's passes.
+    teacher_precision: TeacherPrecision,
 }
 
 impl DistillPoint {
@@ -87,7 +90,7 @@ impl DistillPoint {
     /// Identifies the point (for dropping settings that normalise to one).
     fn key(&self) -> String {
         format!(
-            "{} {} {:?} {} {} {} {} {} {:?}",
+            "{} {} {:?} {} {} {} {} {} {:?} {}",
             self.mode,
             self.loss,
             self.alpha,
@@ -96,10 +99,15 @@ impl DistillPoint {
             self.top_k,
             self.targets,
             self.missing,
-            self.cross
+            self.cross,
+            self.teacher_precision
         )
     }
 }
+
+/// A logit store: its teacher run's index, its seed (0 for a text corpus), the k of sampled
+/// targets (0 for top-k), and whether the teacher runs in bf16.
+type StoreKey = (usize, u64, u64, bool);
 
 /// A trained teacher the students may pair with.
 struct TeacherRun {
@@ -643,7 +651,7 @@ struct PendingStudent {
     name: String,
     teacher: usize,
     /// (teacher run, store seed, 0 for top-k targets or the draws of sampled ones).
-    store_key: Option<(usize, u64, u64)>,
+    store_key: Option<StoreKey>,
     /// The baselines its learning rate is tuned on (`[train] tune_lr`), else empty.
     tuned_on: Vec<RunId>,
 }
@@ -925,6 +933,7 @@ impl Builder<'_, '_> {
                                         },
                                         teacher: teacher.id.clone(),
                                         cross_tokenizer: point.cross,
+                                        teacher_precision: point.teacher_precision,
                                     }),
                                     ..self.student(m, steps, tokens, seed, &tuning)
                                 };
@@ -948,8 +957,9 @@ impl Builder<'_, '_> {
                                     Targets::TopK => 0,
                                     Targets::Sampled => top_k_key(point.top_k),
                                 };
+                                let bf16 = !point.teacher_precision.is_f32();
                                 let store_key = (point.mode == DistillMode::Offline)
-                                    .then_some((tr.index, store_seed, kind));
+                                    .then_some((tr.index, store_seed, kind, bf16));
                                 pending.push(PendingStudent {
                                     config,
                                     name,
@@ -1019,7 +1029,7 @@ impl Builder<'_, '_> {
         // per store: the streams it serves, its widest top-k, whether a reader keeps the tail,
         // the truncations its students read
         type Store = (Reads, u64, bool, Vec<Truncation>);
-        let mut stores: BTreeMap<(usize, u64, u64), Store> = BTreeMap::new();
+        let mut stores: BTreeMap<StoreKey, Store> = BTreeMap::new();
         for p in &pending {
             if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
                 let entry = stores
@@ -1036,7 +1046,7 @@ impl Builder<'_, '_> {
         }
         let mut store_ids = HashMap::new();
         for (key, (reads, widest, bucket, views)) in stores {
-            let (teacher_index, seed, sampled) = key;
+            let (teacher_index, seed, sampled, bf16) = key;
             let reads: Vec<StoreRead> = reads
                 .into_iter()
                 .map(|(seed, tokens)| StoreRead { seed, tokens })
@@ -1089,15 +1099,21 @@ impl Builder<'_, '_> {
                     views,
                     aligned,
                     students: aligned.then(|| self.ctx.data(0)),
+                    precision: if bf16 {
+                        TeacherPrecision::Bf16
+                    } else {
+                        TeacherPrecision::F32
+                    },
                 }),
                 backend: self.ctx.sweep.file.backend,
             };
             let name = format!(
-                "logits-{}-{}{}{}{}",
+                "logits-{}-{}{}{}{}{}",
                 teacher.name.trim_start_matches("teacher-"),
                 if sampled > 0 { "sampled" } else { "k" },
                 truncation.top_k,
                 if bucket { "-tail" } else { "" },
+                if bf16 { "-bf16" } else { "" },
                 if shuffled {
                     String::new()
                 } else {
@@ -1269,6 +1285,7 @@ struct AxisLabels {
     targets: bool,
     missing: bool,
     cross: bool,
+    teacher_precision: bool,
 }
 
 fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
@@ -1285,6 +1302,7 @@ fn axis_labels(d: &crate::spec::DistillSection) -> AxisLabels {
             .cross_tokenizer
             .as_ref()
             .is_some_and(|c| c.values().len() > 1),
+        teacher_precision: d.teacher_precision.values().len() > 1,
     }
 }
 
@@ -1318,6 +1336,9 @@ impl AxisLabels {
         if let (true, Some(cross)) = (self.cross, p.cross) {
             s += &format!("-{cross}");
         }
+        if self.teacher_precision {
+            s += &format!("-teacher-{}", p.teacher_precision);
+        }
         s
     }
 }
@@ -1329,6 +1350,7 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
     let (modes, losses, alphas) = (d.mode.values(), d.loss.values(), d.alpha.values());
     let (temps, top_ps, top_ks) = (d.temperature.values(), d.top_p.values(), d.top_k.values());
     let (targets, missing) = (d.targets.values(), d.missing.values());
+    let precisions = d.teacher_precision.values();
     let cross: Vec<Option<CrossTokenizer>> = match &d.cross_tokenizer {
         Some(axis) => axis.values().iter().copied().map(Some).collect(),
         None => vec![None],
@@ -1343,6 +1365,7 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
         targets: targets[0],
         missing: missing[0],
         cross: cross[0],
+        teacher_precision: precisions[0],
     };
     let mut points = vec![reference];
     // each axis in turn: every point so far with each value of it (grid), or the reference
@@ -1375,6 +1398,10 @@ fn distill_points(d: &DistillSection) -> Vec<DistillPoint> {
     vary(&|p, i| p.targets = targets[i], targets.len());
     vary(&|p, i| p.missing = missing[i], missing.len());
     vary(&|p, i| p.cross = cross[i], cross.len());
+    vary(
+        &|p, i| p.teacher_precision = precisions[i],
+        precisions.len(),
+    );
     // sampled targets ignore top-p and the tail: settings that differ only there are one
     let mut seen = Vec::new();
     points

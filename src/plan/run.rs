@@ -222,6 +222,10 @@ pub struct DistillConfig {
     /// otherwise, so same-tokenizer students keep their ids).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cross_tokenizer: Option<crate::spec::CrossTokenizer>,
+    /// The arithmetic of the teacher's forward passes when it runs online (absent for f32, so
+    /// f32 students keep their ids).
+    #[serde(default, skip_serializing_if = "crate::spec::TeacherPrecision::is_f32")]
+    pub teacher_precision: crate::spec::TeacherPrecision,
 }
 
 impl DistillConfig {
@@ -361,6 +365,10 @@ pub struct LogitsConfig {
     /// teacher windows it covers. Not part of the run's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub students: Option<DataConfig>,
+    /// The arithmetic of the teacher's pass (absent for f32, so f32 stores keep their ids); the
+    /// store's header records it.
+    #[serde(default, skip_serializing_if = "crate::spec::TeacherPrecision::is_f32")]
+    pub precision: crate::spec::TeacherPrecision,
 }
 
 impl RunConfig {
@@ -383,6 +391,7 @@ impl RunConfig {
             data: &self.data,
             reads: &logits.reads,
             students: logits.students.as_ref(),
+            precision: logits.precision,
         })
     }
 

@@ -20,9 +20,9 @@ pub use schema::{
 pub use sweep::Sweep;
 pub use units::{ByteSize, Count, TokenBudget};
 pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
-pub use values::Precision;
 pub use values::{
     Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
     Missing, Name, Ratio, Schedule, ScheduleKind, ScheduleTable, Targets, Temperature,
     TokenizerKind, TokenizerSetting, TopK, TopP,
 };
+pub use values::{Precision, TeacherPrecision};

@@ -6,11 +6,11 @@ use toml::Spanned;
 
 use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
-use super::values::Precision;
 use super::values::{
     Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
     Missing, Name, Ratio, Schedule, Targets, Temperature, TokenizerSetting, TopK, TopP,
 };
+use super::values::{Precision, TeacherPrecision};
 
 /// A whole sweep file.
 #[derive(Debug, Clone, Deserialize)]
@@ -294,6 +294,10 @@ pub struct DistillSection {
     /// for such pairs, which are refused without it; ignored for pairs that share one).
     #[serde(default)]
     pub cross_tokenizer: Option<Axis<CrossTokenizer>>,
+    /// The arithmetic of the teacher's forward passes: `f32` or `bf16` (weights in bf16, f32
+    /// sums), for the logit pass and online targets; the teacher's own scoring stays f32.
+    #[serde(default = "default_teacher_precision")]
+    pub teacher_precision: Axis<TeacherPrecision>,
 }
 
 impl Default for DistillSection {
@@ -309,8 +313,13 @@ impl Default for DistillSection {
             targets: default_targets(),
             missing: default_missing(),
             cross_tokenizer: None,
+            teacher_precision: default_teacher_precision(),
         }
     }
+}
+
+fn default_teacher_precision() -> Axis<TeacherPrecision> {
+    OneOrMany(vec![TeacherPrecision::F32])
 }
 
 fn default_mode() -> Axis<DistillMode> {

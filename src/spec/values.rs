@@ -122,6 +122,24 @@ impl Precision {
 }
 
 word_enum!(
+    /// The arithmetic of a teacher's forward passes (its logit pass and its online targets).
+    TeacherPrecision {
+        /// Weights and products in f32.
+        F32 = "f32",
+        /// Weights stored in bf16, activations rounded to bf16 at every matrix product, sums,
+        /// norms, softmax and the residual stream in f32.
+        Bf16 = "bf16",
+    } default F32
+);
+
+impl TeacherPrecision {
+    /// Whether this is the default, f32 (kept out of run ids and store headers).
+    pub fn is_f32(&self) -> bool {
+        *self == TeacherPrecision::F32
+    }
+}
+
+word_enum!(
     /// Where the training text comes from.
     CorpusKind {
         /// The built-in seeded generator.

@@ -14,7 +14,7 @@
 
 use burn::tensor::{Device, FloatDType};
 
-use crate::spec::{Backend, Precision};
+use crate::spec::{Backend, Precision, TeacherPrecision};
 
 /// The burn dtype of the matrix products for `precision`.
 pub fn compute_dtype(precision: Precision) -> FloatDType {
@@ -78,6 +78,32 @@ fn refusal(backend: Backend, precision: Precision) -> (&'static str, &'static st
         ),
         _ => ("", "use `precision = \"f32\"`"),
     }
+}
+
+/// The dtype of a bf16 teacher's activations on `backend`: f32 on the CPU, whose kernels
+/// round them to bf16 at every product (`crate::kernels::cpu::bf16`), bf16 on a GPU.
+pub fn teacher_activations(backend: Backend) -> FloatDType {
+    match backend {
+        Backend::Cpu => FloatDType::F32,
+        Backend::Wgpu | Backend::Cuda => FloatDType::BF16,
+    }
+}
+
+/// Checks that `device` can run a teacher in `precision`; `Err` is the message.
+pub fn check_teacher(
+    device: &Device,
+    backend: Backend,
+    precision: TeacherPrecision,
+) -> Result<(), String> {
+    let activations = teacher_activations(backend);
+    if precision.is_f32() || device.supports_dtype(activations) {
+        return Ok(());
+    }
+    let (why, hint) = refusal(backend, Precision::Bf16);
+    Err(format!(
+        "`[distill] teacher_precision = \"{precision}\"` is not supported by backend `{backend}` on this device{why}\n\nhint: {}",
+        hint.replace("precision", "teacher_precision")
+    ))
 }
 
 /// Dynamic loss scaling for f16 (the scheme of PyTorch's `GradScaler`): the loss is multiplied

@@ -2,6 +2,7 @@
 //! direct f64 computation and finite differences.
 
 pub mod attention;
+pub mod bf16;
 pub mod cross;
 pub mod head;
 pub mod linear;

@@ -2,7 +2,7 @@
 //! store, with its progress as training events and the store's size and truncation recorded.
 
 use super::core::{Ctx, Step, add_extra, result_row};
-use super::teacher::load_teacher;
+use super::teacher::{in_precision, load_teacher};
 use crate::distill::{TruncateOn, logits_run};
 use crate::run::error::{RecordError, RunError};
 use crate::run::events::RunEvent;
@@ -19,6 +19,10 @@ pub(crate) fn logits_pass(
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
     let (teacher, sha) = match load_teacher(ctx, &logits.teacher)? {
+        Ok(t) => t,
+        Err(reason) => return Ok(Step::Failed(reason)),
+    };
+    let teacher = match in_precision(ctx, teacher, logits.precision) {
         Ok(t) => t,
         Err(reason) => return Ok(Step::Failed(reason)),
     };
@@ -154,6 +158,7 @@ pub(crate) fn logits_pass(
         "bytes_per_kept_logit": summary.bytes as f64 / summary.entries.max(1) as f64,
         "predicted_store_bytes": predicted_store_bytes(ctx),
         "truncated_on": truncated_on,
+        "teacher_precision": logits.precision.as_str(),
         "fidelity_kl": own.map(|f| f.kl),
         "fidelity_kept_mass": own.map(|f| f.kept_mass),
         "fidelity_positions": own.map(|f| f.positions),

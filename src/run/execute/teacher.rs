@@ -11,7 +11,7 @@ use crate::model::TeacherModel;
 use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
 use crate::run::unit::UnitRun;
-use crate::spec::DistillMode;
+use crate::spec::{DistillMode, TeacherPrecision};
 use crate::train::{self, DistillObjective, checkpoint};
 
 /// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
@@ -45,7 +45,7 @@ pub(crate) fn load_teacher(
         Err(e) => return Ok(Err(e.to_string())),
     };
     Ok(checkpoint::content_hash(&path)
-        .map(|h| (TeacherModel::own(model), h))
+        .map(|h| (TeacherModel::own(model, teacher.transformer()), h))
         .map_err(|e| e.to_string()))
 }
 
@@ -54,10 +54,27 @@ pub(crate) fn load_teacher(
 pub(crate) fn student_teacher(
     ctx: &Ctx,
 ) -> Result<Result<(TeacherModel, String), String>, RunError> {
-    match ctx.config.distill.as_ref() {
-        Some(distill) => load_teacher(ctx, &distill.teacher),
-        None => Ok(Err("student run has no distillation settings".into())),
-    }
+    let Some(distill) = ctx.config.distill.as_ref() else {
+        return Ok(Err("student run has no distillation settings".into()));
+    };
+    // an offline student reads the store, whose pass ran in the store's precision
+    let precision = match distill.mode {
+        DistillMode::Online => distill.teacher_precision,
+        DistillMode::Offline => TeacherPrecision::F32,
+    };
+    Ok(load_teacher(ctx, &distill.teacher)?
+        .and_then(|(teacher, sha)| Ok((in_precision(ctx, teacher, precision)?, sha))))
+}
+
+/// `teacher` running in `precision` on the run's device; `Err` says why it cannot.
+pub(crate) fn in_precision(
+    ctx: &Ctx,
+    teacher: TeacherModel,
+    precision: TeacherPrecision,
+) -> Result<TeacherModel, String> {
+    train::precision::check_teacher(&ctx.device, ctx.env.backend, precision)?;
+    let activations = train::precision::teacher_activations(ctx.env.backend);
+    teacher.in_precision(precision, activations, &ctx.device)
 }
 
 /// A student's objective: online from `teacher`, or offline from the logit store it depends
