@@ -1440,6 +1440,52 @@ mod tests {
 
     const AXES: &str = "mode = [\"offline\", \"online\"]\nloss = [\"kl\", \"mse\", \"ce_soft\"]\ntemperature = [1.0, 2.0]\ntop_k = [32, 8]\n";
 
+    /// `teacher_precision`: f32 keeps every id it had before the key existed; bf16 adds its own
+    /// logit store (named `-bf16`, its precision in the store's configuration) and students.
+    #[test]
+    fn teacher_precision_adds_a_bf16_store_and_keeps_f32_ids() {
+        let runs = |distill: &str| -> Vec<(String, String, String)> {
+            let text = format!(
+                "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\nbaseline = false\n[distill]\n{distill}"
+            );
+            let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
+            let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
+            plan.runs
+                .iter()
+                .map(|r| (r.name.clone(), r.id.to_string(), r.config.to_json()))
+                .collect()
+        };
+        let plain = runs("");
+        assert_eq!(plain, runs("teacher_precision = \"f32\"\n"));
+        let both = runs("teacher_precision = [\"f32\", \"bf16\"]\n");
+        let stores: Vec<_> = both.iter().filter(|r| r.0.starts_with("logits-")).collect();
+        assert_eq!(stores.len(), 2, "{both:?}");
+        let bf16 = stores
+            .iter()
+            .find(|r| r.0.ends_with("-bf16"))
+            .expect("a bf16 store");
+        assert!(bf16.2.contains("\"precision\":\"bf16\""), "{}", bf16.2);
+        // the f32 store keeps its id; the bf16 one is new
+        let ids = |rs: &[(String, String, String)]| -> Vec<String> {
+            rs.iter()
+                .filter(|r| r.0.starts_with("logits-"))
+                .map(|r| r.1.clone())
+                .collect()
+        };
+        assert!(ids(&both).contains(&ids(&plain)[0]));
+        let students: Vec<_> = both
+            .iter()
+            .filter(|r| r.0.starts_with("student-"))
+            .collect();
+        assert_eq!(students.len(), 2);
+        assert!(students.iter().any(|r| r.0.contains("teacher-bf16")));
+        let bad = Sweep::parse(
+            Path::new("d.toml"),
+            "name = \"d\"\n[distill]\nteacher_precision = \"f16\"\n".into(),
+        );
+        assert!(bad.is_err_and(|e| e.to_string().contains("teacher_precision")));
+    }
+
     /// f32 runs keep the ids they had before `precision` existed; f16 and bf16 runs are new.
     #[test]
     fn precision_changes_run_ids_only_when_not_f32() {

@@ -142,6 +142,20 @@ fn pack_b(b: BView, (cols, k, pairs): (usize, usize, usize), first: usize) -> Ve
         let c0 = blk * NR;
         let width = NR.min(cols - c0);
         let dst = &mut out[blk * pairs * NR..(blk + 1) * pairs * NR];
+        if b.rs == 1 {
+            // a transposed matrix (a tied head, `[vocab, d]`): each column's rows are
+            // consecutive, so a pair is read whole along the column
+            for i in 0..width {
+                let start = b.offset + (first + c0 + i) * b.cs;
+                let column = &b.data[start..start + k];
+                for (p, two) in column.chunks(2).enumerate() {
+                    let lo = two[0].to_bits();
+                    let hi = two.get(1).map_or(0, |v| v.to_bits());
+                    dst[p * NR + i] = u32::from(lo) | (u32::from(hi) << 16);
+                }
+            }
+            continue;
+        }
         for p in 0..pairs {
             let row = &mut dst[p * NR..p * NR + width];
             for (i, d) in row.iter_mut().enumerate() {
