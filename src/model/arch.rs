@@ -256,23 +256,27 @@ pub struct Architecture {
 const MAX_DIM: u64 = 1 << 24;
 
 impl Architecture {
-    /// pdsweep's own LLaMA ([`crate::model::Transformer`]) of `config`, as an architecture
-    /// the released decoder runs (a teacher trained here, run in bf16).
-    pub fn of_transformer(config: &crate::model::TransformerConfig) -> Architecture {
-        let s = config.shape;
-        let head_dim = s.d_model / s.n_heads.max(1);
+    /// A LLaMA of `shape` whose heads are `head_dim` wide (pre-norm RMSNorm of ε `norm_eps`,
+    /// SwiGLU, full-width RoPE `rope`, no biases): what a family adjusts, and pdsweep's own.
+    pub fn plain_llama(
+        family: Family,
+        shape: ModelShape,
+        head_dim: u64,
+        norm_eps: f64,
+        rope: Rope,
+    ) -> Architecture {
         Architecture {
-            family: Family::Llama,
-            d_model: s.d_model,
-            n_layers: s.n_layers,
-            n_heads: s.n_heads,
-            n_kv_heads: s.n_kv_heads,
+            family,
+            d_model: shape.d_model,
+            n_layers: shape.n_layers,
+            n_heads: shape.n_heads,
+            n_kv_heads: shape.n_kv_heads,
             head_dim,
-            d_ff: s.d_ff,
-            vocab: s.vocab,
-            tie_embeddings: s.tie_embeddings,
+            d_ff: shape.d_ff,
+            vocab: shape.vocab,
+            tie_embeddings: shape.tie_embeddings,
             norm: Norm::Rms,
-            norm_eps: config.norm_eps,
+            norm_eps,
             placement: Placement::Pre,
             qk_norm: QkNorm::None,
             qkv_bias: false,
@@ -281,18 +285,32 @@ impl Architecture {
             mlp: Mlp::Gated(Activation::Silu),
             positions: Positions::Rotary {
                 dims: head_dim,
-                global: Rope {
-                    theta: config.rope_theta,
-                    scaling: RopeScaling::None,
-                },
+                global: rope,
                 local: None,
             },
             attn_scale: 1.0 / (head_dim as f64).sqrt(),
             attn_softcap: None,
             final_softcap: None,
             embed_scale: false,
-            windows: vec![None; s.n_layers as usize],
+            windows: vec![None; shape.n_layers as usize],
         }
+    }
+
+    /// pdsweep's own LLaMA ([`crate::model::Transformer`]) of `config`, as an architecture
+    /// the released decoder runs (a teacher trained here, run in bf16).
+    pub fn of_transformer(config: &crate::model::TransformerConfig) -> Architecture {
+        let s = config.shape;
+        let rope = Rope {
+            theta: config.rope_theta,
+            scaling: RopeScaling::None,
+        };
+        Architecture::plain_llama(
+            Family::Llama,
+            s,
+            s.d_model / s.n_heads.max(1),
+            config.norm_eps,
+            rope,
+        )
     }
 
     /// Checks the dimensions: positive and bounded, heads grouping evenly, an even rotary width

@@ -824,7 +824,7 @@ fn masked_attention(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Family, ModelShape};
+    use crate::model::ModelShape;
 
     /// The decoder running a plain LLaMA's architecture computes what pdsweep's own
     /// transformer computes from the same weights (the families' shared path, checked without
@@ -848,38 +848,7 @@ mod tests {
         };
         device.seed(3);
         let model = config.init(&device);
-        let arch = Architecture {
-            family: Family::Llama,
-            d_model: 32,
-            n_layers: 2,
-            n_heads: 4,
-            n_kv_heads: 2,
-            head_dim: 8,
-            d_ff: 48,
-            vocab: 50,
-            tie_embeddings: false,
-            norm: Norm::Rms,
-            norm_eps: 1e-6,
-            placement: Placement::Pre,
-            qk_norm: QkNorm::None,
-            qkv_bias: false,
-            o_bias: false,
-            mlp_bias: false,
-            mlp: Mlp::Gated(Activation::Silu),
-            positions: Positions::Rotary {
-                dims: 8,
-                global: Rope {
-                    theta: 500_000.0,
-                    scaling: RopeScaling::None,
-                },
-                local: None,
-            },
-            attn_scale: 1.0 / 8f64.sqrt(),
-            attn_softcap: None,
-            final_softcap: None,
-            embed_scale: false,
-            windows: vec![None, None],
-        };
+        let arch = Architecture::of_transformer(&config);
         assert_eq!(arch.params(), shape.params());
         let named = || {
             OwnWeights(

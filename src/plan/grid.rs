@@ -1425,13 +1425,18 @@ mod tests {
     use crate::plan::{Plan, PlanOptions, RunKind};
     use crate::spec::Sweep;
 
-    fn students(distill: &str) -> Vec<String> {
+    /// The plan of one 100K teacher and one 30K student (no baseline) with `[distill]` `distill`.
+    fn plan_of(distill: &str) -> Plan {
         let text = format!(
             "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\nbaseline = false\n[distill]\n{distill}"
         );
         let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
-        let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
-        plan.runs
+        Plan::build(&sweep, &PlanOptions::default()).expect("plans")
+    }
+
+    fn students(distill: &str) -> Vec<String> {
+        plan_of(distill)
+            .runs
             .iter()
             .filter(|r| r.kind() == RunKind::Student)
             .map(|r| r.name.clone())
@@ -1445,12 +1450,8 @@ mod tests {
     #[test]
     fn teacher_precision_adds_a_bf16_store_and_keeps_f32_ids() {
         let runs = |distill: &str| -> Vec<(String, String, String)> {
-            let text = format!(
-                "name = \"d\"\n[teachers]\nsizes = [\"100K\"]\n[students]\nsizes = [\"30K\"]\nbaseline = false\n[distill]\n{distill}"
-            );
-            let sweep = Sweep::parse(Path::new("d.toml"), text).expect("valid sweep");
-            let plan = Plan::build(&sweep, &PlanOptions::default()).expect("plans");
-            plan.runs
+            plan_of(distill)
+                .runs
                 .iter()
                 .map(|r| (r.name.clone(), r.id.to_string(), r.config.to_json()))
                 .collect()

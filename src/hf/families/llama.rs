@@ -6,9 +6,7 @@
 use super::keys::{self, Rules};
 use super::{Naming, Obj, ReleasedConfig, TensorRef};
 use crate::hf::config::ConfigError;
-use crate::model::{
-    Activation, Architecture, Family, LayerPart, Mlp, Norm, Part, Placement, Positions, QkNorm,
-};
+use crate::model::{Activation, Architecture, Family, LayerPart, Mlp, Part};
 
 /// Keys every LLaMA-derived family reads the same way.
 pub(super) const SHAPE_KEYS: &[&str] = &[
@@ -64,35 +62,16 @@ impl Common {
     /// A LLaMA architecture of this shape (pre-norm RMSNorm, SwiGLU, full-width default RoPE
     /// of θ `theta`, no biases), for a family to adjust.
     pub fn llama(&self, family: Family, rope: crate::model::Rope) -> Architecture {
-        Architecture {
-            family,
+        let shape = crate::model::ModelShape {
             d_model: self.d,
             n_layers: self.layers,
             n_heads: self.heads,
             n_kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
             d_ff: self.ff,
             vocab: self.vocab,
             tie_embeddings: self.tie,
-            norm: Norm::Rms,
-            norm_eps: self.eps,
-            placement: Placement::Pre,
-            qk_norm: QkNorm::None,
-            qkv_bias: false,
-            o_bias: false,
-            mlp_bias: false,
-            mlp: Mlp::Gated(Activation::Silu),
-            positions: Positions::Rotary {
-                dims: self.head_dim,
-                global: rope,
-                local: None,
-            },
-            attn_scale: 1.0 / (self.head_dim as f64).sqrt(),
-            attn_softcap: None,
-            final_softcap: None,
-            embed_scale: false,
-            windows: vec![None; self.layers as usize],
-        }
+        };
+        Architecture::plain_llama(family, shape, self.head_dim, self.eps, rope)
     }
 
     /// The released config of `arch`.
