@@ -37,8 +37,9 @@ pub fn prepare(
         let files = data::find_files(&config, base_dir).map_err(user_error)?;
         let column = config.text_column.as_deref().unwrap_or("text");
         for list in [&files.train, &files.val] {
-            if !list.is_empty() {
-                data::read_documents(list, config.corpus, column).map_err(user_error)?;
+            // every document is read and checked, one at a time
+            for doc in data::Documents::new(list, config.corpus, column) {
+                doc.map_err(user_error)?;
             }
         }
         return Ok(());

@@ -1,24 +1,34 @@
 //! The token cache: a corpus tokenised once into a binary file that every run of the sweep
 //! memory-maps.
 //!
-//! Layout (little-endian): a 64-byte header — magic `PDSTOK01`, format version (u32), token
+//! Layout (little-endian): a 64-byte header — magic `PDSTOK02`, format version (u32), token
 //! width in bytes (u32: 2 or 4), token count (u64), training-split length (u64), vocabulary
-//! (u64), UTF-8 bytes of the held-out split (u64), the first 16 bytes of SHA-256 over the
-//! payload — then the tokens. Written to a temporary file and renamed, so a crash never leaves
-//! a half-written cache; a file whose header or checksum does not match is refused.
+//! (u64), UTF-8 bytes of the held-out split (u64), tokens per chunk (u64), the XXH3 of the
+//! chunk table (u64) — then the tokens, then the chunk table: the XXH3-64 of each chunk of
+//! tokens. The file is written as a stream ([`TokenWriter`], memory independent of its size)
+//! to a temporary name, checked whole once, and renamed, so a crash never leaves a
+//! half-written cache. Opening reads the header and the table only (a file of a billion tokens
+//! opens as fast as a small one); [`TokenFile::verify`] checks the chunks.
+//!
+//! Version 1 files (`PDSTOK01`: the same header up to the held-out bytes, then the first 16
+//! bytes of SHA-256 over the payload, no table) still open, checked whole as before.
 
 use std::fs;
-use std::path::Path;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::xxh3_64;
 
 use super::error::DataError;
-use crate::atomic::write_atomic;
 
-const MAGIC: &[u8; 8] = b"PDSTOK01";
-const VERSION: u32 = 1;
+const MAGIC_V1: &[u8; 8] = b"PDSTOK01";
+const MAGIC: &[u8; 8] = b"PDSTOK02";
+const VERSION: u32 = 2;
 const HEADER: usize = 64;
+/// Tokens per checksummed chunk (4 MiB of 4-byte tokens).
+const CHUNK_TOKENS: u64 = 1 << 20;
 
 /// A memory-mapped token file.
 #[derive(Debug)]
@@ -32,10 +42,129 @@ pub struct TokenFile {
     pub vocab: u64,
     /// UTF-8 bytes of the held-out text.
     pub val_bytes: u64,
+    /// Tokens per chunk and each chunk's XXH3 (empty for a version 1 file).
+    chunks: (u64, Vec<u64>),
+    path: PathBuf,
+}
+
+/// Writes a token file as a stream: tokens are appended as they come, each chunk hashed as it
+/// fills; [`TokenWriter::finish`] writes the table and header, checks the file and renames it
+/// into place.
+pub struct TokenWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: BufWriter<fs::File>,
+    width: usize,
+    vocab: u64,
+    len: u64,
+    chunk: Vec<u8>,
+    table: Vec<u64>,
+}
+
+fn write_error(path: &Path, e: impl std::fmt::Display) -> DataError {
+    DataError::Write {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    }
+}
+
+impl TokenWriter {
+    /// Starts the file that will be `path` for tokens of a `vocab`-token vocabulary.
+    pub fn create(path: &Path, vocab: u64) -> Result<TokenWriter, DataError> {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+        if let Some(dir) = path.parent() {
+            fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
+        }
+        let mut out = BufWriter::with_capacity(
+            1 << 20,
+            fs::File::create(&tmp).map_err(|e| write_error(&tmp, e))?,
+        );
+        out.write_all(&[0u8; HEADER])
+            .map_err(|e| write_error(&tmp, e))?;
+        let width = if vocab <= 1 << 16 { 2 } else { 4 };
+        Ok(TokenWriter {
+            path: path.to_path_buf(),
+            tmp,
+            out,
+            width,
+            vocab,
+            len: 0,
+            chunk: Vec::with_capacity(CHUNK_TOKENS as usize * width),
+            table: Vec::new(),
+        })
+    }
+
+    /// Appends `tokens`.
+    pub fn push(&mut self, tokens: &[u32]) -> Result<(), DataError> {
+        for &t in tokens {
+            if self.width == 2 {
+                self.chunk.extend_from_slice(&(t as u16).to_le_bytes());
+            } else {
+                self.chunk.extend_from_slice(&t.to_le_bytes());
+            }
+            if self.chunk.len() == CHUNK_TOKENS as usize * self.width {
+                self.flush_chunk()?;
+            }
+        }
+        self.len += tokens.len() as u64;
+        Ok(())
+    }
+
+    /// Tokens written so far.
+    pub fn written(&self) -> u64 {
+        self.len
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), DataError> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        self.table.push(xxh3_64(&self.chunk));
+        self.out
+            .write_all(&self.chunk)
+            .map_err(|e| write_error(&self.tmp, e))?;
+        self.chunk.clear();
+        Ok(())
+    }
+
+    /// Ends the file: the first `train_len` tokens are the training split and the held-out
+    /// text is `val_bytes` bytes long. The whole file is checked once, synced and renamed.
+    pub fn finish(mut self, train_len: u64, val_bytes: u64) -> Result<(), DataError> {
+        let result = self.finish_inner(train_len, val_bytes);
+        if result.is_err() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+        result
+    }
+
+    fn finish_inner(&mut self, train_len: u64, val_bytes: u64) -> Result<(), DataError> {
+        self.flush_chunk()?;
+        let table: Vec<u8> = self.table.iter().flat_map(|h| h.to_le_bytes()).collect();
+        let mut header = Vec::with_capacity(HEADER);
+        header.extend_from_slice(MAGIC);
+        header.extend_from_slice(&VERSION.to_le_bytes());
+        header.extend_from_slice(&(self.width as u32).to_le_bytes());
+        for v in [self.len, train_len, self.vocab, val_bytes, CHUNK_TOKENS] {
+            header.extend_from_slice(&v.to_le_bytes());
+        }
+        header.extend_from_slice(&xxh3_64(&table).to_le_bytes());
+        let tmp = self.tmp.clone();
+        let fail = |e: std::io::Error| write_error(&tmp, e);
+        self.out.write_all(&table).map_err(fail)?;
+        self.out.flush().map_err(fail)?;
+        let file = self.out.get_mut();
+        file.seek(SeekFrom::Start(0)).map_err(fail)?;
+        file.write_all(&header).map_err(fail)?;
+        file.sync_all().map_err(fail)?;
+        TokenFile::open(&self.tmp)?.verify()?;
+        fs::rename(&self.tmp, &self.path).map_err(|e| write_error(&self.path, e))
+    }
 }
 
 impl TokenFile {
-    /// Writes `tokens` atomically to `path`.
+    /// Writes `tokens` to `path` (see [`TokenWriter`] for writing a stream).
     pub fn write(
         path: &Path,
         tokens: &[u32],
@@ -43,28 +172,13 @@ impl TokenFile {
         vocab: u64,
         val_bytes: u64,
     ) -> Result<(), DataError> {
-        let width = if vocab <= 1 << 16 { 2 } else { 4 };
-        let mut payload = Vec::with_capacity(tokens.len() * width);
-        for &t in tokens {
-            if width == 2 {
-                payload.extend_from_slice(&(t as u16).to_le_bytes());
-            } else {
-                payload.extend_from_slice(&t.to_le_bytes());
-            }
-        }
-        let mut header = Vec::with_capacity(HEADER);
-        header.extend_from_slice(MAGIC);
-        header.extend_from_slice(&VERSION.to_le_bytes());
-        header.extend_from_slice(&(width as u32).to_le_bytes());
-        header.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
-        header.extend_from_slice(&(train_len as u64).to_le_bytes());
-        header.extend_from_slice(&vocab.to_le_bytes());
-        header.extend_from_slice(&val_bytes.to_le_bytes());
-        header.extend_from_slice(&Sha256::digest(&payload)[..16]);
-        Ok(write_atomic(path, &[&header, &payload])?)
+        let mut writer = TokenWriter::create(path, vocab)?;
+        writer.push(tokens)?;
+        writer.finish(train_len as u64, val_bytes)
     }
 
-    /// Opens and verifies the file at `path`.
+    /// Opens the file at `path`, checking its header and length (and, for a version 1 file,
+    /// its checksum); [`TokenFile::verify`] checks the tokens of a version 2 file.
     pub fn open(path: &Path) -> Result<TokenFile, DataError> {
         let corrupt = |reason: &str| DataError::CorruptCache {
             path: path.to_path_buf(),
@@ -79,22 +193,48 @@ impl TokenFile {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        if map.len() < HEADER || &map[..8] != MAGIC {
-            return Err(corrupt("not a pdsweep token file"));
+        let version = match map.get(..8) {
+            Some(m) if m == MAGIC => 2,
+            Some(m) if m == MAGIC_V1 => 1,
+            _ => return Err(corrupt("not a pdsweep token file")),
+        };
+        if map.len() < HEADER {
+            return Err(corrupt("shorter than its header"));
         }
         let u32_at = |i: usize| u32::from_le_bytes(map[i..i + 4].try_into().unwrap_or_default());
         let u64_at = |i: usize| u64::from_le_bytes(map[i..i + 8].try_into().unwrap_or_default());
-        if u32_at(8) != VERSION {
+        if u32_at(8) != version {
             return Err(corrupt("unknown format version"));
         }
         let width = u32_at(12) as usize;
         let len = u64_at(16) as usize;
-        if !(width == 2 || width == 4) || map.len() != HEADER + len.saturating_mul(width) {
-            return Err(corrupt("its length does not match its header"));
-        }
-        if Sha256::digest(&map[HEADER..])[..16] != map[48..64] {
-            return Err(corrupt("checksum mismatch"));
-        }
+        let payload = len.saturating_mul(width);
+        let chunks = if version == 1 {
+            if !(width == 2 || width == 4) || map.len() != HEADER + payload {
+                return Err(corrupt("its length does not match its header"));
+            }
+            if Sha256::digest(&map[HEADER..])[..16] != map[48..64] {
+                return Err(corrupt("checksum mismatch"));
+            }
+            (0, Vec::new())
+        } else {
+            let per = u64_at(48).max(1);
+            let count = (len as u64).div_ceil(per) as usize;
+            if !(width == 2 || width == 4) || map.len() != HEADER + payload + 8 * count {
+                return Err(corrupt(
+                    "its length does not match its header (a partial copy?)",
+                ));
+            }
+            let table = &map[HEADER + payload..];
+            if xxh3_64(table) != u64_at(56) {
+                return Err(corrupt("its chunk table is damaged"));
+            }
+            let hashes = table
+                .chunks_exact(8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                .collect();
+            (per, hashes)
+        };
         let train_len = u64_at(24) as usize;
         if train_len > len {
             return Err(corrupt("training split longer than the file"));
@@ -105,8 +245,27 @@ impl TokenFile {
             train_len,
             vocab: u64_at(32),
             val_bytes: u64_at(40),
+            chunks,
             map,
+            path: path.to_path_buf(),
         })
+    }
+
+    /// Checks every chunk of tokens against its checksum (version 2; a version 1 file was
+    /// checked whole when opened).
+    pub fn verify(&self) -> Result<(), DataError> {
+        let (per, hashes) = &self.chunks;
+        let bytes = *per as usize * self.width;
+        let payload = &self.map[HEADER..HEADER + self.len * self.width];
+        for (i, (chunk, &want)) in payload.chunks(bytes.max(1)).zip(hashes).enumerate() {
+            if xxh3_64(chunk) != want {
+                return Err(DataError::CorruptCache {
+                    path: self.path.clone(),
+                    reason: format!("chunk {i} (tokens from {}) does not match its checksum", i as u64 * per),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Number of tokens.
@@ -148,21 +307,46 @@ mod tests {
     fn round_trip_and_corruption_is_detected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.bin");
-        let tokens: Vec<u32> = (0..1000).map(|i| i % 300).collect();
-        TokenFile::write(&path, &tokens, 900, 300, 100).unwrap();
+        let tokens: Vec<u32> = (0..3_000_000).map(|i| i % 300).collect();
+        TokenFile::write(&path, &tokens, 2_900_000, 300, 100).unwrap();
         let file = TokenFile::open(&path).unwrap();
-        assert_eq!(file.len(), 1000);
-        assert_eq!(file.train_len, 900);
-        assert_eq!(file.slice(0, 1000), tokens);
+        assert_eq!(file.len(), 3_000_000);
+        assert_eq!(file.train_len, 2_900_000);
+        assert_eq!(file.chunks.1.len(), 3, "three chunks of 2^20 tokens");
+        assert_eq!(file.slice(0, 3_000_000), tokens);
+        file.verify().unwrap();
         drop(file);
         let mut bytes = fs::read(&path).unwrap();
-        bytes[HEADER + 10] ^= 1;
+        bytes[HEADER + 2 * 2_500_000] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        let err = TokenFile::open(&path).unwrap().verify().unwrap_err().to_string();
+        assert!(err.contains("chunk 2") && err.contains("t.bin"), "{err}");
+        bytes.truncate(bytes.len() - 5);
         fs::write(&path, &bytes).unwrap();
         let err = TokenFile::open(&path).unwrap_err().to_string();
-        assert!(
-            err.contains("checksum mismatch") && err.contains("t.bin"),
-            "{err}"
-        );
+        assert!(err.contains("partial copy"), "{err}");
+    }
+
+    /// A cache written by an earlier pdsweep (version 1) still opens, checked whole.
+    #[test]
+    fn version_1_files_still_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.bin");
+        let payload: Vec<u8> = [5u16, 6, 7].iter().flat_map(|t| t.to_le_bytes()).collect();
+        let mut bytes = MAGIC_V1.to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        for v in [3u64, 2, 300, 9] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(&Sha256::digest(&payload)[..16]);
+        bytes.extend_from_slice(&payload);
+        fs::write(&path, &bytes).unwrap();
+        let file = TokenFile::open(&path).unwrap();
+        assert_eq!((file.slice(0, 3), file.train_len, file.val_bytes), (vec![5, 6, 7], 2, 9));
+        bytes[HEADER] ^= 1;
+        fs::write(&path, &bytes).unwrap();
+        assert!(TokenFile::open(&path).unwrap_err().to_string().contains("checksum"));
     }
 
     #[test]

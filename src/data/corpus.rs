@@ -17,17 +17,16 @@ use super::bytes::{BoundaryRecord, ByteIndex, SplitRecord};
 use super::cache::TokenFile;
 use super::error::DataError;
 use super::prepared::{CorpusInfo, Prepared, unigram_entropy};
-use super::split::{self, Split, TokenizedDoc};
+use super::cache::TokenWriter;
+use super::scan::{Encoder, Scanned, Scratch, scan};
+use super::shards::{Documents, corpus_files};
+use super::split::{self, Pieces, Split, TokenizedDoc};
 use super::stream::Stream;
-use super::text::{Document, corpus_files, read_documents};
 use super::tokenize::Tokenizer;
 use crate::atomic::write_atomic;
 use crate::data::DataConfig;
 use crate::digest::hex;
 use crate::spec::{CorpusKind, TokenizerKind};
-
-/// Separator appended after every document.
-const DOC_SEPARATOR: &str = "\n\n";
 
 /// Facts about a prepared corpus, kept in `corpus-KEY.json` beside its token cache.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -170,8 +169,7 @@ fn identity_key(cache_dir: &Path, key: &str) -> Result<String, DataError> {
         )
     };
     let (tokens, facts) = entry(key);
-    let read = |p: &Path| fs::read(p).ok();
-    let (Some(own_tokens), Some(own_facts)) = (read(&tokens), read(&facts)) else {
+    let Some(own_facts) = fs::read(&facts).ok() else {
         return Ok(key.to_string());
     };
     let mut twins: Vec<(std::time::SystemTime, String)> = Vec::new();
@@ -183,14 +181,12 @@ fn identity_key(cache_dir: &Path, key: &str) -> Result<String, DataError> {
         else {
             continue;
         };
-        if k == key || other.metadata().map(|m| m.len()).ok() != Some(own_tokens.len() as u64) {
+        let (t, f) = entry(k);
+        if k == key || fs::read(&f).ok().as_deref() != Some(own_facts.as_slice()) {
             continue;
         }
-        let (t, f) = entry(k);
-        let born = fs::metadata(&f).and_then(|m| m.modified());
-        if let (Ok(born), Some(other_facts)) = (born, read(&f))
-            && other_facts == own_facts
-            && read(&t).is_some_and(|b| b == own_tokens)
+        if let Ok(born) = fs::metadata(&f).and_then(|m| m.modified())
+            && same_tokens(&tokens, &t)
         {
             twins.push((born, k.to_string()));
         }
@@ -203,6 +199,19 @@ fn identity_key(cache_dir: &Path, key: &str) -> Result<String, DataError> {
         .map_or_else(|| key.to_string(), |(_, k)| k);
     write_atomic(&alias_path, &[identity.as_bytes()])?;
     Ok(identity)
+}
+
+/// Whether the token files at `a` and `b` hold the same tokens and splits (compared a chunk at
+/// a time, whatever their format version).
+fn same_tokens(a: &Path, b: &Path) -> bool {
+    let (Ok(a), Ok(b)) = (TokenFile::open(a), TokenFile::open(b)) else {
+        return false;
+    };
+    let step = 1 << 20;
+    (a.len(), a.train_len, a.vocab, a.val_bytes) == (b.len(), b.train_len, b.vocab, b.val_bytes)
+        && (0..a.len())
+            .step_by(step)
+            .all(|i| a.slice(i, i + step) == b.slice(i, i + step))
 }
 
 /// Holds an exclusive lock on cache entry `key` until dropped.
@@ -236,6 +245,9 @@ fn open_cached(
         Err(DataError::Missing { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
+    // XXH3 over the tokens: a tenth of a second per billion tokens once they are in the page
+    // cache, and reading them is what training does anyway.
+    file.verify()?;
     let facts = match fs::read(facts_path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| DataError::CorruptCache {
             path: facts_path.to_path_buf(),
@@ -350,13 +362,26 @@ pub fn run_tokenizer(
 /// file, checked against the hash the plan recorded.
 fn corpus_tokenizer(
     data: &DataConfig,
-    docs: &[Document],
+    files: &CorpusFiles,
     bpe_path: &Path,
     base_dir: &Path,
 ) -> Result<Tokenizer, DataError> {
     match (data.tokenizer, &data.tokenizer_file) {
         (Some(TokenizerKind::Bpe), _) => {
-            let t = Tokenizer::train_bpe(docs.iter().map(|d| d.text.as_str()), data.vocab)?;
+            let failed = std::sync::Mutex::new(None);
+            let texts = documents(data, &files.train).map_while(|d| match d {
+                Ok(d) => Some(d.text),
+                Err(e) => {
+                    if let Ok(mut first) = failed.lock() {
+                        *first = Some(e);
+                    }
+                    None
+                }
+            });
+            let t = Tokenizer::train_bpe(texts, data.vocab)?;
+            if let Some(e) = failed.into_inner().ok().flatten() {
+                return Err(e);
+            }
             t.save(bpe_path)?;
             Ok(t)
         }
@@ -381,8 +406,16 @@ fn corpus_tokenizer(
     }
 }
 
+/// The documents of `files`, streamed.
+fn documents(data: &DataConfig, files: &[PathBuf]) -> Documents {
+    let column = data.text_column.as_deref().unwrap_or("text");
+    Documents::new(files, data.corpus, column)
+}
+
 /// Reads, tokenises, splits and caches a text corpus, and records the split
-/// (`split-KEY.json`, [`SplitRecord`]).
+/// (`split-KEY.json`, [`SplitRecord`]). The documents stream through the tokenizer into a
+/// scratch file (pass one, [`scan`]); the split is chosen from what is known of each document;
+/// the cache is written from the scratch file piece by piece (pass two).
 fn build(
     data: &DataConfig,
     files: &CorpusFiles,
@@ -390,31 +423,57 @@ fn build(
     base_dir: &Path,
     cache_dir: &Path,
 ) -> Result<(), DataError> {
-    let column = data.text_column.as_deref().unwrap_or("text");
-    let docs = read_documents(&files.train, data.corpus, column)?;
-    let val_docs = if files.val.is_empty() {
-        Vec::new()
-    } else {
-        read_documents(&files.val, data.corpus, column)?
+    let tokenizer = corpus_tokenizer(data, files, &paths.tokenizer, base_dir)?;
+    let encoder = Encoder::new(&tokenizer, data.vocab)?;
+    let anchor = match data.anchor() {
+        Some(anchor) => Some(split_record(&anchor, base_dir, cache_dir)?),
+        None => None,
     };
-    let tokenizer = corpus_tokenizer(data, &docs, &paths.tokenizer, base_dir)?;
-    let mut tokens = Tokens::new(data, &tokenizer)?;
+    let keep = anchor
+        .as_ref()
+        .and_then(|r| r.boundary.as_ref())
+        .and_then(|b| unhex32(&b.hash));
+    let mut scratch = Scratch::create(&paths.scratch)?;
+    let val_docs = match files.val.is_empty() {
+        true => None,
+        false => Some(scan_nonempty(data, &files.val, &encoder, &mut scratch, None)?),
+    };
+    let docs = scan_nonempty(data, &files.train, &encoder, &mut scratch, keep)?;
+    let mut inexact = docs
+        .inexact
+        .clone()
+        .or_else(|| val_docs.as_ref().and_then(|v| v.inexact.clone()));
+    let val = data.val_tokens;
+    let split = match (&anchor, val_docs) {
+        (Some(record), val_docs) => follow(&encoder, docs, val_docs, record, &mut scratch, &mut inexact)?,
+        (None, None) => {
+            check_size(&docs.docs, val, &files.path)?;
+            split::hold_out(docs.docs, val)
+        }
+        (None, Some(v)) => split::separate(docs.docs, v.docs, val),
+    };
     let total_files = (files.train.len() + files.val.len()) as u64;
-    let val = data.val_tokens as usize;
-    let split = match data.anchor() {
-        Some(anchor) => {
-            let record = split_record(&anchor, base_dir, cache_dir)?;
-            follow(&mut tokens, docs, val_docs, &record, files)?
-        }
-        None if files.val.is_empty() => {
-            let docs = tokens.documents(docs)?;
-            check_size(&docs, val, &files.path)?;
-            split::hold_out(docs, val)
-        }
-        None => split::separate(tokens.documents(docs)?, tokens.documents(val_docs)?, val),
-    };
-    let record = tokens.record(&split)?;
-    write(data, &tokenizer, split, total_files, paths, &record)
+    let scratch = scratch.tokens()?;
+    write(data, &encoder, split, scratch, total_files, paths, inexact)
+}
+
+/// [`scan`] of `files`, refusing files that hold no text at all.
+fn scan_nonempty(
+    data: &DataConfig,
+    files: &[PathBuf],
+    encoder: &Encoder,
+    scratch: &mut Scratch,
+    keep: Option<[u8; 32]>,
+) -> Result<Scanned, DataError> {
+    let scanned = scan(documents(data, files), encoder, scratch, keep)?;
+    let separator = super::scan::DOC_SEPARATOR.len() as u64;
+    if scanned.docs.iter().all(|d| d.bytes <= separator) {
+        return Err(DataError::Empty {
+            path: files.first().cloned().unwrap_or_default(),
+            what: "no text in any document".into(),
+        });
+    }
+    Ok(scanned)
 }
 
 /// The files of one cache entry.
@@ -423,6 +482,7 @@ struct EntryPaths {
     facts: PathBuf,
     tokenizer: PathBuf,
     split: PathBuf,
+    scratch: PathBuf,
 }
 
 impl EntryPaths {
@@ -432,104 +492,21 @@ impl EntryPaths {
             facts: cache_dir.join(format!("corpus-{key}.json")),
             tokenizer: cache_dir.join(format!("tokenizer-{key}.json")),
             split: cache_dir.join(format!("split-{key}.json")),
+            scratch: cache_dir.join(format!("tokens-{key}.scratch")),
         }
     }
 }
 
-/// Tokenising documents with their separators, keeping each document's byte extent and the
-/// first document whose tokens are not its bytes.
-struct Tokens<'a> {
-    data: &'a DataConfig,
-    tokenizer: &'a Tokenizer,
-    lengths: Vec<u32>,
-    inexact: Option<String>,
-}
-
-impl<'a> Tokens<'a> {
-    fn new(data: &'a DataConfig, tokenizer: &'a Tokenizer) -> Result<Tokens<'a>, DataError> {
-        Ok(Tokens {
-            data,
-            tokenizer,
-            lengths: tokenizer.token_lengths(tokenizer.vocab().max(data.vocab))?,
-            inexact: None,
-        })
-    }
-
-    fn bytes_of(&self, tokens: &[u32]) -> u64 {
-        tokens
-            .iter()
-            .map(|&t| u64::from(self.lengths.get(t as usize).copied().unwrap_or(0)))
-            .sum()
-    }
-
-    /// `text`'s tokens (special tokens as the tokenizer adds them) followed by the separator's
-    /// when `separator`, checked against the vocabulary.
-    fn encode(&mut self, source: &str, text: &str, separator: bool) -> Result<Vec<u32>, DataError> {
-        let mut tokens = Vec::new();
-        self.tokenizer.encode_into(text, &mut tokens)?;
-        if separator {
-            self.tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
-        }
-        if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= self.data.vocab) {
-            return Err(DataError::Tokenizer(format!(
-                "token id {id} (in `{source}`) is outside the models' vocabulary of {}",
-                self.data.vocab
-            )));
-        }
-        let expected = text.len() as u64
-            + if separator {
-                DOC_SEPARATOR.len() as u64
-            } else {
-                0
-            };
-        let got = self.bytes_of(&tokens);
-        if got != expected && self.inexact.is_none() {
-            self.inexact = Some(format!(
-                "`{source}`: its {expected} bytes become tokens of {got} bytes"
-            ));
-        }
-        Ok(tokens)
-    }
-
-    fn document(&mut self, d: Document) -> Result<TokenizedDoc, DataError> {
-        let tokens = self.encode(&d.source, &d.text, true)?;
-        let bytes = (d.text.len() + DOC_SEPARATOR.len()) as u64;
-        Ok(TokenizedDoc::new(d.source, &d.text, tokens).with_bytes(bytes))
-    }
-
-    fn documents(&mut self, docs: Vec<Document>) -> Result<Vec<TokenizedDoc>, DataError> {
-        docs.into_iter().map(|d| self.document(d)).collect()
-    }
-
-    /// The record of `split` (its boundary's head measured in bytes).
-    fn record(&self, split: &Split) -> Result<SplitRecord, DataError> {
-        let boundary = split.boundary.map(|b| {
-            let start = split.train_segments[b.segment].token as usize;
-            BoundaryRecord {
-                hash: hex(&b.hash),
-                head_bytes: self.bytes_of(&split.train[start..start + b.head_tokens]),
-            }
-        });
-        Ok(SplitRecord {
-            held: split.held.iter().map(|h| hex(h)).collect(),
-            boundary,
-            val_bytes: self.tokenizer.decoded_bytes(&split.val)?,
-            train_segments: split.train_segments.clone(),
-            exact_bytes: self.inexact.is_none(),
-            inexact: self.inexact.clone(),
-        })
-    }
-}
-
-/// The split another tokenizer made (`record`) applied to `docs` tokenised here: the same
-/// documents held out and the boundary document cut at the same byte (moved back to a
+/// The split another tokenizer made (`record`) applied to the documents tokenised here: the
+/// same documents held out and the boundary document cut at the same byte (moved back to a
 /// character boundary, where a byte-level split cut inside a character).
 fn follow(
-    tokens: &mut Tokens,
-    docs: Vec<Document>,
-    val_docs: Vec<Document>,
+    encoder: &Encoder,
+    docs: Scanned,
+    val_docs: Option<Scanned>,
     record: &SplitRecord,
-    files: &CorpusFiles,
+    scratch: &mut Scratch,
+    inexact: &mut Option<String>,
 ) -> Result<Split, DataError> {
     let held: std::collections::HashSet<[u8; 32]> =
         record.held.iter().filter_map(|h| unhex32(h)).collect();
@@ -537,11 +514,6 @@ fn follow(
         .boundary
         .as_ref()
         .and_then(|b| unhex32(&b.hash).map(|h| (h, b.head_bytes)));
-    let boundary_text = boundary.and_then(|(hash, _)| {
-        docs.iter()
-            .find(|d| <[u8; 32]>::from(Sha256::digest(d.text.as_bytes())) == hash)
-            .map(|d| (d.source.clone(), d.text.clone()))
-    });
     let description = format!(
         "held out: the same text as the students' tokenizer ({} whole documents{})",
         record.held.len(),
@@ -551,20 +523,17 @@ fn follow(
             ""
         }
     );
-    if !files.val.is_empty() {
-        let mut split = split::separate(
-            tokens.documents(docs)?,
-            tokens.documents(val_docs)?,
-            usize::MAX,
-        );
-        truncate_to_bytes(tokens, &mut split.val, record.val_bytes);
+    if let Some(val_docs) = val_docs {
+        let mut split = split::separate(docs.docs, val_docs.docs, u64::MAX);
+        let keep = tokens_within(encoder, &split.val, scratch.tokens()?, record.val_bytes);
+        split.val.truncate(keep);
         split.description = description;
         return Ok(split);
     }
-    let docs = tokens.documents(docs)?;
+    let boundary_text = docs.kept;
     let mut failure = None;
     let split = split::follow(
-        docs,
+        docs.docs,
         &held,
         boundary,
         |_, head_bytes| {
@@ -575,10 +544,15 @@ fn follow(
             while !text.is_char_boundary(at) {
                 at -= 1;
             }
-            let head = tokens.encode(source, &text[..at], false);
-            let tail = tokens.encode(source, &text[at..], true);
+            let head = encoder.encode(source, &text[..at], false);
+            let tail = encoder.encode(source, &text[at..], true);
             match (head, tail) {
-                (Ok(h), Ok(t)) => (h, t),
+                (Ok(h), Ok(t)) => {
+                    if inexact.is_none() {
+                        *inexact = h.inexact.or(t.inexact);
+                    }
+                    (h.tokens, t.tokens)
+                }
                 (Err(e), _) | (_, Err(e)) => {
                     failure = Some(e);
                     (Vec::new(), Vec::new())
@@ -593,17 +567,17 @@ fn follow(
     }
 }
 
-/// Keeps the first tokens of `val` that decode to at most `bytes` bytes.
-fn truncate_to_bytes(tokens: &Tokens, val: &mut Vec<u32>, bytes: u64) {
+/// How many of the first tokens of `val` decode to at most `bytes` bytes.
+fn tokens_within(encoder: &Encoder, val: &Pieces, scratch: &[u32], bytes: u64) -> u64 {
+    let lengths = encoder.lengths();
     let mut at = 0u64;
-    let keep = val
-        .iter()
+    val.slices(scratch)
+        .flatten()
         .take_while(|&&t| {
-            at += u64::from(tokens.lengths.get(t as usize).copied().unwrap_or(0));
+            at += u64::from(lengths.get(t as usize).copied().unwrap_or(0));
             at <= bytes
         })
-        .count();
-    val.truncate(keep);
+        .count() as u64
 }
 
 fn unhex32(h: &str) -> Option<[u8; 32]> {
@@ -686,8 +660,8 @@ pub fn byte_index(
 }
 
 /// Refuses a corpus with fewer than 5× the held-out tokens.
-fn check_size(docs: &[TokenizedDoc], val: usize, path: &Path) -> Result<(), DataError> {
-    let total: usize = docs.iter().map(|d| d.tokens.len()).sum();
+fn check_size(docs: &[TokenizedDoc], val: u64, path: &Path) -> Result<(), DataError> {
+    let total: u64 = docs.iter().map(|d| d.tokens.len).sum();
     if total < val.saturating_mul(5) {
         return Err(DataError::TooSmall(format!(
             "corpus `{}` has {total} tokens, too few to hold out {val} (need at least 5× as many)\n\nhint: lower `[corpus] val_tokens`",
@@ -697,42 +671,70 @@ fn check_size(docs: &[TokenizedDoc], val: usize, path: &Path) -> Result<(), Data
     Ok(())
 }
 
+/// Pass two: the cache written from the scratch tokens piece by piece (training, then
+/// held-out), with the split record and the facts; bytes are counted from the tokens' byte
+/// lengths as they pass.
 fn write(
     data: &DataConfig,
-    tokenizer: &Tokenizer,
+    encoder: &Encoder,
     split: Split,
+    scratch: &[u32],
     files: u64,
     paths: &EntryPaths,
-    record: &SplitRecord,
+    inexact: Option<String>,
 ) -> Result<(), DataError> {
-    let (token_path, facts_path) = (paths.tokens.as_path(), paths.facts.as_path());
-    let record_json = serde_json::to_vec(record).map_err(|e| DataError::Write {
+    let mut writer = TokenWriter::create(&paths.tokens, encoder_vocab(encoder, data))?;
+    let head = split.boundary.map(|b| {
+        let start = split.train_segments[b.segment].token;
+        start..start + b.head_tokens as u64
+    });
+    let (mut train_bytes, mut head_bytes) = (0u64, 0u64);
+    for slice in split.train.slices(scratch) {
+        let at = writer.written();
+        if let Some(head) = &head {
+            let (a, b) = (head.start.max(at), head.end.min(at + slice.len() as u64));
+            if a < b {
+                head_bytes += encoder.bytes_of(&slice[(a - at) as usize..(b - at) as usize]);
+            }
+        }
+        train_bytes += encoder.bytes_of(slice);
+        writer.push(slice)?;
+    }
+    let val: Vec<u32> = split.val.slices(scratch).flatten().copied().collect();
+    let val_bytes = encoder.bytes_of(&val);
+    writer.push(&val)?;
+    let record = SplitRecord {
+        held: split.held.iter().map(|h| hex(h)).collect(),
+        boundary: split.boundary.map(|b| BoundaryRecord {
+            hash: hex(&b.hash),
+            head_bytes,
+        }),
+        val_bytes,
+        train_segments: split.train_segments,
+        exact_bytes: inexact.is_none(),
+        inexact,
+    };
+    let record_json = serde_json::to_vec(&record).map_err(|e| DataError::Write {
         path: paths.split.clone(),
         reason: e.to_string(),
     })?;
     write_atomic(&paths.split, &[&record_json])?;
-    let val_bytes = record.val_bytes;
     let facts = CorpusFacts {
         files,
         documents: split.documents,
         duplicate_groups: split.duplicate_groups,
         val_split: split.description,
-        val_overlap: split.overlap,
-        train_bytes: tokenizer.decoded_bytes(&split.train)?,
+        val_overlap: split::overlap(split.train.slices(scratch), &val),
+        train_bytes,
     };
     let json = serde_json::to_vec_pretty(&facts).map_err(|e| DataError::Write {
-        path: facts_path.to_path_buf(),
+        path: paths.facts.clone(),
         reason: e.to_string(),
     })?;
-    write_atomic(facts_path, &[&json])?;
-    let train_len = split.train.len();
-    let mut tokens = split.train;
-    tokens.extend_from_slice(&split.val);
-    TokenFile::write(
-        token_path,
-        &tokens,
-        train_len,
-        tokenizer.vocab().max(data.vocab),
-        val_bytes,
-    )
+    write_atomic(&paths.facts, &[&json])?;
+    writer.finish(split.train.len(), val_bytes)
+}
+
+fn encoder_vocab(encoder: &Encoder, data: &DataConfig) -> u64 {
+    (encoder.lengths().len() as u64).max(data.vocab)
 }

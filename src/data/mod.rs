@@ -1,4 +1,5 @@
-//! Corpora and tokens: the built-in synthetic corpus, real text (txt, jsonl, parquet), byte and
+//! Corpora and tokens: the built-in synthetic corpus, real text (txt, jsonl, parquet; shards
+//! compressed or not, streamed), byte and
 //! BPE tokenizers, the memory-mapped token cache, the fixed held-out split, and batch order.
 
 mod batches;
@@ -9,10 +10,11 @@ mod corpus;
 mod error;
 mod prepare;
 mod prepared;
+mod scan;
+mod shards;
 pub mod split;
 mod stream;
 pub mod synthetic;
-mod text;
 mod tokenize;
 
 pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix, window_batch, windows_read};
@@ -26,5 +28,5 @@ pub use error::DataError;
 pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};
 pub use stream::Stream;
-pub use text::{Document, corpus_files, read_documents};
+pub use shards::{Document, Documents, corpus_files, read_documents};
 pub use tokenize::Tokenizer;

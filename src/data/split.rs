@@ -19,7 +19,29 @@ use sha2::{Digest, Sha256};
 /// Tokens of a window compared between the splits.
 pub const OVERLAP_WINDOW: usize = 64;
 
-/// One tokenised document.
+/// Where a document's tokens lie in the scratch stream of preparation: `len` tokens from
+/// `start`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    /// First token.
+    pub start: u64,
+    /// Number of tokens.
+    pub len: u64,
+}
+
+impl Span {
+    /// The first `n` tokens and the rest.
+    fn cut(self, n: u64) -> (Span, Span) {
+        let n = n.min(self.len);
+        (
+            Span { start: self.start, len: n },
+            Span { start: self.start + n, len: self.len - n },
+        )
+    }
+}
+
+/// One tokenised document: what the split needs to know of it. Its tokens stay in the
+/// scratch stream; the split only says which of them go where.
 #[derive(Debug, Clone)]
 pub struct TokenizedDoc {
     /// Where it came from (`file` or `file:line`).
@@ -27,26 +49,93 @@ pub struct TokenizedDoc {
     /// SHA-256 of its text.
     pub hash: [u8; 32],
     /// Its tokens, followed by the document separator.
-    pub tokens: Vec<u32>,
+    pub tokens: Span,
     /// Bytes of its text and separator: its extent in the corpus's byte coordinate.
     pub bytes: u64,
 }
 
-impl TokenizedDoc {
-    /// A document with `text`'s hash, extending over its text's bytes.
-    pub fn new(source: String, text: &str, tokens: Vec<u32>) -> TokenizedDoc {
-        TokenizedDoc {
-            source,
-            hash: Sha256::digest(text.as_bytes()).into(),
-            tokens,
-            bytes: text.len() as u64,
+/// A piece of a split's token stream: a span of the scratch stream, or tokens made for the
+/// split itself (the two halves of a document cut by bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Tokens of the scratch stream.
+    Span(Span),
+    /// Tokens of their own.
+    Owned(Vec<u32>),
+}
+
+impl Piece {
+    /// Number of tokens.
+    pub fn len(&self) -> u64 {
+        match self {
+            Piece::Span(s) => s.len,
+            Piece::Owned(t) => t.len() as u64,
         }
     }
 
-    /// The same document extending over `bytes` (its text and the separator after it).
-    pub fn with_bytes(mut self, bytes: u64) -> TokenizedDoc {
-        self.bytes = bytes;
-        self
+    /// Whether the piece holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The piece's tokens, read from `scratch` where they lie there.
+    pub fn tokens<'a>(&'a self, scratch: &'a [u32]) -> &'a [u32] {
+        match self {
+            Piece::Span(s) => &scratch[s.start as usize..(s.start + s.len) as usize],
+            Piece::Owned(t) => t,
+        }
+    }
+}
+
+/// A token stream as pieces, with its length.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pieces {
+    /// The pieces in order.
+    pub pieces: Vec<Piece>,
+    len: u64,
+}
+
+impl Pieces {
+    /// Appends a piece (empty ones are dropped).
+    pub fn push(&mut self, piece: Piece) {
+        if !piece.is_empty() {
+            self.len += piece.len();
+            self.pieces.push(piece);
+        }
+    }
+
+    /// Number of tokens.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the stream is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps the first `n` tokens.
+    pub fn truncate(&mut self, n: u64) {
+        let mut kept = Pieces::default();
+        for piece in std::mem::take(&mut self.pieces) {
+            let room = n - kept.len;
+            if room == 0 {
+                break;
+            }
+            kept.push(match piece {
+                Piece::Span(s) => Piece::Span(s.cut(room).0),
+                Piece::Owned(mut t) => {
+                    t.truncate(room as usize);
+                    Piece::Owned(t)
+                }
+            });
+        }
+        *self = kept;
+    }
+
+    /// The tokens, piece by piece, read from `scratch`.
+    pub fn slices<'a>(&'a self, scratch: &'a [u32]) -> impl Iterator<Item = &'a [u32]> + 'a {
+        self.pieces.iter().map(move |p| p.tokens(scratch))
     }
 }
 
@@ -76,17 +165,15 @@ pub struct Boundary {
 #[derive(Debug, Clone, Default)]
 pub struct Split {
     /// Training tokens (documents in their original order).
-    pub train: Vec<u32>,
+    pub train: Pieces,
     /// Held-out tokens.
-    pub val: Vec<u32>,
+    pub val: Pieces,
     /// Documents read (before dropping duplicates).
     pub documents: u64,
     /// Groups of identical documents, each listed by source; the first of each was kept.
     pub duplicate_groups: Vec<Vec<String>>,
     /// How the held-out split was chosen, in words.
     pub description: String,
-    /// Fraction of held-out windows of [`OVERLAP_WINDOW`] tokens found in training.
-    pub overlap: f64,
     /// The documents held out whole (their hashes), so another tokenizer can hold out the same.
     pub held: Vec<[u8; 32]>,
     /// The document cut between the splits, if one is.
@@ -121,7 +208,7 @@ fn kept_source(kept: &[TokenizedDoc], i: usize) -> String {
 }
 
 /// Splits `docs`, holding out `val_tokens` tokens of whole documents where possible.
-pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
+pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: u64) -> Split {
     let documents = docs.len() as u64;
     let (docs, duplicate_groups) = dedup(docs);
     let mut order: Vec<usize> = (0..docs.len()).collect();
@@ -133,20 +220,20 @@ pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
         if need == 0 {
             break;
         }
-        if docs[i].tokens.len() <= need && docs.len() - whole.len() > 1 {
+        if docs[i].tokens.len <= need && docs.len() - whole.len() > 1 {
             held[i] = true;
-            need -= docs[i].tokens.len();
+            need -= docs[i].tokens.len;
             whole.push(i);
         }
     }
     let boundary = (need > 0)
         .then(|| order.iter().copied().find(|&i| !held[i]))
         .flatten();
-    let mut val: Vec<u32> = Vec::with_capacity(val_tokens);
+    let mut val = Pieces::default();
     for &i in &whole {
-        val.extend_from_slice(&docs[i].tokens);
+        val.push(Piece::Span(docs[i].tokens));
     }
-    let mut train = Vec::new();
+    let mut train = Pieces::default();
     let mut train_segments = Vec::new();
     let mut cut_at = None;
     for ((i, doc), byte) in docs.iter().enumerate().zip(starts(&docs)) {
@@ -154,31 +241,30 @@ pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
             continue;
         }
         train_segments.push(Segment {
-            token: train.len() as u64,
+            token: train.len(),
             byte,
         });
         if Some(i) == boundary {
-            let cut = doc.tokens.len().saturating_sub(need);
-            train.extend_from_slice(&doc.tokens[..cut]);
-            val.extend_from_slice(&doc.tokens[cut..]);
+            let cut = doc.tokens.len.saturating_sub(need);
+            let (head, tail) = doc.tokens.cut(cut);
+            train.push(Piece::Span(head));
+            val.push(Piece::Span(tail));
             cut_at = Some(Boundary {
                 hash: doc.hash,
-                head_tokens: cut,
+                head_tokens: cut as usize,
                 segment: train_segments.len() - 1,
             });
         } else {
-            train.extend_from_slice(&doc.tokens);
+            train.push(Piece::Span(doc.tokens));
         }
     }
     let description = describe(&docs, &whole, boundary, need, docs.len());
-    let overlap = overlap(&train, &val);
     Split {
         train,
         val,
         documents,
         duplicate_groups,
         description,
-        overlap,
         held: whole.iter().map(|&i| docs[i].hash).collect(),
         boundary: cut_at,
         train_segments,
@@ -196,7 +282,7 @@ fn starts(docs: &[TokenizedDoc]) -> impl Iterator<Item = u64> + '_ {
 
 /// The split another tokenizer made (`held` whole documents, and the `boundary` document whose
 /// head of `head_bytes` bytes stays in training), applied to documents tokenised here, so both
-/// tokenizers hold out the same text and train on the same bytes. `head` tokenises the
+/// tokenizers hold out the same text and train on the same bytes. `cut` tokenises the
 /// boundary document's head and tail (without and with the separator) here. Documents are
 /// deduplicated first, as the other split did.
 pub fn follow(
@@ -208,15 +294,16 @@ pub fn follow(
 ) -> Split {
     let documents = docs.len() as u64;
     let (docs, duplicate_groups) = dedup(docs);
-    let (mut train, mut val, mut train_segments) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut train, mut val, mut train_segments) =
+        (Pieces::default(), Pieces::default(), Vec::new());
     let mut cut_at = None;
     for (doc, byte) in docs.iter().zip(starts(&docs)) {
         if held.contains(&doc.hash) {
-            val.extend_from_slice(&doc.tokens);
+            val.push(Piece::Span(doc.tokens));
             continue;
         }
         train_segments.push(Segment {
-            token: train.len() as u64,
+            token: train.len(),
             byte,
         });
         match boundary {
@@ -227,20 +314,18 @@ pub fn follow(
                     head_tokens: head.len(),
                     segment: train_segments.len() - 1,
                 });
-                train.extend_from_slice(&head);
-                val.extend_from_slice(&tail);
+                train.push(Piece::Owned(head));
+                val.push(Piece::Owned(tail));
             }
-            _ => train.extend_from_slice(&doc.tokens),
+            _ => train.push(Piece::Span(doc.tokens)),
         }
     }
-    let overlap = overlap(&train, &val);
     Split {
         train,
         val,
         documents,
         duplicate_groups,
         description,
-        overlap,
         held: held.iter().copied().collect(),
         boundary: cut_at,
         train_segments,
@@ -249,7 +334,7 @@ pub fn follow(
 
 /// Uses `val_docs` as the held-out split (up to `val_tokens` tokens); training documents
 /// identical to a held-out one are dropped (and listed as duplicates).
-pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens: usize) -> Split {
+pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens: u64) -> Split {
     let documents = docs.len() as u64;
     let (val_docs, mut duplicate_groups) = dedup(val_docs);
     let (docs, groups) = dedup(docs);
@@ -258,7 +343,7 @@ pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens
         .iter()
         .map(|d| (d.hash, d.source.as_str()))
         .collect();
-    let mut train = Vec::new();
+    let mut train = Pieces::default();
     let mut train_segments = Vec::new();
     let mut dropped = 0;
     for (doc, byte) in docs.iter().zip(starts(&docs)) {
@@ -269,17 +354,17 @@ pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens
             }
             None => {
                 train_segments.push(Segment {
-                    token: train.len() as u64,
+                    token: train.len(),
                     byte,
                 });
-                train.extend_from_slice(&doc.tokens);
+                train.push(Piece::Span(doc.tokens));
             }
         }
     }
-    let mut val: Vec<u32> = val_docs
-        .iter()
-        .flat_map(|d| d.tokens.iter().copied())
-        .collect();
+    let mut val = Pieces::default();
+    for d in &val_docs {
+        val.push(Piece::Span(d.tokens));
+    }
     let available = val.len();
     val.truncate(val_tokens);
     let mut description = format!(
@@ -292,14 +377,12 @@ pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens
         description +=
             &format!("; {dropped} training documents identical to held-out ones dropped");
     }
-    let overlap = overlap(&train, &val);
     Split {
         train,
         val,
         documents,
         duplicate_groups,
         description,
-        overlap,
         held: Vec::new(),
         boundary: None,
         train_segments,
@@ -310,7 +393,7 @@ fn describe(
     docs: &[TokenizedDoc],
     whole: &[usize],
     boundary: Option<usize>,
-    tail: usize,
+    tail: u64,
     kept: usize,
 ) -> String {
     let names = |ids: &[usize]| -> String {
@@ -355,46 +438,87 @@ fn short(source: &str) -> &str {
 }
 
 /// Fraction of the held-out windows of [`OVERLAP_WINDOW`] tokens (every position) that occur
-/// anywhere in `train`.
-pub fn overlap(train: &[u32], val: &[u32]) -> f64 {
+/// anywhere in `train` (a stream of token slices, windows running across them). Memory is the
+/// held-out windows', whatever the size of `train`.
+pub fn overlap<'a>(train: impl Iterator<Item = &'a [u32]>, val: &[u32]) -> f64 {
     let w = OVERLAP_WINDOW;
-    if val.len() < w || train.len() < w {
+    if val.len() < w {
         return 0.0;
     }
-    let val_hashes: Vec<u64> = window_hashes(val).collect();
-    let wanted: HashSet<u64> = val_hashes.iter().copied().collect();
-    let found: HashSet<u64> = window_hashes(train)
-        .filter(|h| wanted.contains(h))
+    let val_hashes: Vec<u64> = Windows::default()
+        .hashes(val.iter().copied())
         .collect();
+    let wanted: HashSet<u64> = val_hashes.iter().copied().collect();
+    let mut windows = Windows::default();
+    let mut found: HashSet<u64> = HashSet::new();
+    for slice in train {
+        found.extend(
+            windows
+                .hashes(slice.iter().copied())
+                .filter(|h| wanted.contains(h)),
+        );
+    }
     let hits = val_hashes.iter().filter(|h| found.contains(h)).count();
     hits as f64 / val_hashes.len() as f64
 }
 
-/// Polynomial rolling hashes (mod 2^64) of every window of [`OVERLAP_WINDOW`] tokens.
-fn window_hashes(tokens: &[u32]) -> impl Iterator<Item = u64> + '_ {
+/// Polynomial rolling hashes (mod 2^64) of every window of [`OVERLAP_WINDOW`] tokens of a
+/// stream fed in parts: the last window's tokens are kept between parts.
+#[derive(Default)]
+struct Windows {
+    last: std::collections::VecDeque<u32>,
+    hash: u64,
+}
+
+impl Windows {
     const BASE: u64 = 0x9E37_79B9_7F4A_7C15 | 1;
-    let w = OVERLAP_WINDOW;
-    let top = (0..w - 1).fold(1u64, |p, _| p.wrapping_mul(BASE));
-    let mut h = tokens[..w].iter().fold(0u64, |h, &t| {
-        h.wrapping_mul(BASE).wrapping_add(t as u64 + 1)
-    });
-    let first = std::iter::once(h);
-    let rest = (w..tokens.len()).map(move |i| {
-        h = h
-            .wrapping_sub((tokens[i - w] as u64 + 1).wrapping_mul(top))
-            .wrapping_mul(BASE)
-            .wrapping_add(tokens[i] as u64 + 1);
-        h
-    });
-    first.chain(rest)
+
+    /// The hash of every window that ends in `tokens`.
+    fn hashes<'s>(&'s mut self, tokens: impl Iterator<Item = u32> + 's) -> impl Iterator<Item = u64> + 's {
+        let w = OVERLAP_WINDOW;
+        let top = (0..w - 1).fold(1u64, |p, _| p.wrapping_mul(Self::BASE));
+        tokens.filter_map(move |t| {
+            if self.last.len() == w {
+                let out = self.last.pop_front().map_or(0, |o| o as u64 + 1);
+                self.hash = self.hash.wrapping_sub(out.wrapping_mul(top));
+            }
+            self.hash = self.hash.wrapping_mul(Self::BASE).wrapping_add(t as u64 + 1);
+            self.last.push_back(t);
+            (self.last.len() == w).then_some(self.hash)
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn doc(name: &str, text: &str) -> TokenizedDoc {
-        TokenizedDoc::new(name.into(), text, text.bytes().map(u32::from).collect())
+    /// Documents of byte tokens laid end to end in a scratch stream, as preparation lays them.
+    #[derive(Default)]
+    struct Scratch(Vec<u32>);
+
+    impl Scratch {
+        fn doc(&mut self, name: &str, text: &str) -> TokenizedDoc {
+            let start = self.0.len() as u64;
+            self.0.extend(text.bytes().map(u32::from));
+            TokenizedDoc {
+                source: name.into(),
+                hash: Sha256::digest(text.as_bytes()).into(),
+                tokens: Span {
+                    start,
+                    len: text.len() as u64,
+                },
+                bytes: text.len() as u64,
+            }
+        }
+
+        fn tokens(&self, pieces: &Pieces) -> Vec<u32> {
+            pieces.slices(&self.0).flatten().copied().collect()
+        }
+
+        fn overlap(&self, split: &Split) -> f64 {
+            overlap(split.train.slices(&self.0), &self.tokens(&split.val))
+        }
     }
 
     fn text(seed: u32, len: usize) -> String {
@@ -412,11 +536,12 @@ mod tests {
     #[test]
     fn identical_documents_are_dropped_and_named() {
         let a = text(1, 500);
+        let mut s = Scratch::default();
         let docs = vec![
-            doc("a.txt", &a),
-            doc("b.txt", &text(2, 500)),
-            doc("copy/a.txt", &a),
-            doc("c.txt", &text(3, 500)),
+            s.doc("a.txt", &a),
+            s.doc("b.txt", &text(2, 500)),
+            s.doc("copy/a.txt", &a),
+            s.doc("c.txt", &text(3, 500)),
         ];
         let split = hold_out(docs, 200);
         assert_eq!(split.documents, 4);
@@ -427,8 +552,9 @@ mod tests {
 
     #[test]
     fn whole_documents_are_held_out_when_they_fit() {
+        let mut s = Scratch::default();
         let docs: Vec<_> = (0..10)
-            .map(|i| doc(&format!("{i}.txt"), &text(i, 100)))
+            .map(|i| s.doc(&format!("{i}.txt"), &text(i, 100)))
             .collect();
         let split = hold_out(docs, 300);
         assert_eq!(split.val.len(), 300);
@@ -438,15 +564,16 @@ mod tests {
             split.description
         );
         assert!(!split.description.contains("last"), "{}", split.description);
-        assert_eq!(split.overlap, 0.0);
+        assert_eq!(s.overlap(&split), 0.0);
     }
 
     #[test]
     fn one_document_is_split_at_its_end() {
         let t = text(7, 1000);
-        let split = hold_out(vec![doc("only.txt", &t)], 100);
+        let mut s = Scratch::default();
+        let split = hold_out(vec![s.doc("only.txt", &t)], 100);
         assert_eq!(
-            split.val,
+            s.tokens(&split.val),
             t.bytes().skip(900).map(u32::from).collect::<Vec<_>>()
         );
         assert_eq!(split.train.len(), 900);
@@ -459,25 +586,26 @@ mod tests {
 
     #[test]
     fn held_out_text_never_appears_in_training_even_with_a_duplicated_file() {
+        let mut s = Scratch::default();
         let docs: Vec<_> = (0..6)
             .flat_map(|i| {
                 let t = text(i, 400);
-                let mut v = vec![doc(&format!("{i}.txt"), &t)];
+                let mut v = vec![s.doc(&format!("{i}.txt"), &t)];
                 if i == 2 {
-                    v.push(doc("dup/2.txt", &t));
+                    v.push(s.doc("dup/2.txt", &t));
                 }
                 v
             })
             .collect();
         for val in [100, 400, 700, 1000] {
             let split = hold_out(docs.clone(), val);
-            assert_eq!(split.overlap, 0.0, "val {val}");
+            assert_eq!(s.overlap(&split), 0.0, "val {val}");
             assert_eq!(split.val.len(), val);
         }
     }
 
     #[test]
-    fn overlap_counts_shared_windows() {
+    fn overlap_counts_shared_windows_also_across_pieces() {
         let shared = text(9, 200);
         let train: Vec<u32> = format!("{}{}", text(1, 300), shared)
             .bytes()
@@ -487,16 +615,32 @@ mod tests {
             .bytes()
             .map(u32::from)
             .collect();
-        let o = overlap(&train, &val);
-        // 200 − 64 + 1 shared windows out of 400 − 64 + 1.
-        assert!((o - 137.0 / 337.0).abs() < 1e-9, "{o}");
+        // 200 − 64 + 1 shared windows out of 400 − 64 + 1, whether training comes whole or in
+        // pieces that cut the shared text.
+        for parts in [vec![train.as_slice()], vec![&train[..350], &train[350..420], &train[420..]]] {
+            let o = overlap(parts.into_iter(), &val);
+            assert!((o - 137.0 / 337.0).abs() < 1e-9, "{o}");
+        }
+    }
+
+    #[test]
+    fn pieces_truncate_across_spans_and_owned_tokens() {
+        let mut p = Pieces::default();
+        p.push(Piece::Span(Span { start: 10, len: 5 }));
+        p.push(Piece::Owned(vec![1, 2, 3]));
+        p.push(Piece::Span(Span { start: 0, len: 0 }));
+        assert_eq!((p.len(), p.pieces.len()), (8, 2));
+        p.truncate(6);
+        assert_eq!(p.len(), 6);
+        assert_eq!(p.pieces[1], Piece::Owned(vec![1]));
     }
 
     #[test]
     fn a_separate_validation_set_drops_identical_training_documents() {
         let v = text(5, 300);
-        let docs = vec![doc("a.txt", &text(1, 300)), doc("v-copy.txt", &v)];
-        let split = separate(docs, vec![doc("val/v.txt", &v)], 1000);
+        let mut s = Scratch::default();
+        let docs = vec![s.doc("a.txt", &text(1, 300)), s.doc("v-copy.txt", &v)];
+        let split = separate(docs, vec![s.doc("val/v.txt", &v)], 1000);
         assert_eq!(split.val.len(), 300);
         assert_eq!(split.train.len(), 300);
         assert_eq!(

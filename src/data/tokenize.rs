@@ -40,8 +40,8 @@ fn tokenizer_error(e: impl std::fmt::Display) -> DataError {
 
 impl Tokenizer {
     /// Trains a byte-level BPE tokenizer of `vocab` tokens on `texts`.
-    pub fn train_bpe<'a>(
-        texts: impl Iterator<Item = &'a str> + Send,
+    pub fn train_bpe<S: AsRef<str> + Send>(
+        texts: impl Iterator<Item = S> + Send,
         vocab: u64,
     ) -> Result<Tokenizer, DataError> {
         let mut tokenizer = HfTokenizer::new(BPE::default());

@@ -97,7 +97,7 @@ fn shakespeare_is_tokenised_once_and_cached() {
     assert_eq!(again.val.slice(0, 50), first.val.slice(0, 50));
     // flip one token byte: the cache is refused with its path, never used
     let mut bytes = std::fs::read(&cached[0]).unwrap();
-    let at = bytes.len() - 3;
+    let at = bytes.len() / 2;
     bytes[at] ^= 0x01;
     std::fs::write(&cached[0], bytes).unwrap();
     let err = prepare(&cfg, Path::new("/"), cache.path(), 1000).unwrap_err();
@@ -170,6 +170,78 @@ fn jsonl_reads_the_text_field_and_names_a_bad_line() {
         err.contains("b.jsonl") && err.contains("line 2") && err.contains("`body`"),
         "{err}"
     );
+}
+
+/// The same documents as one JSON-lines file, as shards compressed three ways (gzip, zstd,
+/// none) in nested folders, as parquet files of several row groups with extra columns, and
+/// (as text) as plain and compressed `.txt` files: every layout prepares to the same tokens.
+#[test]
+fn sharded_and_compressed_corpora_prepare_to_the_same_tokens() {
+    use polars::prelude::*;
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let texts: Vec<String> = (0..240)
+        .map(|i| format!("Document {i}: the quick brown fox jumps over {} lazy dogs.\nLine two of {i}, é ü 日本.", i * 7 % 13))
+        .collect();
+    let line = |t: &String| format!("{{\"id\": 1, \"meta\": {{\"x\": [1, 2]}}, \"text\": {}}}\n", serde_json::to_string(t).unwrap());
+    let jsonl = |range: std::ops::Range<usize>| texts[range].iter().map(line).collect::<String>();
+    std::fs::write(root.join("one.jsonl"), jsonl(0..240)).unwrap();
+    std::fs::create_dir_all(root.join("shards/b")).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(root.join("shards/a.jsonl.gz")).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(jsonl(0..100).as_bytes()).unwrap();
+    gz.finish().unwrap();
+    std::fs::write(
+        root.join("shards/b/b.jsonl.zst"),
+        zstd::encode_all(jsonl(100..200).as_bytes(), 3).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(root.join("shards/c.jsonl"), jsonl(200..240)).unwrap();
+    std::fs::create_dir_all(root.join("parquet")).unwrap();
+    for (name, range) in [("p1", 0..150), ("p2", 150..240)] {
+        let n = range.len();
+        let mut frame = df!(
+            "id" => (0..n as i64).collect::<Vec<_>>(),
+            "text" => texts[range].to_vec(),
+            "url" => vec!["https://example.org"; n],
+        )
+        .unwrap();
+        ParquetWriter::new(std::fs::File::create(root.join(format!("parquet/{name}.parquet"))).unwrap())
+            .with_row_group_size(Some(40))
+            .finish(&mut frame)
+            .unwrap();
+    }
+    std::fs::create_dir_all(root.join("txt")).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let path = root.join(format!("txt/{i:03}.txt"));
+        match i % 3 {
+            0 => std::fs::write(path, t).unwrap(),
+            1 => std::fs::write(path.with_extension("txt.zst"), zstd::encode_all(t.as_bytes(), 1).unwrap()).unwrap(),
+            _ => {
+                let mut gz = flate2::write::GzEncoder::new(
+                    std::fs::File::create(path.with_extension("txt.gz")).unwrap(),
+                    flate2::Compression::fast(),
+                );
+                gz.write_all(t.as_bytes()).unwrap();
+                gz.finish().unwrap();
+            }
+        }
+    }
+    let tokens = |kind, path: &str| {
+        let cfg = config(kind, path, TokenizerKind::Bpe, 300, 2_000);
+        let data = prepare(&cfg, root, &root.join(format!("cache-{}", path.replace(['/', '*'], "_"))), 100).unwrap();
+        (data.train.slice(0, data.train.len()), data.val.slice(0, data.val.len()), data.info.documents)
+    };
+    let one = tokens(CorpusKind::Jsonl, "one.jsonl");
+    assert_eq!(one.2, 240);
+    assert!(one.0.len() + one.1.len() < texts.iter().map(|t| t.len()).sum::<usize>(), "BPE merges");
+    assert_eq!(tokens(CorpusKind::Jsonl, "shards"), one, "gzip, zstd and plain shards");
+    assert_eq!(tokens(CorpusKind::Jsonl, "shards/**/*.jsonl*"), one, "a glob");
+    assert_eq!(tokens(CorpusKind::Parquet, "parquet"), one, "parquet row groups");
+    assert_eq!(tokens(CorpusKind::Text, "txt"), one, "text files, compressed or not");
 }
 
 #[test]
