@@ -261,7 +261,10 @@ impl TokenFile {
             if xxh3_64(chunk) != want {
                 return Err(DataError::CorruptCache {
                     path: self.path.clone(),
-                    reason: format!("chunk {i} (tokens from {}) does not match its checksum", i as u64 * per),
+                    reason: format!(
+                        "chunk {i} (tokens from {}) does not match its checksum",
+                        i as u64 * per
+                    ),
                 });
             }
         }
@@ -319,7 +322,11 @@ mod tests {
         let mut bytes = fs::read(&path).unwrap();
         bytes[HEADER + 2 * 2_500_000] ^= 1;
         fs::write(&path, &bytes).unwrap();
-        let err = TokenFile::open(&path).unwrap().verify().unwrap_err().to_string();
+        let err = TokenFile::open(&path)
+            .unwrap()
+            .verify()
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("chunk 2") && err.contains("t.bin"), "{err}");
         bytes.truncate(bytes.len() - 5);
         fs::write(&path, &bytes).unwrap();
@@ -343,10 +350,18 @@ mod tests {
         bytes.extend_from_slice(&payload);
         fs::write(&path, &bytes).unwrap();
         let file = TokenFile::open(&path).unwrap();
-        assert_eq!((file.slice(0, 3), file.train_len, file.val_bytes), (vec![5, 6, 7], 2, 9));
+        assert_eq!(
+            (file.slice(0, 3), file.train_len, file.val_bytes),
+            (vec![5, 6, 7], 2, 9)
+        );
         bytes[HEADER] ^= 1;
         fs::write(&path, &bytes).unwrap();
-        assert!(TokenFile::open(&path).unwrap_err().to_string().contains("checksum"));
+        assert!(
+            TokenFile::open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("checksum")
+        );
     }
 
     #[test]

@@ -15,9 +15,9 @@ use sha2::{Digest, Sha256};
 
 use super::bytes::{BoundaryRecord, ByteIndex, SplitRecord};
 use super::cache::TokenFile;
+use super::cache::TokenWriter;
 use super::error::DataError;
 use super::prepared::{CorpusInfo, Prepared, unigram_entropy};
-use super::cache::TokenWriter;
 use super::scan::{Encoder, Scanned, Scratch, scan};
 use super::shards::{Documents, corpus_files};
 use super::split::{self, Pieces, Split, TokenizedDoc};
@@ -436,7 +436,13 @@ fn build(
     let mut scratch = Scratch::create(&paths.scratch)?;
     let val_docs = match files.val.is_empty() {
         true => None,
-        false => Some(scan_nonempty(data, &files.val, &encoder, &mut scratch, None)?),
+        false => Some(scan_nonempty(
+            data,
+            &files.val,
+            &encoder,
+            &mut scratch,
+            None,
+        )?),
     };
     let docs = scan_nonempty(data, &files.train, &encoder, &mut scratch, keep)?;
     let mut inexact = docs
@@ -445,7 +451,9 @@ fn build(
         .or_else(|| val_docs.as_ref().and_then(|v| v.inexact.clone()));
     let val = data.val_tokens;
     let split = match (&anchor, val_docs) {
-        (Some(record), val_docs) => follow(&encoder, docs, val_docs, record, &mut scratch, &mut inexact)?,
+        (Some(record), val_docs) => {
+            follow(&encoder, docs, val_docs, record, &mut scratch, &mut inexact)?
+        }
         (None, None) => {
             check_size(&docs.docs, val, &files.path)?;
             split::hold_out(docs.docs, val)

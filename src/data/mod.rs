@@ -27,6 +27,6 @@ pub use corpus::{
 pub use error::DataError;
 pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};
-pub use stream::Stream;
 pub use shards::{Document, Documents, corpus_files, read_documents};
+pub use stream::Stream;
 pub use tokenize::Tokenizer;

@@ -100,10 +100,17 @@ pub struct Scratch {
 impl Scratch {
     /// A new, empty scratch file at `path`.
     pub fn create(path: &Path) -> Result<Scratch, DataError> {
-        let file = fs::File::create(path).map_err(|e| DataError::Write {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        // read as well as written: it is memory-mapped once written
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| DataError::Write {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+            })?;
         Ok(Scratch {
             path: path.to_path_buf(),
             out: Some(BufWriter::with_capacity(1 << 20, file)),

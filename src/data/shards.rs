@@ -285,7 +285,10 @@ fn open_bytes(path: &Path) -> Result<Box<dyn Read + Send>, DataError> {
 }
 
 fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, DataError> {
-    Ok(Box::new(BufReader::with_capacity(1 << 20, open_bytes(path)?)))
+    Ok(Box::new(BufReader::with_capacity(
+        1 << 20,
+        open_bytes(path)?,
+    )))
 }
 
 fn read_text(path: &Path) -> Result<String, DataError> {
@@ -310,7 +313,8 @@ fn json_line(path: &Path, line: usize, text: &str, field: &str) -> Result<Docume
     let found = serde::de::DeserializeSeed::deserialize(TextField(field), &mut de)
         .and_then(|found| de.end().map(|()| found))
         .map_err(|e| invalid(path, format!("line {line}: {e}")))?;
-    let text = found.ok_or_else(|| invalid(path, format!("line {line}: no string field `{field}`")))?;
+    let text =
+        found.ok_or_else(|| invalid(path, format!("line {line}: no string field `{field}`")))?;
     Ok(Document {
         source: format!("{}:{line}", path.display()),
         text,
@@ -456,7 +460,10 @@ mod tests {
         let err = read_documents(&[path], CorpusKind::Jsonl, "text")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("x.jsonl") && err.contains("line 2") && err.contains("`text`"), "{err}");
+        assert!(
+            err.contains("x.jsonl") && err.contains("line 2") && err.contains("`text`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -475,7 +482,8 @@ mod tests {
             .finish(&mut frame)
             .unwrap();
         assert!(row_groups(&path, "text").unwrap().len() >= 2);
-        let docs = read_documents(std::slice::from_ref(&path), CorpusKind::Parquet, "text").unwrap();
+        let docs =
+            read_documents(std::slice::from_ref(&path), CorpusKind::Parquet, "text").unwrap();
         let read: Vec<String> = docs.into_iter().map(|d| d.text).collect();
         assert_eq!(read, texts);
         let err = read_documents(&[path], CorpusKind::Parquet, "id")

@@ -14,8 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sha2::{Digest, Sha256};
-
 /// Tokens of a window compared between the splits.
 pub const OVERLAP_WINDOW: usize = 64;
 
@@ -34,8 +32,14 @@ impl Span {
     fn cut(self, n: u64) -> (Span, Span) {
         let n = n.min(self.len);
         (
-            Span { start: self.start, len: n },
-            Span { start: self.start + n, len: self.len - n },
+            Span {
+                start: self.start,
+                len: n,
+            },
+            Span {
+                start: self.start + n,
+                len: self.len - n,
+            },
         )
     }
 }
@@ -445,9 +449,7 @@ pub fn overlap<'a>(train: impl Iterator<Item = &'a [u32]>, val: &[u32]) -> f64 {
     if val.len() < w {
         return 0.0;
     }
-    let val_hashes: Vec<u64> = Windows::default()
-        .hashes(val.iter().copied())
-        .collect();
+    let val_hashes: Vec<u64> = Windows::default().hashes(val.iter().copied()).collect();
     let wanted: HashSet<u64> = val_hashes.iter().copied().collect();
     let mut windows = Windows::default();
     let mut found: HashSet<u64> = HashSet::new();
@@ -474,7 +476,10 @@ impl Windows {
     const BASE: u64 = 0x9E37_79B9_7F4A_7C15 | 1;
 
     /// The hash of every window that ends in `tokens`.
-    fn hashes<'s>(&'s mut self, tokens: impl Iterator<Item = u32> + 's) -> impl Iterator<Item = u64> + 's {
+    fn hashes<'s>(
+        &'s mut self,
+        tokens: impl Iterator<Item = u32> + 's,
+    ) -> impl Iterator<Item = u64> + 's {
         let w = OVERLAP_WINDOW;
         let top = (0..w - 1).fold(1u64, |p, _| p.wrapping_mul(Self::BASE));
         tokens.filter_map(move |t| {
@@ -482,7 +487,10 @@ impl Windows {
                 let out = self.last.pop_front().map_or(0, |o| o as u64 + 1);
                 self.hash = self.hash.wrapping_sub(out.wrapping_mul(top));
             }
-            self.hash = self.hash.wrapping_mul(Self::BASE).wrapping_add(t as u64 + 1);
+            self.hash = self
+                .hash
+                .wrapping_mul(Self::BASE)
+                .wrapping_add(t as u64 + 1);
             self.last.push_back(t);
             (self.last.len() == w).then_some(self.hash)
         })
@@ -492,6 +500,7 @@ impl Windows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     /// Documents of byte tokens laid end to end in a scratch stream, as preparation lays them.
     #[derive(Default)]
@@ -617,7 +626,10 @@ mod tests {
             .collect();
         // 200 − 64 + 1 shared windows out of 400 − 64 + 1, whether training comes whole or in
         // pieces that cut the shared text.
-        for parts in [vec![train.as_slice()], vec![&train[..350], &train[350..420], &train[420..]]] {
+        for parts in [
+            vec![train.as_slice()],
+            vec![&train[..350], &train[350..420], &train[420..]],
+        ] {
             let o = overlap(parts.into_iter(), &val);
             assert!((o - 137.0 / 337.0).abs() < 1e-9, "{o}");
         }

@@ -184,7 +184,12 @@ fn sharded_and_compressed_corpora_prepare_to_the_same_tokens() {
     let texts: Vec<String> = (0..240)
         .map(|i| format!("Document {i}: the quick brown fox jumps over {} lazy dogs.\nLine two of {i}, é ü 日本.", i * 7 % 13))
         .collect();
-    let line = |t: &String| format!("{{\"id\": 1, \"meta\": {{\"x\": [1, 2]}}, \"text\": {}}}\n", serde_json::to_string(t).unwrap());
+    let line = |t: &String| {
+        format!(
+            "{{\"id\": 1, \"meta\": {{\"x\": [1, 2]}}, \"text\": {}}}\n",
+            serde_json::to_string(t).unwrap()
+        )
+    };
     let jsonl = |range: std::ops::Range<usize>| texts[range].iter().map(line).collect::<String>();
     std::fs::write(root.join("one.jsonl"), jsonl(0..240)).unwrap();
     std::fs::create_dir_all(root.join("shards/b")).unwrap();
@@ -209,17 +214,23 @@ fn sharded_and_compressed_corpora_prepare_to_the_same_tokens() {
             "url" => vec!["https://example.org"; n],
         )
         .unwrap();
-        ParquetWriter::new(std::fs::File::create(root.join(format!("parquet/{name}.parquet"))).unwrap())
-            .with_row_group_size(Some(40))
-            .finish(&mut frame)
-            .unwrap();
+        ParquetWriter::new(
+            std::fs::File::create(root.join(format!("parquet/{name}.parquet"))).unwrap(),
+        )
+        .with_row_group_size(Some(40))
+        .finish(&mut frame)
+        .unwrap();
     }
     std::fs::create_dir_all(root.join("txt")).unwrap();
     for (i, t) in texts.iter().enumerate() {
         let path = root.join(format!("txt/{i:03}.txt"));
         match i % 3 {
             0 => std::fs::write(path, t).unwrap(),
-            1 => std::fs::write(path.with_extension("txt.zst"), zstd::encode_all(t.as_bytes(), 1).unwrap()).unwrap(),
+            1 => std::fs::write(
+                path.with_extension("txt.zst"),
+                zstd::encode_all(t.as_bytes(), 1).unwrap(),
+            )
+            .unwrap(),
             _ => {
                 let mut gz = flate2::write::GzEncoder::new(
                     std::fs::File::create(path.with_extension("txt.gz")).unwrap(),
@@ -231,17 +242,46 @@ fn sharded_and_compressed_corpora_prepare_to_the_same_tokens() {
         }
     }
     let tokens = |kind, path: &str| {
-        let cfg = config(kind, path, TokenizerKind::Bpe, 300, 2_000);
-        let data = prepare(&cfg, root, &root.join(format!("cache-{}", path.replace(['/', '*'], "_"))), 100).unwrap();
-        (data.train.slice(0, data.train.len()), data.val.slice(0, data.val.len()), data.info.documents)
+        let cfg = config(kind, path, TokenizerKind::Bpe, 300, 1_000);
+        let data = prepare(
+            &cfg,
+            root,
+            &root.join(format!("cache-{}", path.replace(['/', '*'], "_"))),
+            100,
+        )
+        .unwrap();
+        (
+            data.train.slice(0, data.train.len()),
+            data.val.slice(0, data.val.len()),
+            data.info.documents,
+        )
     };
     let one = tokens(CorpusKind::Jsonl, "one.jsonl");
     assert_eq!(one.2, 240);
-    assert!(one.0.len() + one.1.len() < texts.iter().map(|t| t.len()).sum::<usize>(), "BPE merges");
-    assert_eq!(tokens(CorpusKind::Jsonl, "shards"), one, "gzip, zstd and plain shards");
-    assert_eq!(tokens(CorpusKind::Jsonl, "shards/**/*.jsonl*"), one, "a glob");
-    assert_eq!(tokens(CorpusKind::Parquet, "parquet"), one, "parquet row groups");
-    assert_eq!(tokens(CorpusKind::Text, "txt"), one, "text files, compressed or not");
+    assert!(
+        one.0.len() + one.1.len() < texts.iter().map(|t| t.len()).sum::<usize>(),
+        "BPE merges"
+    );
+    assert_eq!(
+        tokens(CorpusKind::Jsonl, "shards"),
+        one,
+        "gzip, zstd and plain shards"
+    );
+    assert_eq!(
+        tokens(CorpusKind::Jsonl, "shards/**/*.jsonl*"),
+        one,
+        "a glob"
+    );
+    assert_eq!(
+        tokens(CorpusKind::Parquet, "parquet"),
+        one,
+        "parquet row groups"
+    );
+    assert_eq!(
+        tokens(CorpusKind::Text, "txt"),
+        one,
+        "text files, compressed or not"
+    );
 }
 
 #[test]
