@@ -16,6 +16,30 @@ pub struct WriteError {
     pub reason: String,
 }
 
+/// A temporary path beside `path` (`NAME.tmpPID-N`: its extension replaced), unique per process
+/// and per call, so two threads writing the same file never share one; what a killed writer
+/// leaves is found by its `.tmp` extension ([`is_temp_of`]).
+pub fn temp_path(path: &Path) -> PathBuf {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    path.with_extension(format!("tmp{}-{n}", std::process::id()))
+}
+
+/// Whether the file named `name` is a temporary file of [`temp_path`] for a file whose name
+/// without extension is `stem`.
+pub fn is_temp_of(name: &str, stem: &str) -> bool {
+    name.strip_prefix(stem)
+        .and_then(|rest| rest.strip_prefix(".tmp"))
+        .is_some_and(|rest| {
+            rest.split_once('-').is_some_and(|(pid, n)| {
+                !pid.is_empty()
+                    && pid.bytes().all(|b| b.is_ascii_digit())
+                    && !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+}
+
 /// Writes `parts` to `path` through a temporary file in the same folder, fsync and rename.
 pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), WriteError> {
     let fail = |p: &Path, e: std::io::Error| WriteError {
@@ -25,10 +49,7 @@ pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), WriteError> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;
     }
-    // Unique per process and per call, so two threads writing the same file never share one.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp: PathBuf = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+    let tmp = temp_path(path);
     let result = (|| {
         let mut file = fs::File::create(&tmp)?;
         for part in parts {
@@ -42,4 +63,20 @@ pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), WriteError> {
         return Err(fail(path, e));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_files_are_recognised_by_their_stem() {
+        let tmp = temp_path(Path::new("/c/tokens-ab12.bin"));
+        let name = tmp.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        assert!(is_temp_of(name, "tokens-ab12"), "{name}");
+        assert!(!is_temp_of(name, "tokens-ab1"), "another entry's stem");
+        assert!(!is_temp_of("tokens-ab12.bin", "tokens-ab12"));
+        assert!(!is_temp_of("tokens-ab12.tmpx-1", "tokens-ab12"));
+        assert!(!is_temp_of("tokens-ab12.tmp12-", "tokens-ab12"));
+    }
 }

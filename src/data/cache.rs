@@ -45,6 +45,7 @@ pub struct TokenFile {
     /// Tokens per chunk and each chunk's XXH3 (empty for a version 1 file).
     chunks: (u64, Vec<u64>),
     path: PathBuf,
+    file: fs::File,
 }
 
 /// Writes a token file as a stream: tokens are appended as they come, each chunk hashed as it
@@ -71,9 +72,7 @@ fn write_error(path: &Path, e: impl std::fmt::Display) -> DataError {
 impl TokenWriter {
     /// Starts the file that will be `path` for tokens of a `vocab`-token vocabulary.
     pub fn create(path: &Path, vocab: u64) -> Result<TokenWriter, DataError> {
-        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+        let tmp = crate::atomic::temp_path(path);
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
         }
@@ -248,25 +247,37 @@ impl TokenFile {
             chunks,
             map,
             path: path.to_path_buf(),
+            file,
         })
     }
 
     /// Checks every chunk of tokens against its checksum (version 2; a version 1 file was
-    /// checked whole when opened).
+    /// checked whole when opened). The chunks are read into a buffer rather than through the
+    /// map, so checking a large file does not add it to this process's resident memory.
     pub fn verify(&self) -> Result<(), DataError> {
+        use std::os::unix::fs::FileExt;
         let (per, hashes) = &self.chunks;
-        let bytes = *per as usize * self.width;
-        let payload = &self.map[HEADER..HEADER + self.len * self.width];
-        for (i, (chunk, &want)) in payload.chunks(bytes.max(1)).zip(hashes).enumerate() {
-            if xxh3_64(chunk) != want {
-                return Err(DataError::CorruptCache {
-                    path: self.path.clone(),
-                    reason: format!(
-                        "chunk {i} (tokens from {}) does not match its checksum",
-                        i as u64 * per
-                    ),
-                });
-            }
+        let chunk_bytes = *per as usize * self.width;
+        let payload = (self.len * self.width) as u64;
+        let mut buffer = vec![0u8; chunk_bytes.min(payload as usize)];
+        for (i, &want) in hashes.iter().enumerate() {
+            let start = i as u64 * chunk_bytes as u64;
+            let n = (payload - start).min(chunk_bytes as u64) as usize;
+            let read = self
+                .file
+                .read_exact_at(&mut buffer[..n], HEADER as u64 + start);
+            let reason = match read {
+                Err(e) => format!("chunk {i} cannot be read: {e}"),
+                Ok(()) if xxh3_64(&buffer[..n]) != want => format!(
+                    "chunk {i} (tokens from {}) does not match its checksum",
+                    i as u64 * per
+                ),
+                Ok(()) => continue,
+            };
+            return Err(DataError::CorruptCache {
+                path: self.path.clone(),
+                reason,
+            });
         }
         Ok(())
     }

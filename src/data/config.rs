@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec::{CorpusKind, TokenizerKind};
+use crate::spec::{CorpusKind, Separator, TokenizerKind};
 
 /// Where tokens come from and in which order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +22,10 @@ pub struct DataConfig {
     pub tokenizer_file: Option<TokenizerRef>,
     /// Vocabulary size.
     pub vocab: u64,
+    /// How documents are joined (absent: a blank line, so runs made before the choice keep
+    /// their ids).
+    #[serde(default, skip_serializing_if = "Separator::is_blank_line")]
+    pub separator: Separator,
     /// Held-out tokens.
     pub val_tokens: u64,
     /// Seed of the synthetic generator.

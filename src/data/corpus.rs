@@ -18,15 +18,15 @@ use super::cache::TokenFile;
 use super::cache::TokenWriter;
 use super::error::DataError;
 use super::prepared::{CorpusInfo, Prepared, unigram_entropy};
-use super::scan::{Encoder, Scanned, Scratch, scan};
+use super::scan::{Encoder, Part, Scanned, Scratch, scan};
 use super::shards::{Documents, corpus_files};
-use super::split::{self, Pieces, Split, TokenizedDoc};
+use super::split::{self, Split, TokenizedDoc};
 use super::stream::Stream;
 use super::tokenize::Tokenizer;
 use crate::atomic::write_atomic;
 use crate::data::DataConfig;
 use crate::digest::hex;
-use crate::spec::{CorpusKind, TokenizerKind};
+use crate::spec::{CorpusKind, Separator, TokenizerKind};
 
 /// Facts about a prepared corpus, kept in `corpus-KEY.json` beside its token cache.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -93,6 +93,9 @@ fn cache_key(data: &DataConfig, files: &CorpusFiles) -> String {
         "{:?}|{:?}|{}|{}|{:?}|split-v2",
         data.corpus, data.tokenizer, data.vocab, data.val_tokens, data.text_column
     ));
+    if !data.separator.is_blank_line() {
+        h.update(format!("|separator={}", data.separator)); // blank lines: older caches' keys
+    }
     if let Some(file) = &data.tokenizer_file {
         h.update(format!("|tokenizer-sha256={}", file.sha256)); // the file's content, not its path
     }
@@ -137,6 +140,7 @@ pub fn prepare_text(
         match open_cached(&paths.tokens, &paths.facts)? {
             Some(cached) => cached,
             None => {
+                paths.remove_leftovers();
                 build(data, &files, &paths, base_dir, cache_dir)?;
                 open_cached(&paths.tokens, &paths.facts)?.ok_or_else(|| DataError::Write {
                     path: paths.tokens.clone(),
@@ -277,11 +281,15 @@ fn prepared(
     let info = CorpusInfo {
         key,
         description: format!(
-            "{} at {} ({} files, {} tokenizer)",
+            "{} at {} ({} files, {} tokenizer{})",
             data.corpus,
             files.path.display(),
             facts.files,
-            tokenizer_name(data)
+            tokenizer_name(data),
+            match data.separator {
+                Separator::Eos => ", each document ending with its EOS token",
+                Separator::BlankLine => "",
+            }
         ),
         train_tokens: train_len as u64,
         val_tokens: (len - train_len) as u64,
@@ -424,7 +432,7 @@ fn build(
     cache_dir: &Path,
 ) -> Result<(), DataError> {
     let tokenizer = corpus_tokenizer(data, files, &paths.tokenizer, base_dir)?;
-    let encoder = Encoder::new(&tokenizer, data.vocab)?;
+    let encoder = Encoder::new(&tokenizer, data.vocab, data.separator)?;
     let anchor = match data.anchor() {
         Some(anchor) => Some(split_record(&anchor, base_dir, cache_dir)?),
         None => None,
@@ -461,8 +469,15 @@ fn build(
         (None, Some(v)) => split::separate(docs.docs, v.docs, val),
     };
     let total_files = (files.train.len() + files.val.len()) as u64;
-    let scratch = scratch.tokens()?;
-    write(data, &encoder, split, scratch, total_files, paths, inexact)
+    write(
+        data,
+        &encoder,
+        split,
+        &mut scratch,
+        total_files,
+        paths,
+        inexact,
+    )
 }
 
 /// [`scan`] of `files`, refusing files that hold no text at all.
@@ -474,7 +489,7 @@ fn scan_nonempty(
     keep: Option<[u8; 32]>,
 ) -> Result<Scanned, DataError> {
     let scanned = scan(documents(data, files), encoder, scratch, keep)?;
-    let separator = super::scan::DOC_SEPARATOR.len() as u64;
+    let separator = encoder.separator_bytes();
     if scanned.docs.iter().all(|d| d.bytes <= separator) {
         return Err(DataError::Empty {
             path: files.first().cloned().unwrap_or_default(),
@@ -501,6 +516,33 @@ impl EntryPaths {
             tokenizer: cache_dir.join(format!("tokenizer-{key}.json")),
             split: cache_dir.join(format!("split-{key}.json")),
             scratch: cache_dir.join(format!("tokens-{key}.scratch")),
+        }
+    }
+
+    /// Removes what a preparation killed while building this entry left behind: its scratch
+    /// file and the temporary files of its tokens, facts, split and tokenizer. Called under the
+    /// entry's lock, so no live process is writing them; the build that follows starts over
+    /// and writes the same bytes an uninterrupted one would.
+    fn remove_leftovers(&self) {
+        let _ = fs::remove_file(&self.scratch);
+        for file in [&self.tokens, &self.facts, &self.split, &self.tokenizer] {
+            let (Some(dir), Some(stem)) =
+                (file.parent(), file.file_stem().and_then(|s| s.to_str()))
+            else {
+                continue;
+            };
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if entry
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|name| crate::atomic::is_temp_of(name, stem))
+                {
+                    let _ = fs::remove_file(entry.path());
+                }
+            }
         }
     }
 }
@@ -533,7 +575,8 @@ fn follow(
     );
     if let Some(val_docs) = val_docs {
         let mut split = split::separate(docs.docs, val_docs.docs, u64::MAX);
-        let keep = tokens_within(encoder, &split.val, scratch.tokens()?, record.val_bytes);
+        let val = scratch.collect(&split.val)?;
+        let keep = tokens_within(encoder, &val, record.val_bytes);
         split.val.truncate(keep);
         split.description = description;
         return Ok(split);
@@ -552,8 +595,8 @@ fn follow(
             while !text.is_char_boundary(at) {
                 at -= 1;
             }
-            let head = encoder.encode(source, &text[..at], false);
-            let tail = encoder.encode(source, &text[at..], true);
+            let head = encoder.encode(source, &text[..at], Part::Head);
+            let tail = encoder.encode(source, &text[at..], Part::Tail);
             match (head, tail) {
                 (Ok(h), Ok(t)) => {
                     if inexact.is_none() {
@@ -576,11 +619,10 @@ fn follow(
 }
 
 /// How many of the first tokens of `val` decode to at most `bytes` bytes.
-fn tokens_within(encoder: &Encoder, val: &Pieces, scratch: &[u32], bytes: u64) -> u64 {
+fn tokens_within(encoder: &Encoder, val: &[u32], bytes: u64) -> u64 {
     let lengths = encoder.lengths();
     let mut at = 0u64;
-    val.slices(scratch)
-        .flatten()
+    val.iter()
         .take_while(|&&t| {
             at += u64::from(lengths.get(t as usize).copied().unwrap_or(0));
             at <= bytes
@@ -681,35 +723,37 @@ fn check_size(docs: &[TokenizedDoc], val: u64, path: &Path) -> Result<(), DataEr
 
 /// Pass two: the cache written from the scratch tokens piece by piece (training, then
 /// held-out), with the split record and the facts; bytes are counted from the tokens' byte
-/// lengths as they pass.
+/// lengths and the held-out windows looked for in training as the tokens pass.
 fn write(
     data: &DataConfig,
     encoder: &Encoder,
     split: Split,
-    scratch: &[u32],
+    scratch: &mut Scratch,
     files: u64,
     paths: &EntryPaths,
     inexact: Option<String>,
 ) -> Result<(), DataError> {
+    let val = scratch.collect(&split.val)?;
+    let val_bytes = encoder.bytes_of(&val);
+    let mut overlap = split::Overlap::new(&val);
     let mut writer = TokenWriter::create(&paths.tokens, encoder_vocab(encoder, data))?;
     let head = split.boundary.map(|b| {
         let start = split.train_segments[b.segment].token;
         start..start + b.head_tokens as u64
     });
     let (mut train_bytes, mut head_bytes) = (0u64, 0u64);
-    for slice in split.train.slices(scratch) {
+    scratch.visit(&split.train, |block| {
         let at = writer.written();
         if let Some(head) = &head {
-            let (a, b) = (head.start.max(at), head.end.min(at + slice.len() as u64));
+            let (a, b) = (head.start.max(at), head.end.min(at + block.len() as u64));
             if a < b {
-                head_bytes += encoder.bytes_of(&slice[(a - at) as usize..(b - at) as usize]);
+                head_bytes += encoder.bytes_of(&block[(a - at) as usize..(b - at) as usize]);
             }
         }
-        train_bytes += encoder.bytes_of(slice);
-        writer.push(slice)?;
-    }
-    let val: Vec<u32> = split.val.slices(scratch).flatten().copied().collect();
-    let val_bytes = encoder.bytes_of(&val);
+        train_bytes += encoder.bytes_of(block);
+        overlap.feed(block);
+        writer.push(block)
+    })?;
     writer.push(&val)?;
     let record = SplitRecord {
         held: split.held.iter().map(|h| hex(h)).collect(),
@@ -732,7 +776,7 @@ fn write(
         documents: split.documents,
         duplicate_groups: split.duplicate_groups,
         val_split: split.description,
-        val_overlap: split::overlap(split.train.slices(scratch), &val),
+        val_overlap: overlap.fraction(),
         train_bytes,
     };
     let json = serde_json::to_vec_pretty(&facts).map_err(|e| DataError::Write {

@@ -29,4 +29,4 @@ pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};
 pub use shards::{Document, Documents, corpus_files, read_documents};
 pub use stream::Stream;
-pub use tokenize::Tokenizer;
+pub use tokenize::{END_OF_DOCUMENT, Tokenizer, end_of_document};

@@ -10,16 +10,16 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use memmap2::Mmap;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use super::error::DataError;
 use super::shards::Document;
-use super::split::{Span, TokenizedDoc};
-use super::tokenize::Tokenizer;
+use super::split::{Piece, Pieces, Span, TokenizedDoc};
+use super::tokenize::{END_OF_DOCUMENT, Tokenizer};
+use crate::spec::Separator;
 
-/// Separator appended after every document.
+/// The text after every document when documents are joined by a blank line.
 pub const DOC_SEPARATOR: &str = "\n\n";
 
 /// Text of a batch handed to the tokenizer's threads at once.
@@ -27,12 +27,27 @@ const BATCH_BYTES: usize = 4 << 20;
 /// Documents of a batch, at most.
 const BATCH_DOCS: usize = 4096;
 
-/// Tokenises documents for the cache: each with its separator, its ids checked against the
-/// models' vocabulary and its bytes against its tokens'.
+/// Which part of a document a text is: a corpus cuts at most one document in two (a held-out
+/// boundary that follows another tokenizer's split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// A whole document: it begins and ends.
+    Whole,
+    /// The beginning of a document cut in two: it begins, and does not end.
+    Head,
+    /// The rest of it: it ends.
+    Tail,
+}
+
+/// Tokenises documents for the cache: each joined to the next by the corpus's separator
+/// ([`Separator`]), its ids checked against the models' vocabulary and its bytes against its
+/// tokens'.
 pub struct Encoder<'t> {
     tokenizer: &'t Tokenizer,
     lengths: Vec<u32>,
     vocab: u64,
+    /// The end-of-document token when documents end with it (`separator = "eos"`).
+    eos: Option<u32>,
 }
 
 /// One document's tokens and whether they are exactly its bytes.
@@ -44,18 +59,43 @@ pub struct Encoded {
 }
 
 impl<'t> Encoder<'t> {
-    /// An encoder for ids below `vocab` (the models' vocabulary).
-    pub fn new(tokenizer: &'t Tokenizer, vocab: u64) -> Result<Encoder<'t>, DataError> {
+    /// An encoder for ids below `vocab` (the models' vocabulary), joining documents by
+    /// `separator`.
+    pub fn new(
+        tokenizer: &'t Tokenizer,
+        vocab: u64,
+        separator: Separator,
+    ) -> Result<Encoder<'t>, DataError> {
+        let eos = match separator {
+            Separator::BlankLine => None,
+            Separator::Eos => Some(tokenizer.end_of_document().ok_or_else(|| {
+                DataError::Tokenizer(format!(
+                    "documents end with the tokenizer's end-of-document token (`separator = \"eos\"`), \
+                     and this tokenizer has none of {}; set `[corpus] separator = \"blank_line\"`",
+                    END_OF_DOCUMENT.join(", ")
+                ))
+            })?),
+        };
         Ok(Encoder {
             tokenizer,
             lengths: tokenizer.token_lengths(tokenizer.vocab().max(vocab))?,
             vocab,
+            eos,
         })
     }
 
     /// The byte length of each token id.
     pub fn lengths(&self) -> &[u32] {
         &self.lengths
+    }
+
+    /// The bytes a document's separator adds to its text: two for a blank line, none for an
+    /// EOS token (special tokens stand for no text).
+    pub fn separator_bytes(&self) -> u64 {
+        match self.eos {
+            Some(_) => 0,
+            None => DOC_SEPARATOR.len() as u64,
+        }
     }
 
     /// The bytes `tokens` stand for.
@@ -66,13 +106,22 @@ impl<'t> Encoder<'t> {
             .sum()
     }
 
-    /// `text`'s tokens (special tokens as the tokenizer adds them) followed by the separator's
-    /// when `separator`, checked against the vocabulary.
-    pub fn encode(&self, source: &str, text: &str, separator: bool) -> Result<Encoded, DataError> {
+    /// The tokens of `text`, `part` of a document of `source`, checked against the vocabulary.
+    /// A part that begins a document gets the special tokens the tokenizer adds (BOS, for
+    /// families trained so); a part that ends one gets the separator: the EOS token, or the
+    /// blank line's tokens. (Joined by blank lines, a tail keeps the special tokens too, as
+    /// pdsweep always tokenised it, so older caches keep their tokens.)
+    pub fn encode(&self, source: &str, text: &str, part: Part) -> Result<Encoded, DataError> {
         let mut tokens = Vec::new();
-        self.tokenizer.encode_into(text, &mut tokens)?;
-        if separator {
-            self.tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?;
+        match (part, self.eos) {
+            (Part::Tail, Some(_)) => self.tokenizer.encode_plain(text, &mut tokens)?,
+            _ => self.tokenizer.encode_into(text, &mut tokens)?,
+        }
+        let ends = part != Part::Head;
+        match self.eos {
+            Some(eos) if ends => tokens.push(eos),
+            None if ends => self.tokenizer.encode_plain(DOC_SEPARATOR, &mut tokens)?,
+            _ => {}
         }
         if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= self.vocab) {
             return Err(DataError::Tokenizer(format!(
@@ -80,7 +129,7 @@ impl<'t> Encoder<'t> {
                 self.vocab
             )));
         }
-        let expected = (text.len() + if separator { DOC_SEPARATOR.len() } else { 0 }) as u64;
+        let expected = text.len() as u64 + if ends { self.separator_bytes() } else { 0 };
         let got = self.bytes_of(&tokens);
         let inexact = (got != expected)
             .then(|| format!("`{source}`: its {expected} bytes become tokens of {got} bytes"));
@@ -88,19 +137,22 @@ impl<'t> Encoder<'t> {
     }
 }
 
-/// Tokens written in order to a scratch file of native `u32`s, read back memory-mapped once
-/// written; the file is removed when dropped.
+/// Tokens written in order to a scratch file of native `u32`s, then read back a block at a time
+/// (positional reads: the file's pages stay in the page cache, not in this process's memory);
+/// the file is removed when dropped.
 pub struct Scratch {
     path: PathBuf,
-    out: Option<BufWriter<fs::File>>,
+    out: BufWriter<fs::File>,
     len: u64,
-    map: Option<Mmap>,
 }
+
+/// Tokens read from the scratch file at once.
+const READ_BLOCK: u64 = 1 << 20;
 
 impl Scratch {
     /// A new, empty scratch file at `path`.
     pub fn create(path: &Path) -> Result<Scratch, DataError> {
-        // read as well as written: it is memory-mapped once written
+        // read as well as written: pass two reads it back
         let file = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -113,9 +165,8 @@ impl Scratch {
             })?;
         Ok(Scratch {
             path: path.to_path_buf(),
-            out: Some(BufWriter::with_capacity(1 << 20, file)),
+            out: BufWriter::with_capacity(1 << 20, file),
             len: 0,
-            map: None,
         })
     }
 
@@ -132,31 +183,58 @@ impl Scratch {
             start: self.len,
             len: tokens.len() as u64,
         };
-        let Some(out) = self.out.as_mut() else {
-            return Err(self.fail(std::io::Error::other("the scratch file was already read")));
-        };
-        if let Err(e) = out.write_all(bytemuck::cast_slice(tokens)) {
+        if let Err(e) = self.out.write_all(bytemuck::cast_slice(tokens)) {
             return Err(self.fail(e));
         }
         self.len += span.len;
         Ok(span)
     }
 
-    /// Every token written, memory-mapped (writing ends at the first call).
-    pub fn tokens(&mut self) -> Result<&[u32], DataError> {
-        if let Some(out) = self.out.take() {
-            let file = out.into_inner().map_err(|e| self.fail(e.into_error()))?;
-            if self.len > 0 {
-                // SAFETY: the scratch file is private to this preparation, which holds the
-                // cache entry's lock, and is not written after this point.
-                let map = unsafe { Mmap::map(&file) }.map_err(|e| self.fail(e))?;
-                self.map = Some(map);
+    /// Hands the tokens of `pieces` to `f` in order, a block of at most 2^20 tokens at a time.
+    pub fn visit(
+        &mut self,
+        pieces: &Pieces,
+        mut f: impl FnMut(&[u32]) -> Result<(), DataError>,
+    ) -> Result<(), DataError> {
+        use std::os::unix::fs::FileExt;
+        if let Err(e) = self.out.flush() {
+            return Err(self.fail(e));
+        }
+        let mut block: Vec<u32> = Vec::new();
+        for piece in &pieces.pieces {
+            let span = match piece {
+                Piece::Owned(tokens) => {
+                    f(tokens)?;
+                    continue;
+                }
+                Piece::Span(span) => *span,
+            };
+            let mut at = span.start;
+            while at < span.start + span.len {
+                let n = READ_BLOCK.min(span.start + span.len - at) as usize;
+                block.resize(n, 0);
+                let read = self
+                    .out
+                    .get_ref()
+                    .read_exact_at(bytemuck::cast_slice_mut(&mut block), at * 4);
+                if let Err(e) = read {
+                    return Err(self.fail(e));
+                }
+                f(&block)?;
+                at += n as u64;
             }
         }
-        Ok(match &self.map {
-            Some(map) => bytemuck::try_cast_slice(&map[..]).unwrap_or(&[]),
-            None => &[],
-        })
+        Ok(())
+    }
+
+    /// The tokens of `pieces`, in memory (for the held-out split, which is small).
+    pub fn collect(&mut self, pieces: &Pieces) -> Result<Vec<u32>, DataError> {
+        let mut out = Vec::with_capacity(pieces.len() as usize);
+        self.visit(pieces, |block| {
+            out.extend_from_slice(block);
+            Ok(())
+        })?;
+        Ok(out)
     }
 }
 
@@ -195,7 +273,9 @@ pub fn scan(
                 .par_iter()
                 .map(|d| {
                     let hash: [u8; 32] = Sha256::digest(d.text.as_bytes()).into();
-                    encoder.encode(&d.source, &d.text, true).map(|e| (e, hash))
+                    encoder
+                        .encode(&d.source, &d.text, Part::Whole)
+                        .map(|e| (e, hash))
                 })
                 .collect();
             for (doc, result) in batch.into_iter().zip(encoded) {
@@ -208,7 +288,7 @@ pub fn scan(
                     scanned.kept = Some((doc.source.clone(), doc.text.clone()));
                 }
                 scanned.docs.push(TokenizedDoc {
-                    bytes: (doc.text.len() + DOC_SEPARATOR.len()) as u64,
+                    bytes: doc.text.len() as u64 + encoder.separator_bytes(),
                     source: doc.source,
                     hash,
                     tokens,
@@ -246,5 +326,92 @@ fn read_batches(
     }
     if !batch.is_empty() {
         let _ = send.send(Ok(batch));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::AddedToken;
+    use tokenizers::processors::template::TemplateProcessing;
+
+    const TEXT: &str = "the cat sat on the mat. the dog sat on the log. ";
+
+    /// A `tokenizer.json`-style tokenizer trained on [`TEXT`], with `<|endoftext|>` and, when
+    /// `bos`, a post-processor that puts `<bos>` before every text (as Gemma's does).
+    fn file_tokenizer(eos: bool, bos: bool) -> Tokenizer {
+        let Tokenizer::Bpe(mut t) =
+            Tokenizer::train_bpe(std::iter::once(TEXT.repeat(50)), 300).expect("bpe trains")
+        else {
+            unreachable!("train_bpe gives a bpe tokenizer")
+        };
+        let specials: Vec<AddedToken> = [("<|endoftext|>", eos), ("<bos>", bos)]
+            .iter()
+            .filter(|(_, keep)| *keep)
+            .map(|(name, _)| AddedToken::from(*name, true))
+            .collect();
+        t.add_special_tokens(&specials);
+        if bos {
+            let id = t.token_to_id("<bos>").expect("added");
+            let template = TemplateProcessing::builder()
+                .try_single("<bos> $A")
+                .expect("template")
+                .special_tokens(vec![("<bos>", id)])
+                .build()
+                .expect("template builds");
+            t.with_post_processor(Some(template));
+        }
+        Tokenizer::File(t)
+    }
+
+    fn plain(t: &Tokenizer, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        t.encode_plain(text, &mut out).expect("encodes");
+        out
+    }
+
+    #[test]
+    fn eos_documents_begin_with_bos_and_end_with_eos() {
+        let t = file_tokenizer(true, true);
+        let (bos, eos) = (t.vocab() as u32 - 1, t.vocab() as u32 - 2);
+        assert_eq!(t.end_of_document(), Some(eos));
+        let encoder = Encoder::new(&t, t.vocab(), Separator::Eos).expect("has an eos");
+        assert_eq!(encoder.separator_bytes(), 0);
+        let text = "the cat sat.";
+        let body = plain(&t, text);
+        let whole = encoder.encode("a", text, Part::Whole).expect("encodes");
+        assert_eq!(whole.tokens, [vec![bos], body.clone(), vec![eos]].concat());
+        assert_eq!(whole.inexact, None, "BOS and EOS stand for no bytes");
+        let head = encoder.encode("a", "the cat", Part::Head).expect("encodes");
+        assert_eq!(head.tokens, [vec![bos], plain(&t, "the cat")].concat());
+        let tail = encoder.encode("a", " sat.", Part::Tail).expect("encodes");
+        assert_eq!(tail.tokens, [plain(&t, " sat."), vec![eos]].concat());
+        assert_eq!(encoder.bytes_of(&whole.tokens), text.len() as u64);
+    }
+
+    #[test]
+    fn blank_lines_keep_the_old_tokens() {
+        let t = file_tokenizer(true, true);
+        let encoder = Encoder::new(&t, t.vocab(), Separator::BlankLine).expect("encoder");
+        assert_eq!(encoder.separator_bytes(), 2);
+        let mut expected = Vec::new();
+        t.encode_into("the cat sat.", &mut expected)
+            .expect("encodes");
+        expected.extend(plain(&t, DOC_SEPARATOR));
+        let whole = encoder
+            .encode("a", "the cat sat.", Part::Whole)
+            .expect("encodes");
+        assert_eq!(whole.tokens, expected);
+        assert_eq!(whole.inexact, None);
+    }
+
+    #[test]
+    fn eos_is_refused_for_a_tokenizer_without_one() {
+        for t in [file_tokenizer(false, true), Tokenizer::Byte] {
+            let Err(e) = Encoder::new(&t, t.vocab(), Separator::Eos) else {
+                panic!("{t:?} has no end-of-document token");
+            };
+            assert!(e.to_string().contains("blank_line"), "{e}");
+        }
     }
 }

@@ -83,6 +83,7 @@ impl Piece {
     }
 
     /// The piece's tokens, read from `scratch` where they lie there.
+    #[cfg(test)]
     pub fn tokens<'a>(&'a self, scratch: &'a [u32]) -> &'a [u32] {
         match self {
             Piece::Span(s) => &scratch[s.start as usize..(s.start + s.len) as usize],
@@ -137,7 +138,9 @@ impl Pieces {
         *self = kept;
     }
 
-    /// The tokens, piece by piece, read from `scratch`.
+    /// The tokens, piece by piece, read from `scratch` (preparation reads them from its scratch
+    /// file instead, `scan::Scratch::visit`).
+    #[cfg(test)]
     pub fn slices<'a>(&'a self, scratch: &'a [u32]) -> impl Iterator<Item = &'a [u32]> + 'a {
         self.pieces.iter().map(move |p| p.tokens(scratch))
     }
@@ -442,26 +445,55 @@ fn short(source: &str) -> &str {
 }
 
 /// Fraction of the held-out windows of [`OVERLAP_WINDOW`] tokens (every position) that occur
-/// anywhere in `train` (a stream of token slices, windows running across them). Memory is the
-/// held-out windows', whatever the size of `train`.
+/// anywhere in `train` (a stream of token slices, windows running across them).
 pub fn overlap<'a>(train: impl Iterator<Item = &'a [u32]>, val: &[u32]) -> f64 {
-    let w = OVERLAP_WINDOW;
-    if val.len() < w {
-        return 0.0;
-    }
-    let val_hashes: Vec<u64> = Windows::default().hashes(val.iter().copied()).collect();
-    let wanted: HashSet<u64> = val_hashes.iter().copied().collect();
-    let mut windows = Windows::default();
-    let mut found: HashSet<u64> = HashSet::new();
+    let mut overlap = Overlap::new(val);
     for slice in train {
-        found.extend(
-            windows
-                .hashes(slice.iter().copied())
+        overlap.feed(slice);
+    }
+    overlap.fraction()
+}
+
+/// The overlap of a held-out split with a training stream fed a part at a time: memory is the
+/// held-out windows', whatever the size of the training stream.
+pub struct Overlap {
+    val: Vec<u64>,
+    wanted: HashSet<u64>,
+    found: HashSet<u64>,
+    windows: Windows,
+}
+
+impl Overlap {
+    /// Ready to measure `val`'s windows.
+    pub fn new(val: &[u32]) -> Overlap {
+        let val: Vec<u64> = Windows::default().hashes(val.iter().copied()).collect();
+        Overlap {
+            wanted: val.iter().copied().collect(),
+            val,
+            found: HashSet::new(),
+            windows: Windows::default(),
+        }
+    }
+
+    /// The next part of the training stream.
+    pub fn feed(&mut self, train: &[u32]) {
+        let wanted = &self.wanted;
+        self.found.extend(
+            self.windows
+                .hashes(train.iter().copied())
                 .filter(|h| wanted.contains(h)),
         );
     }
-    let hits = val_hashes.iter().filter(|h| found.contains(h)).count();
-    hits as f64 / val_hashes.len() as f64
+
+    /// The fraction of held-out windows seen in training (0 for a held-out split shorter than a
+    /// window).
+    pub fn fraction(&self) -> f64 {
+        if self.val.is_empty() {
+            return 0.0;
+        }
+        let hits = self.val.iter().filter(|h| self.found.contains(h)).count();
+        hits as f64 / self.val.len() as f64
+    }
 }
 
 /// Polynomial rolling hashes (mod 2^64) of every window of [`OVERLAP_WINDOW`] tokens of a

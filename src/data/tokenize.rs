@@ -34,6 +34,26 @@ impl std::fmt::Debug for Tokenizer {
     }
 }
 
+/// End-of-document tokens as released tokenizers spell them, in order of preference: GPT-2's,
+/// Pythia's, Qwen's, SmolLM2's and OLMo's `<|endoftext|>`, Llama 3's `<|end_of_text|>`, Gemma's
+/// `<eos>`, Llama 2's and Mistral's `</s>`. A chat model's end-of-turn token (`<|im_end|>`,
+/// `<end_of_turn>`, `<|eot_id|>`), which its `config.json` may name as its EOS, is not what its
+/// pre-training put between documents, so configuration files are not asked.
+pub const END_OF_DOCUMENT: [&str; 5] = [
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<eos>",
+    "</s>",
+    "<|eos|>",
+];
+
+/// The id of `tokenizer`'s end-of-document token: the first of [`END_OF_DOCUMENT`] it has.
+pub fn end_of_document(tokenizer: &HfTokenizer) -> Option<u32> {
+    END_OF_DOCUMENT
+        .iter()
+        .find_map(|name| tokenizer.token_to_id(name))
+}
+
 fn tokenizer_error(e: impl std::fmt::Display) -> DataError {
     DataError::Tokenizer(e.to_string())
 }
@@ -114,6 +134,14 @@ impl Tokenizer {
             ),
         }
         Ok(())
+    }
+
+    /// The end-of-document token ([`end_of_document`]; only a `tokenizer.json` has one).
+    pub fn end_of_document(&self) -> Option<u32> {
+        match self {
+            Tokenizer::File(t) => end_of_document(t),
+            Tokenizer::Byte | Tokenizer::Bpe(_) => None,
+        }
     }
 
     /// Appends the tokens of `text` to `out` without special tokens (a separator between

@@ -453,6 +453,7 @@ mod tests {
             tokenizer: None,
             tokenizer_file: None,
             vocab: 40,
+            separator: Default::default(),
             val_tokens: 100,
             corpus_seed: 0,
             synthetic_sources: None,

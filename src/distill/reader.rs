@@ -1,10 +1,12 @@
 //! Reading a logit store window by window: every shard of the store folder is opened (its
 //! header and digest table verified) and indexed once, then each window's block is read from
-//! its shard, checked against its digest and decoded when a student's batch asks for it. A
-//! window the index lacks sends the reader back to the folder once (another process may have
-//! extended the store since) before it is an error naming the window.
+//! its shard, checked against its digest and decoded when a student's batch asks for it. At
+//! most [`OPEN_SHARDS`] shard files are open at once (the least recently read is closed), so a
+//! store of thousands of shards stays far inside the open-file limit. A window the index lacks
+//! sends the reader back to the folder once (another process may have extended the store
+//! since) before it is an error naming the window.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -29,11 +31,17 @@ pub fn windows_per_shard(block_bytes: u64) -> u64 {
     ((64u64 << 20) / block_bytes.max(1)).max(1)
 }
 
+/// Shard files a reader keeps open at once: a batch's windows are spread over the shards at
+/// random, so a few handles save reopening without growing with the store.
+pub const OPEN_SHARDS: usize = 4;
+
 /// A reader over a store folder.
 pub struct StoreReader {
     dir: PathBuf,
     expected: StoreHeader,
     shards: Vec<Shard>,
+    /// The shards whose files are open, the most recently read last.
+    open: VecDeque<usize>,
     /// Window → (shard, position within it).
     index: HashMap<u64, (usize, usize)>,
     indexed: bool,
@@ -47,6 +55,7 @@ impl StoreReader {
             dir: dir.to_path_buf(),
             expected,
             shards: Vec::new(),
+            open: VecDeque::new(),
             index: HashMap::new(),
             indexed: false,
         }
@@ -72,8 +81,24 @@ impl StoreReader {
                 window: w,
             })?;
             out.extend(self.shards[shard].block(i)?);
+            self.touch(shard);
         }
         Ok(out)
+    }
+
+    /// Marks `shard` as the most recently read, closing the least recently read beyond
+    /// [`OPEN_SHARDS`].
+    fn touch(&mut self, shard: usize) {
+        if self.open.back() == Some(&shard) {
+            return;
+        }
+        self.open.retain(|&s| s != shard);
+        self.open.push_back(shard);
+        while self.open.len() > OPEN_SHARDS {
+            if let Some(oldest) = self.open.pop_front() {
+                self.shards[oldest].close();
+            }
+        }
     }
 
     /// Bytes of the store's shards on disk.
@@ -134,4 +159,100 @@ fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, ShardError> {
         .collect();
     paths.sort();
     Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distill::store::{Layout, VALUE_ENCODING, encode_block, write_shard};
+
+    const POSITIONS: u64 = 4;
+
+    fn header() -> StoreHeader {
+        StoreHeader {
+            logits_run: "l".into(),
+            teacher_run: "t".into(),
+            teacher_checkpoint_sha256: "sha".into(),
+            data_key: "corpus".into(),
+            vocab: 40,
+            top_p: 1.0,
+            top_k: 2,
+            value_encoding: VALUE_ENCODING.into(),
+            window_positions: POSITIONS,
+            targets: Default::default(),
+            tail: false,
+            tokenizer_sha256: None,
+            precision: Default::default(),
+        }
+    }
+
+    /// Window `w`'s positions: token `w % 40` first, then `(w + 1) % 40`.
+    fn block(w: u64) -> Vec<Kept> {
+        (0..POSITIONS)
+            .map(|_| Kept {
+                ids: vec![(w % 40) as u32, ((w + 1) % 40) as u32],
+                log_probs: vec![-0.5, -2.0],
+                counts: Vec::new(),
+                tail: None,
+                next: None,
+            })
+            .collect()
+    }
+
+    /// Shard files of `dir` this process has open, read from `/proc/self/fd`.
+    fn open_in(dir: &Path) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .map(|fds| {
+                fds.filter_map(Result::ok)
+                    .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+                    .filter(|target| target.starts_with(dir))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// A store of 40 shards read in a scattered order keeps at most [`OPEN_SHARDS`] of them open
+    /// (counted by the kernel, through /proc), and every window still reads back as written.
+    #[test]
+    fn a_store_of_many_shards_keeps_few_files_open() {
+        if !Path::new("/proc/self/fd").is_dir() {
+            eprintln!("skipped: no /proc/self/fd on this system");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let header = header();
+        let layout = Layout::top_k(40, 2);
+        for shard in 0..40u64 {
+            let windows: Vec<u64> = (shard * 3..shard * 3 + 3).collect();
+            let blocks: Vec<Vec<u8>> = windows
+                .iter()
+                .map(|&w| encode_block(&block(w), &layout))
+                .collect();
+            write_shard(
+                &dir.path().join(shard_name(&windows)),
+                &header,
+                &windows,
+                &blocks,
+            )
+            .expect("shard written");
+        }
+        let mut reader = StoreReader::new(dir.path(), header);
+        assert_eq!(reader.held().expect("indexed").len(), 120);
+        assert_eq!(open_in(dir.path()), 0, "indexing leaves no shard open");
+        let mut most = 0;
+        for step in 0..60u64 {
+            let windows: Vec<u64> = (0..3).map(|i| (step * 37 + i * 53) % 120).collect();
+            let kept = reader.windows(&windows).expect("windows read");
+            let want: Vec<Kept> = windows.iter().flat_map(|&w| block(w)).collect();
+            assert_eq!(kept.len(), want.len());
+            for (k, w) in kept.iter().zip(&want) {
+                assert_eq!(k.ids, w.ids, "step {step}");
+            }
+            most = most.max(open_in(dir.path()));
+        }
+        assert!(
+            most >= 1 && most <= OPEN_SHARDS,
+            "{most} shard files open at once"
+        );
+    }
 }

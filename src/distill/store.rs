@@ -454,8 +454,10 @@ pub fn write_shard(
     write_atomic(path, &parts).map_err(|e| fail(e.to_string()))
 }
 
-/// An open shard: its verified header and digest table; blocks are read on demand, one window
-/// at a time, and each is checked against its digest before it is decoded.
+/// A verified shard: its header and digest table; blocks are read on demand, one window at a
+/// time, and each is checked against its digest before it is decoded. The file is open only
+/// while its blocks are read ([`Shard::close`] lets it go), so a store of thousands of shards
+/// does not hold thousands of file handles.
 #[derive(Debug)]
 pub struct Shard {
     /// The store it belongs to.
@@ -465,7 +467,7 @@ pub struct Shard {
     digests: Vec<[u8; 32]>,
     payload_at: u64,
     block_bytes: u64,
-    file: std::fs::File,
+    file: Option<std::fs::File>,
     path: PathBuf,
 }
 
@@ -540,9 +542,19 @@ impl Shard {
             digests,
             payload_at: table_end,
             block_bytes,
-            file,
+            file: None, // closed: opened again when a block is read
             path: path.into(),
         })
+    }
+
+    /// Whether its file is open.
+    pub fn is_open(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Closes its file (a later [`Shard::block`] opens it again).
+    pub fn close(&mut self) {
+        self.file = None;
     }
 
     /// Its file.
@@ -563,9 +575,15 @@ impl Shard {
             .ok_or_else(|| refuse(format!("no block {i}")))?;
         let mut bytes = vec![0u8; self.block_bytes as usize];
         let at = self.payload_at + i as u64 * self.block_bytes;
-        self.file
-            .seek(SeekFrom::Start(at))
-            .and_then(|_| self.file.read_exact(&mut bytes))
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                std::fs::File::open(&self.path)
+                    .map_err(|e| refuse(format!("cannot open it again: {e}")))?,
+            ),
+        };
+        file.seek(SeekFrom::Start(at))
+            .and_then(|_| file.read_exact(&mut bytes))
             .map_err(|e| refuse(format!("cannot read window {}: {e}", self.windows[i])))?;
         if Sha256::digest(&bytes)[..] != digest[..] {
             return Err(refuse(format!(

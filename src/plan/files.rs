@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::data::TokenizerRef;
 use crate::hf::{PretrainedModel, TokenizerFile};
 use crate::spec::{
-    BYTE_VOCAB, CorpusKind, CorpusSection, DEFAULT_SYNTHETIC_VOCAB, SpecError, Sweep,
+    BYTE_VOCAB, CorpusKind, CorpusSection, DEFAULT_SYNTHETIC_VOCAB, Separator, SpecError, Sweep,
     TokenizerKind, TokenizerSetting,
 };
 
@@ -75,6 +75,8 @@ pub struct Resolved {
     /// Teachers with a tokenizer of their own, not the students', by their index in
     /// `[[teachers.models]]`: their students distil across tokenizers.
     pub own_tokenizers: BTreeMap<usize, OwnTokenizer>,
+    /// How the corpus joins its documents, for the students' tokenizer and every teacher's.
+    pub separator: Separator,
 }
 
 /// A teacher's own tokenizer.
@@ -119,12 +121,77 @@ pub fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
             )
             .with_hint("set `[distill] cross_tokenizer = \"gold\"` (or `\"uld\"`) to align the two by bytes, or give the teacher the students' tokenizer"));
     }
+    let separator = separator(sweep, &corpus, &files, &own_tokenizers)?;
     Ok(Resolved {
         files,
         vocab,
         notes,
         own_tokenizers,
+        separator,
     })
+}
+
+/// How documents are joined: `[corpus] separator`, else `eos` when the corpus has a
+/// `tokenizer.json` and every tokenizer of the sweep has an end-of-document token, else a blank
+/// line. Every tokenizer of the sweep joins them the same way (one text for students and
+/// teachers, aligned by bytes across tokenizers), so an explicit `eos` is refused when one of
+/// them has no such token.
+fn separator(
+    sweep: &Sweep,
+    corpus: &CorpusSection,
+    files: &SweepFiles,
+    own: &BTreeMap<usize, OwnTokenizer>,
+) -> Result<Separator, SpecError> {
+    let mut missing = files
+        .tokenizer
+        .iter()
+        .filter(|t| t.eos.is_none())
+        .map(|t| format!("`{}`", t.path.display()))
+        .chain(own.iter().filter_map(|(&i, own)| {
+            let has_eos = match own.kind {
+                TokenizerKind::File => own_file(files, i).is_some_and(|t| t.eos.is_some()),
+                TokenizerKind::Byte | TokenizerKind::Bpe => false,
+            };
+            (!has_eos).then(|| {
+                format!(
+                    "the tokenizer of `teachers.models[{i}]` (`{}`)",
+                    own.file
+                        .as_ref()
+                        .map_or(own.kind.as_str(), |f| f.path.as_str())
+                )
+            })
+        }));
+    let Some(written) = corpus.separator.as_ref() else {
+        let eos = files.tokenizer.is_some() && missing.next().is_none();
+        return Ok(if eos {
+            Separator::Eos
+        } else {
+            Separator::BlankLine
+        });
+    };
+    match (written.get_ref(), missing.next()) {
+        (Separator::Eos, Some(whose)) => Err(sweep
+            .error_at(
+                written.span(),
+                "corpus.separator",
+                format!(
+                    "`eos` ends documents with their tokenizer's end-of-document token, and {whose} \
+                     has none of {}",
+                    crate::data::END_OF_DOCUMENT.join(", ")
+                ),
+            )
+            .with_hint("remove `separator` (or set it to `\"blank_line\"`) to join documents by \"\\n\\n\"")),
+        (chosen, _) => Ok(*chosen),
+    }
+}
+
+/// The `tokenizer.json` of teacher `i`: its entry's `tokenizer` file, or its pre-trained
+/// folder's.
+fn own_file(files: &SweepFiles, i: usize) -> Option<&TokenizerFile> {
+    files
+        .teacher_tokenizers
+        .get(&i)
+        .or_else(|| files.teachers.get(&i).and_then(|m| m.tokenizer.as_ref()))
 }
 
 /// The teachers with a tokenizer of their own: entries that name a `tokenizer`, and (with

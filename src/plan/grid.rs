@@ -205,6 +205,7 @@ impl<'a> Context<'a> {
                     sha256: file.sha256.clone(),
                 }),
             vocab: resolved.vocab,
+            separator: resolved.separator,
             val_tokens: corpus.val_tokens.map_or(200_000, |v| v.0),
             corpus_seed: corpus.seed.unwrap_or(0),
             synthetic_sources: corpus.sources.filter(|&n| n != 4),

@@ -22,7 +22,7 @@ pub use units::{ByteSize, Count, TokenBudget};
 pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
 pub use values::{
     Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
-    Missing, Name, Ratio, Schedule, ScheduleKind, ScheduleTable, Targets, Temperature,
+    Missing, Name, Ratio, Schedule, ScheduleKind, ScheduleTable, Separator, Targets, Temperature,
     TokenizerKind, TokenizerSetting, TopK, TopP,
 };
 pub use values::{Precision, TeacherPrecision};

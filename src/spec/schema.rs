@@ -8,7 +8,7 @@ use super::axis::{Axis, OneOrMany};
 use super::units::{ByteSize, Count, TokenBudget};
 use super::values::{
     Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
-    Missing, Name, Ratio, Schedule, Targets, Temperature, TokenizerSetting, TopK, TopP,
+    Missing, Name, Ratio, Schedule, Separator, Targets, Temperature, TokenizerSetting, TopK, TopP,
 };
 use super::values::{Precision, TeacherPrecision};
 
@@ -78,6 +78,12 @@ pub struct CorpusSection {
     /// `tokenizer.json`; not used by `synthetic`.
     #[serde(default)]
     pub tokenizer: Option<TokenizerSetting>,
+    /// How documents are joined: `eos` (BOS where the tokenizer adds one, the text, its
+    /// end-of-document token: as released models were trained; the default with a
+    /// `tokenizer.json` that has one, as every tokenizer of the sweep must) or `blank_line` (`"\n\n"` after each; the default and the only choice
+    /// with `byte` and `bpe`). Teachers with tokenizers of their own join documents the same way.
+    #[serde(default)]
+    pub separator: Option<Spanned<Separator>>,
     /// Vocabulary size for `bpe` and `synthetic`.
     #[serde(default)]
     pub vocab_size: Option<Spanned<Count>>,

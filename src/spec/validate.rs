@@ -385,6 +385,21 @@ fn check_corpus(sweep: &Sweep, corpus: &CorpusSection) -> Result<(), SpecError> 
             }
         }
     }
+    if let Some(separator) = &corpus.separator
+        && *separator.get_ref() == super::values::Separator::Eos
+        && corpus.tokenizer.as_ref().and_then(|t| t.file()).is_none()
+    {
+        return Err(sweep
+            .error_at(
+                separator.span(),
+                "corpus.separator",
+                "`eos` ends documents with a released tokenizer's end-of-document token, and \
+                 this corpus has no `tokenizer.json` (byte, bpe and synthetic have none)",
+            )
+            .with_hint(
+                "remove `separator` (blank lines join documents), or name a tokenizer file",
+            ));
+    }
     if let (Some(t), Some(v)) = (&corpus.tokenizer, &corpus.vocab_size)
         && t.file().is_some()
     {

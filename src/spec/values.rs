@@ -154,6 +154,27 @@ word_enum!(
 );
 
 word_enum!(
+    /// How a text corpus joins its documents into one token stream.
+    Separator {
+        /// `"\n\n"` after every document, tokenised as text (the rule of `byte` and `bpe`
+        /// tokenizers, and of every run made before separators were a choice).
+        BlankLine = "blank_line",
+        /// Documents as released models saw them in training: each begins with the BOS token
+        /// where the tokenizer's post-processor adds one (Gemma, Llama 3) and ends with the
+        /// tokenizer's end-of-document token (`<|endoftext|>`, `<|end_of_text|>`, `<eos>`,
+        /// `</s>`); the default with a `tokenizer.json` that has one.
+        Eos = "eos",
+    } default BlankLine
+);
+
+impl Separator {
+    /// Whether this is the blank line (kept out of run ids, so older runs keep theirs).
+    pub fn is_blank_line(&self) -> bool {
+        *self == Separator::BlankLine
+    }
+}
+
+word_enum!(
     /// How text becomes tokens.
     TokenizerKind {
         /// One token per byte (vocabulary 256).

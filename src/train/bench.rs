@@ -123,6 +123,7 @@ pub fn run_bench(
         tokenizer: None,
         tokenizer_file: None,
         vocab: spec.shape.vocab,
+        separator: Default::default(),
         val_tokens: 2 * (spec.context + 1),
         corpus_seed: 0,
         synthetic_sources: None,

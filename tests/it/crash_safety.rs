@@ -306,3 +306,133 @@ fn a_diverging_run_fails_with_its_reason_and_the_rest_finish() {
         .unwrap();
     assert_eq!(attempts, 2);
 }
+
+/// A JSON-lines corpus in `dir/corpus/`: two shards (one zstd-compressed) of 6,000 generated
+/// documents, about 6 MB of text, enough that preparing it takes a while.
+fn write_prepare_corpus(dir: &Path) {
+    let words = [
+        "teacher", "student", "logit", "the", "of", "capacity", "gap", "distils", "a", "token",
+        "window", "scale", "law", "fits", "bytes", "and", "grows", "smaller", "than", "loss",
+    ];
+    let mut seed = Delays(11);
+    std::fs::create_dir_all(dir.join("corpus")).unwrap();
+    for shard in 0..2 {
+        let mut lines = String::new();
+        for doc in 0..3_000 {
+            let n = seed.next_ms(100, 250) as usize;
+            let text: Vec<&str> = (0..n)
+                .map(|_| words[seed.next_ms(0, words.len() as u64) as usize])
+                .collect();
+            let text = format!("document {shard}-{doc}: {}", text.join(" "));
+            lines.push_str(&serde_json::json!({ "id": doc, "text": text }).to_string());
+            lines.push('\n');
+        }
+        let path = dir.join(format!("corpus/shard-{shard}.jsonl"));
+        if shard == 0 {
+            std::fs::write(path, lines).unwrap();
+        } else {
+            let packed = zstd::encode_all(lines.as_bytes(), 3).unwrap();
+            std::fs::write(path.with_extension("jsonl.zst"), packed).unwrap();
+        }
+    }
+    std::fs::write(
+        dir.join("prep.toml"),
+        "name = \"prep\"\n[corpus]\nkind = \"jsonl\"\npath = \"corpus\"\ntokenizer = \"bpe\"\n\
+         vocab_size = 512\nval_tokens = \"20K\"\n[model]\ncontext = 64\n[teachers]\n\
+         sizes = [\"20K\"]\ntokens = [\"200K\"]\n[students]\nsizes = [\"10K\"]\ntokens = [\"80K\"]\n",
+    )
+    .unwrap();
+}
+
+/// The files of the prepared cache of the sweep in `dir` (tokens, facts, split, tokenizer), by
+/// kind, and whatever else is in the cache folder.
+fn cache_files(dir: &Path) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
+    let cache = dir.join("results/prep/cache");
+    let (mut kept, mut other) = (BTreeMap::new(), Vec::new());
+    for entry in std::fs::read_dir(&cache).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let kind = name.split('-').next().unwrap_or_default().to_string();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or_default();
+        match (kind.as_str(), ext) {
+            ("tokens", "bin") | ("corpus" | "split" | "tokenizer", "json") => {
+                kept.insert(format!("{kind}.{ext}"), std::fs::read(&path).unwrap());
+            }
+            ("tokens", "lock") | ("alias", _) => {}
+            _ => other.push(name),
+        }
+    }
+    (kept, other)
+}
+
+/// Preparation killed with SIGKILL at random moments and restarted each time ends with a token
+/// cache, facts, split and tokenizer byte-identical to an uninterrupted preparation's, and
+/// leaves no scratch or temporary file behind.
+#[test]
+fn a_preparation_killed_at_random_moments_ends_byte_identical() {
+    let reference = tempfile::tempdir().unwrap();
+    write_prepare_corpus(reference.path());
+    let started = Instant::now();
+    let out = pdsweep(reference.path(), &["plan", "prep.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let uninterrupted = started.elapsed().as_millis() as u64;
+    let (want, other) = cache_files(reference.path());
+    assert_eq!(want.len(), 4, "{:?}", want.keys().collect::<Vec<_>>());
+    assert!(other.is_empty(), "left behind: {other:?}");
+
+    let killed = tempfile::tempdir().unwrap();
+    write_prepare_corpus(killed.path());
+    let mut delays = Delays(23);
+    let mut interrupted = 0;
+    for _ in 0..8 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pdsweep"))
+            .args(["plan", "prep.toml"])
+            .current_dir(killed.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let at = delays.next_ms(uninterrupted / 20 + 1, uninterrupted.max(40) * 9 / 10);
+        std::thread::sleep(Duration::from_millis(at));
+        if child.try_wait().unwrap().is_some() {
+            continue; // finished before the kill: the next start finds the cache
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let cache = killed.path().join("results/prep/cache");
+        let building = std::fs::read_dir(&cache).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.ends_with(".scratch") || name.contains(".tmp")
+            })
+        });
+        interrupted += usize::from(building);
+        if std::fs::read_dir(&cache).is_ok_and(|e| {
+            e.flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".bin"))
+        }) {
+            break; // the cache was complete when killed
+        }
+    }
+    let out = pdsweep(killed.path(), &["plan", "prep.toml"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (got, other) = cache_files(killed.path());
+    assert!(other.is_empty(), "left behind after the kills: {other:?}");
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    for (kind, bytes) in &want {
+        assert!(
+            got[kind] == *bytes,
+            "{kind} differs from the uninterrupted preparation's"
+        );
+    }
+    assert!(
+        interrupted >= 2,
+        "only {interrupted} kills landed while the cache was being built ({uninterrupted} ms uninterrupted)"
+    );
+}

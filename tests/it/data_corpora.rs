@@ -21,6 +21,7 @@ fn config(
         tokenizer: Some(tokenizer),
         tokenizer_file: None,
         vocab,
+        separator: Default::default(),
         val_tokens: val,
         corpus_seed: 0,
         synthetic_sources: None,

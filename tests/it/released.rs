@@ -27,7 +27,7 @@ use burn::tensor::Device;
 use pdsweep::data::{DataConfig, Tokenizer, TokenizerRef, prepare};
 use pdsweep::hf::{PretrainedModel, load_model};
 use pdsweep::model::TransformerConfig;
-use pdsweep::spec::{CorpusKind, TokenizerKind};
+use pdsweep::spec::{CorpusKind, Separator, TokenizerKind};
 use pdsweep::train::evaluate;
 
 /// The held-out evaluation's context, as the issue measured it.
@@ -46,6 +46,8 @@ struct Released {
     val_tokens: u64,
     /// The token its tokenizer puts before every text.
     bos: Option<u32>,
+    /// Its end-of-document token, as published (`<|endoftext|>` 0, `<eos>` 1).
+    eos: u32,
 }
 
 const SMOLLM2: Released = Released {
@@ -55,6 +57,7 @@ const SMOLLM2: Released = Released {
     script: "benches/smollm2.py",
     val_tokens: 8192,
     bos: None,
+    eos: 0,
 };
 
 const GEMMA3: Released = Released {
@@ -64,6 +67,7 @@ const GEMMA3: Released = Released {
     script: "benches/gemma3.py",
     val_tokens: 4096,
     bos: Some(2),
+    eos: 1,
 };
 /// Largest relative difference allowed between the two held-out losses.
 const TOLERANCE: f64 = 1e-5;
@@ -186,6 +190,7 @@ fn data_config(tokenizer_sha: String, vocab: u64, val_tokens: u64) -> DataConfig
             sha256: tokenizer_sha,
         }),
         vocab,
+        separator: Default::default(),
         val_tokens,
         corpus_seed: 0,
         synthetic_sources: None,
@@ -197,6 +202,77 @@ fn data_config(tokenizer_sha: String, vocab: u64, val_tokens: u64) -> DataConfig
         split: 2,
         follow: None,
     }
+}
+
+#[test]
+fn smollm2_documents_end_with_endoftext() {
+    documents_as_the_family_was_trained(&SMOLLM2);
+}
+
+#[test]
+fn gemma3_documents_begin_with_bos_and_end_with_eos() {
+    documents_as_the_family_was_trained(&GEMMA3);
+}
+
+/// With `separator = "eos"` the cache holds each document as the family was trained on it:
+/// BOS where its tokenizer adds one, the text's tokens (transformers' ids), its end-of-document
+/// token; and the bytes counted for bits per byte are the text's alone.
+fn documents_as_the_family_was_trained(model: &Released) {
+    let Some((folder, python)) = setup(model) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (train, val) = (
+        "To be, or not to be: that is the question.",
+        "Whether 'tis nobler in the mind to suffer",
+    );
+    std::fs::write(dir.join("train.txt"), train).unwrap();
+    std::fs::write(dir.join("val.txt"), val).unwrap();
+    std::fs::copy(folder.join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+    let file = pdsweep::hf::TokenizerFile::read(&dir.join("tokenizer.json")).unwrap();
+    assert_eq!(
+        (file.bos, file.eos),
+        (model.bos, Some(model.eos)),
+        "{}",
+        model.name
+    );
+    let mut data = data_config(sha256(&dir.join("tokenizer.json")), file.vocab, 1_000);
+    data.separator = Separator::Eos;
+    let prepared = prepare(&data, dir, &dir.join("cache"), 0).unwrap();
+
+    let theirs = reference(
+        &python,
+        &[
+            "encode",
+            folder.to_str().unwrap(),
+            dir.join("train.txt").to_str().unwrap(),
+        ],
+    );
+    let expected: Vec<u32> = model
+        .bos
+        .into_iter()
+        .chain(ids(&theirs["ids_plain"]))
+        .chain([model.eos])
+        .collect();
+    assert_eq!(
+        prepared.train.slice(0, prepared.train.len()),
+        expected,
+        "{}",
+        model.name
+    );
+    let held = prepared.val.slice(0, prepared.val.len());
+    assert_eq!(held.first().copied(), model.bos.or(held.first().copied()));
+    assert_eq!(
+        held.last(),
+        Some(&model.eos),
+        "the held-out document ends too"
+    );
+    let bytes = prepared.info.val_bytes_per_token * held.len() as f64;
+    assert!(
+        (bytes - val.len() as f64).abs() < 1e-6,
+        "{bytes} bytes: BOS and EOS have none"
+    );
 }
 
 #[test]
