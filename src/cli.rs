@@ -98,7 +98,9 @@ pub struct PlanArgs {
     /// Folder holding one sub-folder per sweep with its sweep.db.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results: PathBuf,
-    /// Print the plan without recording it in the sweep database.
+    /// Print the plan without recording it in the sweep database or preparing the corpus: a
+    /// text corpus is priced from its files' sizes and a sample of them (tokens, cache size,
+    /// preparation time), in seconds whatever its size.
     #[arg(long)]
     pub dry_run: bool,
     /// Training throughput in FLOP/s used for the time estimate.

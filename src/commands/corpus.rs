@@ -13,8 +13,9 @@ use pdsweep::store::SweepLayout;
 use super::UsageError;
 
 /// Prepares the corpus of `plan` (a no-op for the synthetic corpus), its files where `layout`
-/// says. With `write_cache` false (`plan --dry-run`) the corpus is only read and checked, and
-/// nothing is written, and the disk limit, which needs the corpus's size, is not checked.
+/// says. With `write_cache` false (`plan --dry-run`) nothing is written and the corpus is not
+/// read: its size and preparation time are estimated from its files' sizes and a sample
+/// (`data::estimate`), and the plan's stores, passes and disk limit are checked against that.
 pub fn prepare(
     plan: &mut Plan,
     sweep: &Sweep,
@@ -34,14 +35,9 @@ pub fn prepare(
     };
     let base_dir = layout.sweep_dir();
     if !write_cache {
-        let files = data::find_files(&config, base_dir).map_err(user_error)?;
-        let column = config.text_column.as_deref().unwrap_or("text");
-        for list in [&files.train, &files.val] {
-            // every document is read and checked, one at a time
-            for doc in data::Documents::new(list, config.corpus, column) {
-                doc.map_err(user_error)?;
-            }
-        }
+        // priced from the files' sizes and a sample, without reading the whole corpus
+        let (estimate, path) = data::estimate(&config, base_dir).map_err(user_error)?;
+        plan.attach_corpus(estimate.info(&config, &path), sweep)?;
         return Ok(());
     }
     let prepared = data::prepare(&config, base_dir, &layout.cache(), 0).map_err(user_error)?;

@@ -8,6 +8,7 @@ mod cache;
 mod config;
 mod corpus;
 mod error;
+mod estimate;
 mod prepare;
 mod prepared;
 mod scan;
@@ -25,6 +26,7 @@ pub use corpus::{
     CorpusFacts, CorpusFiles, byte_index, find_files, run_tokenizer, split_record, tokenizer_json,
 };
 pub use error::DataError;
+pub use estimate::{CorpusEstimate, estimate};
 pub use prepare::prepare;
 pub use prepared::{CorpusInfo, Prepared, unigram_entropy};
 pub use shards::{Document, Documents, corpus_files, read_documents};

@@ -299,7 +299,7 @@ fn corpus_line(corpus: &crate::data::CorpusInfo) -> String {
         format_count(corpus.train_tokens as f64),
         format_count(corpus.val_tokens as f64)
     );
-    if corpus.files > 0 {
+    if corpus.files > 0 && corpus.documents > 0 {
         out += &format!(
             "\n               {} documents, {} duplicate(s) dropped; {}",
             corpus.documents,
