@@ -4,7 +4,9 @@
 //! (inputs are the first `context`, targets the last `context`). Global window number
 //! `g = step · batch + row` is taken from epoch `g / windows`, in an order that is a
 //! permutation of the windows drawn from `(seed, epoch)` (or the stream order for a generated
-//! stream that is never repeated). The batch of a step is therefore a pure function of the
+//! stream that is never repeated): a Fisher–Yates table up to [`TABLE_WINDOWS`] windows, a keyed
+//! Feistel bijection computed window by window above it, so a billion-token corpus starts its
+//! first step without building a table. The batch of a step is therefore a pure function of the
 //! seed and the step: a resumed run sees exactly the data it would have seen, and every run of
 //! the same seed reads the same stream, so a shorter run reads a prefix of a longer one. A batch
 //! becomes the model's input and target tensors through [`batch_tensors`]. A batch names the
@@ -24,8 +26,8 @@ pub struct Batcher<'a> {
     seed: u64,
     windows: usize,
     shuffle: bool,
-    /// The permutation of the epoch last used.
-    cached: std::cell::RefCell<Option<(u64, Vec<u32>)>>,
+    /// The order of the epoch last used.
+    cached: std::cell::RefCell<Option<(u64, Order)>>,
 }
 
 /// One batch as flat row-major token ids.
@@ -93,9 +95,89 @@ impl<'a> Batcher<'a> {
         }
         let mut cached = self.cached.borrow_mut();
         if cached.as_ref().is_none_or(|(e, _)| *e != epoch) {
-            *cached = Some((epoch, permutation(self.windows, mix(self.seed, epoch))));
+            *cached = Some((epoch, Order::new(self.windows, mix(self.seed, epoch))));
         }
-        cached.as_ref().map_or(pos, |(_, p)| p[pos] as usize)
+        cached
+            .as_ref()
+            .map_or(pos, |(_, o)| o.get(pos as u64) as usize)
+    }
+}
+
+/// Above this many windows an epoch's order is computed window by window ([`Feistel`]) instead
+/// of as a table: a table of 2^22 windows is 16 MiB and a few milliseconds, a corpus of a
+/// billion tokens in windows of 64 would need 19M entries (76 MiB, half a second) before the
+/// first step. Every corpus below it keeps the order it always had.
+pub const TABLE_WINDOWS: usize = 1 << 22;
+
+/// The order of the windows in one epoch: a permutation of `0..n` from a seed.
+#[derive(Debug)]
+enum Order {
+    /// Fisher–Yates, as a table (corpora of at most [`TABLE_WINDOWS`] windows).
+    Table(Vec<u32>),
+    /// A keyed bijection, computed per window (larger corpora).
+    Feistel(Feistel),
+}
+
+impl Order {
+    fn new(n: usize, seed: u64) -> Order {
+        if n <= TABLE_WINDOWS {
+            Order::Table(permutation(n, seed))
+        } else {
+            Order::Feistel(Feistel::new(n as u64, seed))
+        }
+    }
+
+    /// The window at position `i` of the epoch.
+    fn get(&self, i: u64) -> u64 {
+        match self {
+            Order::Table(p) => p.get(i as usize).map_or(i, |&w| u64::from(w)),
+            Order::Feistel(f) => f.get(i),
+        }
+    }
+}
+
+/// A permutation of `0..n` with no table: a four-round Feistel network over the smallest
+/// even number of bits that covers `n`, keyed by SplitMix64 from the seed, walked until it
+/// lands inside `0..n` (fewer than four steps on average, since the domain is under 4n).
+#[derive(Debug, Clone, Copy)]
+pub struct Feistel {
+    n: u64,
+    half: u32,
+    keys: [u64; 4],
+}
+
+impl Feistel {
+    /// The permutation of `0..n` drawn from `seed`.
+    pub fn new(n: u64, seed: u64) -> Feistel {
+        let bits = (64 - n.saturating_sub(1).leading_zeros()).max(2);
+        Feistel {
+            n,
+            half: bits.div_ceil(2),
+            keys: [1, 2, 3, 4].map(|r| mix(seed, r)),
+        }
+    }
+
+    /// The element at position `i` (`i < n`).
+    pub fn get(&self, i: u64) -> u64 {
+        let mut x = i;
+        loop {
+            x = self.round_trip(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    /// One pass of the network over the `2 · half`-bit domain.
+    fn round_trip(&self, x: u64) -> u64 {
+        let mask = (1u64 << self.half) - 1;
+        let (mut left, mut right) = (x >> self.half, x & mask);
+        for key in self.keys {
+            let next = left ^ (mix(key, right) & mask);
+            left = right;
+            right = next;
+        }
+        (left << self.half) | right
     }
 }
 
@@ -114,11 +196,8 @@ pub fn windows_read(
     if !shuffle {
         return (0..count).collect();
     }
-    let order = permutation(windows, mix(seed, 0));
-    order[..count as usize]
-        .iter()
-        .map(|&w| u64::from(w))
-        .collect()
+    let order = Order::new(windows, mix(seed, 0));
+    (0..count).map(|i| order.get(i)).collect()
 }
 
 /// The batch whose rows are the windows `windows` of `stream` (window `w` starts at token
@@ -204,6 +283,30 @@ pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table-free order is a permutation (every window once per epoch), depends on the
+    /// seed, and is not close to the identity.
+    #[test]
+    fn feistel_orders_are_permutations() {
+        for n in [1u64, 2, 3, 1000, 65_537] {
+            let f = Feistel::new(n, 7);
+            let mut seen: Vec<u64> = (0..n).map(|i| f.get(i)).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "n = {n}");
+        }
+        let (a, b) = (Feistel::new(65_537, 7), Feistel::new(65_537, 8));
+        let same = (0..1000).filter(|&i| a.get(i) == b.get(i)).count();
+        let fixed = (0..1000).filter(|&i| a.get(i) == i).count();
+        assert!(same < 10 && fixed < 10, "{same} shared, {fixed} fixed");
+        assert_eq!(
+            Order::new(TABLE_WINDOWS, 3).get(5),
+            u64::from(permutation(TABLE_WINDOWS, 3)[5])
+        );
+        assert!(matches!(
+            Order::new(TABLE_WINDOWS + 1, 3),
+            Order::Feistel(_)
+        ));
+    }
 
     #[test]
     fn batches_are_a_function_of_seed_and_step() {

@@ -158,8 +158,34 @@ impl TokenWriter {
         file.write_all(&header).map_err(fail)?;
         file.sync_all().map_err(fail)?;
         TokenFile::open(&self.tmp)?.verify()?;
-        fs::rename(&self.tmp, &self.path).map_err(|e| write_error(&self.path, e))
+        fs::rename(&self.tmp, &self.path).map_err(|e| write_error(&self.path, e))?;
+        // checked just now: later opens (every run, every Slurm job) trust the stamp
+        TokenFile::open(&self.path)?.stamp();
+        Ok(())
     }
+}
+
+/// The file beside a cache that records its check: its size, modification time and inode when
+/// it was verified whole. A cache whose stamp matches is not hashed again when opened.
+fn stamp_path(path: &Path) -> PathBuf {
+    path.with_extension("verified")
+}
+
+/// What the stamp of the file behind `file` says: size, modification time (ns), inode.
+fn stamp_of(file: &fs::File) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some(format!(
+        "pdsweep token cache verified: {} bytes, modified {} ns, inode {}\n",
+        meta.len(),
+        modified.as_nanos(),
+        meta.ino()
+    ))
 }
 
 impl TokenFile {
@@ -249,6 +275,28 @@ impl TokenFile {
             path: path.to_path_buf(),
             file,
         })
+    }
+
+    /// Checks every chunk of tokens against its checksum unless the file was checked whole
+    /// since it was last changed (its stamp, written by the check, matches its size,
+    /// modification time and inode): the cache is hashed once after it is written, not on every
+    /// open of every run. Damage that leaves the file's metadata as it was is not seen here.
+    pub fn verify_once(&self) -> Result<(), DataError> {
+        let stamp = stamp_of(&self.file);
+        if stamp.is_some() && fs::read_to_string(stamp_path(&self.path)).ok() == stamp {
+            return Ok(());
+        }
+        self.verify()?;
+        self.stamp();
+        Ok(())
+    }
+
+    /// Records that the file was checked (best effort: a read-only folder keeps no stamp, and
+    /// the file is checked on every open there).
+    fn stamp(&self) {
+        if let Some(stamp) = stamp_of(&self.file) {
+            let _ = crate::atomic::write_atomic(&stamp_path(&self.path), &[stamp.as_bytes()]);
+        }
     }
 
     /// Checks every chunk of tokens against its checksum (version 2; a version 1 file was

@@ -249,9 +249,8 @@ fn open_cached(
         Err(DataError::Missing { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
-    // XXH3 over the tokens: a tenth of a second per billion tokens once they are in the page
-    // cache, and reading them is what training does anyway.
-    file.verify()?;
+    // hashed whole once after writing; later opens trust its stamp (`TokenFile::verify_once`)
+    file.verify_once()?;
     let facts = match fs::read(facts_path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| DataError::CorruptCache {
             path: facts_path.to_path_buf(),

@@ -153,7 +153,7 @@ impl Documents {
     /// and the text column of parquet).
     pub fn new(files: &[PathBuf], kind: CorpusKind, column: &str) -> Documents {
         Documents {
-            files: files.to_vec().into_iter(),
+            files: Vec::from(files).into_iter(),
             kind,
             column: column.to_string(),
             open: None,

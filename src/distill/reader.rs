@@ -251,7 +251,7 @@ mod tests {
             most = most.max(open_in(dir.path()));
         }
         assert!(
-            most >= 1 && most <= OPEN_SHARDS,
+            (1..=OPEN_SHARDS).contains(&most),
             "{most} shard files open at once"
         );
     }

@@ -361,7 +361,7 @@ fn cache_files(dir: &Path) -> (BTreeMap<String, Vec<u8>>, Vec<String>) {
             ("tokens", "bin") | ("corpus" | "split" | "tokenizer", "json") => {
                 kept.insert(format!("{kind}.{ext}"), std::fs::read(&path).unwrap());
             }
-            ("tokens", "lock") | ("alias", _) => {}
+            ("tokens", "lock" | "verified") | ("alias", _) => {}
             _ => other.push(name),
         }
     }
@@ -387,7 +387,10 @@ fn a_preparation_killed_at_random_moments_ends_byte_identical() {
     write_prepare_corpus(killed.path());
     let mut delays = Delays(23);
     let mut interrupted = 0;
-    for _ in 0..8 {
+    // Up to 24 starts: a start that finishes, or a kill that lands after the cache is complete,
+    // counts for nothing, and until two kills have landed mid-build a complete cache is removed
+    // and built again (machines under load make the timing of a kill a draw).
+    for _ in 0..24 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_pdsweep"))
             .args(["plan", "prep.toml"])
             .current_dir(killed.path())
@@ -397,24 +400,28 @@ fn a_preparation_killed_at_random_moments_ends_byte_identical() {
             .unwrap();
         let at = delays.next_ms(uninterrupted / 20 + 1, uninterrupted.max(40) * 9 / 10);
         std::thread::sleep(Duration::from_millis(at));
-        if child.try_wait().unwrap().is_some() {
-            continue; // finished before the kill: the next start finds the cache
+        let finished = child.try_wait().unwrap().is_some();
+        if !finished {
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
         }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
         let cache = killed.path().join("results/prep/cache");
-        let building = std::fs::read_dir(&cache).is_ok_and(|entries| {
-            entries.flatten().any(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.ends_with(".scratch") || name.contains(".tmp")
-            })
-        });
+        let building = !finished
+            && std::fs::read_dir(&cache).is_ok_and(|entries| {
+                entries.flatten().any(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    name.ends_with(".scratch") || name.contains(".tmp")
+                })
+            });
         interrupted += usize::from(building);
-        if std::fs::read_dir(&cache).is_ok_and(|e| {
+        let complete = std::fs::read_dir(&cache).is_ok_and(|e| {
             e.flatten()
                 .any(|e| e.file_name().to_string_lossy().ends_with(".bin"))
-        }) {
-            break; // the cache was complete when killed
+        });
+        match (complete, interrupted >= 2) {
+            (true, true) => break,
+            (true, false) => std::fs::remove_dir_all(&cache).unwrap(),
+            (false, _) => {}
         }
     }
     let out = pdsweep(killed.path(), &["plan", "prep.toml"]);

@@ -532,3 +532,62 @@ fn a_sampled_estimate_is_close_to_the_prepared_corpus() {
         );
     }
 }
+
+/// Held-out documents are the lowest by content hash, so adding a shard never moves a training
+/// document into the held-out split: a model trained on the corpus before the shard came is
+/// never scored on its own training text after. (Added documents that hash below the cut
+/// enter the held-out split and push the highest-hashed held-out ones back into training.)
+#[test]
+fn adding_a_shard_never_holds_out_a_training_document() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("corpus")).unwrap();
+    let shard = |name: &str, from: usize, to: usize| -> Vec<String> {
+        let mut hashes = Vec::new();
+        let mut lines = String::new();
+        for i in from..to {
+            let text = format!(
+                "document {i}: {}",
+                "the student reads the teacher. ".repeat(3 + i % 7)
+            );
+            hashes.push(pdsweep::digest::hex(&Sha256::digest(text.as_bytes())));
+            lines.push_str(&serde_json::json!({ "text": text }).to_string());
+            lines.push('\n');
+        }
+        std::fs::write(dir.path().join("corpus").join(name), lines).unwrap();
+        hashes
+    };
+    let split = || {
+        let cfg = config(CorpusKind::Jsonl, "corpus", TokenizerKind::Byte, 256, 3_000);
+        let cache = dir.path().join("cache");
+        prepare(&cfg, dir.path(), &cache, 0).unwrap();
+        pdsweep::data::split_record(&cfg, dir.path(), &cache).unwrap()
+    };
+    shard("a.jsonl", 0, 200);
+    let before = split();
+    let added = shard("b.jsonl", 200, 300);
+    let after = split();
+    let whole: std::collections::HashSet<&String> = before.held.iter().chain(&added).collect();
+    for h in &after.held {
+        assert!(
+            whole.contains(h),
+            "{h} was training text before the shard was added"
+        );
+    }
+    if let Some(b) = &after.boundary {
+        let was_cut = before.boundary.as_ref().is_some_and(|o| o.hash == b.hash);
+        assert!(
+            whole.contains(&b.hash) || was_cut,
+            "{} was training text before",
+            b.hash
+        );
+    }
+    assert!(
+        after.held.iter().any(|h| added.contains(h)),
+        "some added documents are held out"
+    );
+    assert!(
+        after.held.iter().any(|h| before.held.contains(h)),
+        "most held-out documents stay"
+    );
+}
