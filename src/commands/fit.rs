@@ -431,6 +431,43 @@ pub fn fit_table(f: &Fit) -> String {
     out
 }
 
+/// One student's optimal teacher across teacher budgets: per budget in size and loss, pooled in
+/// loss, and the verdict.
+fn budget_text(b: &pdsweep::fit::BudgetComparison) -> String {
+    let curve = |o: &Optimum, variable: &str| GapCurve {
+        variable: variable.into(),
+        fit: None,
+        samples: Vec::new(),
+        optimum: o.clone(),
+        near_best: None,
+        draws: Vec::new(),
+    };
+    let mut out = format!(
+        "teacher budget: student {} on {} tokens ({}), teachers at {} budgets\n",
+        format_count(b.student_params),
+        format_count(b.student_tokens),
+        b.config,
+        b.budgets.len()
+    );
+    for o in &b.budgets {
+        out += &format!(
+            "  teachers on {}: by size {}; by loss {}\n",
+            format_count(o.teacher_tokens),
+            optimum_text(&curve(&o.by_size, "teacher_params"), &|x| format_count(x)),
+            optimum_text(&curve(&o.by_loss, "teacher_loss"), &|x| format!("{x:.4}")),
+        );
+    }
+    out += &format!(
+        "  every budget's teachers, by loss: {}\n  verdict: {}{}\n",
+        optimum_text(&b.pooled_by_teacher_loss, &|x| format!("{x:.4}")),
+        b.verdict,
+        b.loss_half_width().map_or(String::new(), |w| format!(
+            " (widest loss interval ±{w:.3} nats)"
+        )),
+    );
+    out
+}
+
 fn optimum_text(c: &GapCurve, unit: &dyn Fn(f64) -> String) -> String {
     match &c.optimum {
         Optimum::Interior {
@@ -614,8 +651,11 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path, stored: bool) -> String
             (Some(b), _) => format!(", baseline loss {b:.4}"),
             (None, _) => String::new(),
         };
+        let teachers_on = g.teacher_tokens.map_or(String::new(), |d| {
+            format!(", teachers on {} tokens", format_count(d))
+        });
         out += &format!(
-            "capacity gap: student {} on {} tokens ({}), {}{baseline}\n  by teacher size: {}\n  by teacher loss: {}\n",
+            "capacity gap: student {} on {} tokens{teachers_on} ({}), {}{baseline}\n  by teacher size: {}\n  by teacher loss: {}\n",
             format_count(g.student_params),
             format_count(g.student_tokens),
             g.config,
@@ -636,6 +676,9 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path, stored: bool) -> String
                     .map_or(String::new(), |n| format!(", teacher {}", format_count(n)))
             );
         }
+    }
+    for b in &f.teacher_budgets {
+        out += &budget_text(b);
     }
     for t in &f.tstar {
         out += &format!(

@@ -509,6 +509,11 @@ pub struct CapacityGap {
     pub student_params: f64,
     /// Student tokens.
     pub student_tokens: f64,
+    /// The tokens every trained teacher of the group saw, when the student distilled from
+    /// teachers of several budgets and the group is one of them; `None` when the group holds
+    /// all of the student's teachers (one budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_tokens: Option<f64>,
     /// The distillation config (a readable key).
     pub config: String,
     /// The matching no-teacher baseline's loss, if measured (the mean over its seeds).

@@ -17,6 +17,7 @@ mod recommend;
 mod released;
 mod store;
 mod sweep;
+mod teacher_budget;
 
 pub use bootstrap::{percentile_interval, quantile, resample_counts};
 pub use capacity_gap::{
@@ -41,3 +42,4 @@ pub use sweep::{
     FinishedRun, Role, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates,
     config_key, finished_runs, fit_sweep, law_optimum, nats_per_bpb, tuned_baselines, tuned_rates,
 };
+pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};

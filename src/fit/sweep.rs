@@ -17,6 +17,7 @@ use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{DistillLaw, LawKind};
 use super::moments::{mean, sample_sd};
 use super::released::{CheckStudent, ReleasedCheck, released_checks};
+use super::teacher_budget::BudgetComparison;
 use crate::plan::{RunId, RunKind};
 use crate::run::tuning::best_peak;
 use crate::store::{RunState, SweepDb};
@@ -452,6 +453,10 @@ pub struct SweepFits {
     pub distill: BTreeMap<String, Fit>,
     /// Capacity-gap groups.
     pub capacity_gaps: Vec<CapacityGap>,
+    /// Per student distilled from teachers of several token budgets: its optimal teacher in
+    /// size and in loss compared across them.
+    #[serde(default)]
+    pub teacher_budgets: Vec<BudgetComparison>,
     /// T*(S) per budget and config.
     pub tstar: Vec<TStarScaling>,
     /// Fits that could not be made.
@@ -562,15 +567,8 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let mut capacity_gaps = Vec::new();
     let boot = opts.fit.bootstrap;
     for (config, pts) in &by_config {
-        // One group per (student size, budget); its seeds are replicates within it.
-        let mut groups: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
-        for (p, dt, seed) in pts {
-            groups
-                .entry((p.params.to_bits(), p.tokens.to_bits()))
-                .or_default()
-                .push((*p, *dt, *seed));
-        }
-        for group in groups.values() {
+        for (group, budget) in student_groups(pts) {
+            let group = &group[..];
             let first = group[0].0;
             let baselines = baselines_of(runs, first.params, first.tokens);
             let gap_points: Vec<GapPoint> = group
@@ -606,6 +604,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             capacity_gaps.push(CapacityGap {
                 student_params: first.params,
                 student_tokens: first.tokens,
+                teacher_tokens: budget,
                 config: config.clone(),
                 baseline_loss,
                 baseline_seeds,
@@ -633,15 +632,21 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         }
     }
 
+    let teacher_budgets = budget_comparisons(&capacity_gaps, boot, opts.fit.seed);
     let mut tstar = Vec::new();
-    let mut families: BTreeMap<(u64, &str), Vec<&CapacityGap>> = BTreeMap::new();
+    // T*(S) is fitted across student sizes at one student budget, config and teacher budget.
+    let mut families: BTreeMap<(u64, &str, Option<u64>), Vec<&CapacityGap>> = BTreeMap::new();
     for g in &capacity_gaps {
         families
-            .entry((g.student_tokens.to_bits(), g.config.as_str()))
+            .entry((
+                g.student_tokens.to_bits(),
+                g.config.as_str(),
+                g.teacher_tokens.map(f64::to_bits),
+            ))
             .or_default()
             .push(g);
     }
-    for ((tokens, config), gaps) in families {
+    for ((tokens, config, _), gaps) in families {
         let sizes = gaps.len();
         let interior: Vec<&CapacityGap> = gaps
             .into_iter()
@@ -679,11 +684,65 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         supervised,
         distill,
         capacity_gaps,
+        teacher_budgets,
         tstar,
         skipped,
         tuned_rates,
         released,
     }
+}
+
+/// The capacity-gap groups of one config's students: one per (student size, budget), its seeds
+/// replicates within it, split by the teachers' token budget when the student distilled from
+/// trained teachers of two or more budgets (a size curve means something only at one budget;
+/// students of pre-trained teachers then join every budget's group). Each group comes with
+/// its teachers' budget when split.
+fn student_groups(pts: &[Student]) -> Vec<(Vec<Student>, Option<f64>)> {
+    let mut by_student: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
+    for s in pts {
+        by_student
+            .entry((s.0.params.to_bits(), s.0.tokens.to_bits()))
+            .or_default()
+            .push(*s);
+    }
+    let mut out = Vec::new();
+    for students in by_student.into_values() {
+        let mut budgets: Vec<f64> = students.iter().map(|s| s.1).filter(|d| *d > 0.0).collect();
+        budgets.sort_by(f64::total_cmp);
+        budgets.dedup();
+        if budgets.len() < 2 {
+            out.push((students, None));
+            continue;
+        }
+        for budget in budgets {
+            let group: Vec<Student> = students
+                .iter()
+                .filter(|s| s.1 == budget || s.1 <= 0.0)
+                .copied()
+                .collect();
+            out.push((group, Some(budget)));
+        }
+    }
+    out
+}
+
+/// The comparison across teacher budgets of each (student, config) split by budget.
+fn budget_comparisons(gaps: &[CapacityGap], boot: usize, seed: u64) -> Vec<BudgetComparison> {
+    let mut by_student: BTreeMap<(u64, u64, &str), Vec<&CapacityGap>> = BTreeMap::new();
+    for g in gaps.iter().filter(|g| g.teacher_tokens.is_some()) {
+        by_student
+            .entry((
+                g.student_params.to_bits(),
+                g.student_tokens.to_bits(),
+                g.config.as_str(),
+            ))
+            .or_default()
+            .push(g);
+    }
+    by_student
+        .values()
+        .filter_map(|gaps| BudgetComparison::of(gaps, boot, seed))
+        .collect()
 }
 
 /// The points of a capacity-gap group that its curve against teacher size is fitted to: those of
@@ -911,5 +970,89 @@ mod tests {
             (low / 3.6 - 1.0).abs() < 1e-9,
             "the loss curve reaches the pre-trained teacher"
         );
+    }
+
+    /// Teachers of five sizes at three budgets, a student whose loss depends on its teacher's
+    /// loss alone (minimum at L_T = 1.80): one capacity-gap group per budget, the optimum in
+    /// size moving with the budget, the optimum in loss recovered per budget and pooled, and the
+    /// verdict "a loss".
+    #[test]
+    fn teachers_at_several_budgets_are_compared_in_size_and_in_loss() {
+        let mut runs = Vec::new();
+        let sizes = [1e4, 2e4, 4e4, 8e4, 1.6e5];
+        for (b, budget) in [1e6, 4e6, 1.6e7].iter().enumerate() {
+            for (i, n) in sizes.iter().enumerate() {
+                // More data moves every teacher down by 0.12 nats: the same loss, a smaller size.
+                let loss = 2.04 - 0.12 * (i as f64 + b as f64);
+                let mut t = run(Role::Teacher, *n, 1, 5e-3, loss);
+                t.id = format!("t{b}-{i}");
+                t.tokens = *budget;
+                runs.push(t.clone());
+                for seed in 1..=4u64 {
+                    let x = (loss / 1.80f64).ln();
+                    let noise = 0.001 * (seed as f64 * 3.7 + i as f64 + b as f64).sin();
+                    let mut s = run(Role::Student, 5e3, seed, 5e-3, 2.5 + 10.0 * x * x + noise);
+                    s.id = format!("s{b}-{i}-{seed}");
+                    s.tokens = 2e6;
+                    s.teacher = Some(t.id.clone());
+                    s.config = Some("kl".into());
+                    runs.push(s);
+                }
+            }
+        }
+        let fits = fit_sweep(
+            &runs,
+            &SweepFitOptions {
+                fit: FitOptions {
+                    bootstrap: 100,
+                    ..FitOptions::default()
+                },
+                supervised_law: LawKind::Chinchilla,
+            },
+        );
+        let budgets: Vec<Option<f64>> = fits
+            .capacity_gaps
+            .iter()
+            .map(|g| g.teacher_tokens)
+            .collect();
+        assert_eq!(budgets, [Some(1e6), Some(4e6), Some(1.6e7)]);
+        let at_size: Vec<f64> = fits.capacity_gaps[..2]
+            .iter()
+            .map(|g| {
+                g.by_teacher_params
+                    .optimum
+                    .interior()
+                    .expect("an optimum in size")
+            })
+            .collect();
+        // L_T = 1.80 is size index 2 at 1M, 1 at 4M, 0 at 16M (an edge): sizes 4e4 then 2e4.
+        assert!(matches!(
+            fits.capacity_gaps[2].by_teacher_params.optimum,
+            Optimum::Boundary { .. }
+        ));
+        assert!((at_size[0] / 4e4 - 1.0).abs() < 0.15, "{at_size:?}");
+        assert!((at_size[1] / 2e4 - 1.0).abs() < 0.15, "{at_size:?}");
+        assert_eq!(fits.teacher_budgets.len(), 1);
+        let c = &fits.teacher_budgets[0];
+        assert_eq!(c.budgets.len(), 3);
+        for b in &c.budgets[..2] {
+            let at = b.by_loss.interior().expect("an optimum in loss");
+            assert!((at - 1.80).abs() < 0.01, "{at}");
+        }
+        let pooled = c.pooled_by_teacher_loss.optimum.interior().expect("pooled");
+        assert!((pooled - 1.80).abs() < 0.005, "{pooled}");
+        assert_eq!(c.verdict, crate::fit::BudgetVerdict::Loss, "{}", c.verdict);
+        for b in &c.budgets[..2] {
+            let Optimum::Interior {
+                ci: Some([lo, hi]), ..
+            } = b.by_loss
+            else {
+                panic!("{:?}", b.by_loss)
+            };
+            assert!(hi - lo < 0.06, "[{lo}, {hi}]");
+        }
+        // 16M's teachers all reach 1.80 or below: its optimum is at an edge, so not every
+        // budget has an interval.
+        assert_eq!(c.loss_half_width(), None);
     }
 }

@@ -179,6 +179,58 @@ pub fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
     warnings
 }
 
+/// A capacity-gap grid (some student with three or more trained teachers) whose trained teachers
+/// all read one token budget: tokens per parameter then fall along the grid, so an optimum in
+/// teacher size is an optimum at that budget, and the student's capacity and the teachers' data
+/// cannot be told apart (the project's own reference at 4M tokens: 770 down to 6.6 tokens per
+/// parameter, T* where teachers saw 26–40).
+/// A note, not a warning: every reference of the project was designed so, and `--strict` does
+/// not refuse it.
+pub fn one_teacher_budget(plan: &Plan) -> Option<String> {
+    let trained: HashMap<&RunId, &super::run::Run> = plan
+        .runs
+        .iter()
+        .filter(|r| r.kind() == RunKind::Teacher && r.config.train.is_some())
+        .filter(|r| r.config.model.pretrained.is_none())
+        .map(|r| (&r.id, r))
+        .collect();
+    let mut grids: HashMap<(u64, u64), BTreeSet<(u64, u64)>> = HashMap::new();
+    for run in plan.runs.iter().filter(|r| r.kind() == RunKind::Student) {
+        let Some(t) = run
+            .config
+            .distill
+            .as_ref()
+            .and_then(|d| trained.get(&d.teacher))
+        else {
+            continue;
+        };
+        grids
+            .entry((run.params.non_embedding, run.tokens()))
+            .or_default()
+            .insert((t.params.non_embedding, t.tokens()));
+    }
+    let sizes = |g: &BTreeSet<(u64, u64)>| g.iter().map(|t| t.0).collect::<BTreeSet<u64>>();
+    let budgets = |g: &BTreeSet<(u64, u64)>| g.iter().map(|t| t.1).collect::<BTreeSet<u64>>();
+    let grid = grids
+        .values()
+        .filter(|g| sizes(g).len() >= 3 && budgets(g).len() == 1)
+        .max_by_key(|g| sizes(g).len())?;
+    let budget = budgets(grid).into_iter().next().unwrap_or(0);
+    let (small, large) = (
+        grid.iter().map(|t| t.0).min().unwrap_or(1).max(1),
+        grid.iter().map(|t| t.0).max().unwrap_or(1).max(1),
+    );
+    Some(format!(
+        "every teacher of the capacity-gap grid trains on {} tokens, so tokens per parameter fall from {:.0} to {:.1} along it: an optimal teacher size found here is an optimum at this budget, and the student's capacity and the teachers' data are confounded; give the teachers several budgets (`[teachers] tokens = [\"{}\", \"{}\", \"{}\"]`): `fit` then compares the optimum in teacher size with the optimum in teacher loss across them",
+        crate::spec::units::format_count(budget as f64),
+        budget as f64 / small as f64,
+        budget as f64 / large as f64,
+        crate::spec::units::format_count(budget as f64 / 4.0),
+        crate::spec::units::format_count(budget as f64),
+        crate::spec::units::format_count(budget as f64 * 4.0),
+    ))
+}
+
 /// Trained runs with fewer than [`MIN_STEPS`] optimiser steps, one warning per step count.
 fn short_runs(plan: &Plan) -> Vec<DesignWarning> {
     let mut by_steps: BTreeMap<u64, Vec<&str>> = BTreeMap::new();

@@ -128,6 +128,7 @@ impl Plan {
     pub fn check_design(&mut self, priors: &Priors) {
         let warnings = design_checks(self, priors);
         self.warnings.extend(warnings);
+        self.notes.extend(checks::one_teacher_budget(self));
     }
 
     /// Records the prepared corpus and adds its design warnings. A real-text corpus sizes the

@@ -261,6 +261,7 @@ mod tests {
         CapacityGap {
             student_params: 1e4,
             student_tokens: 2e6,
+            teacher_tokens: None,
             config: "kl".into(),
             baseline_loss: None,
             baseline_seeds: 0,

@@ -368,3 +368,45 @@ batch_tokens = "8K"
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(!stdout(&out).contains("warning"), "{}", stdout(&out));
 }
+
+/// A capacity-gap grid whose teachers all read one budget gets a note (not a warning: `--strict`
+/// passes) that teacher size and teacher data are confounded; teachers at several budgets do not.
+#[test]
+fn plan_notes_a_teacher_grid_at_one_budget() {
+    let sweep = r#"
+name = "budget"
+seed = [1, 2, 3]
+[model]
+context = 64
+[teachers]
+sizes = ["20K", "50K", "140K"]
+tokens = ["5M"]
+[students]
+sizes = ["20K"]
+tokens = ["5M"]
+[train]
+batch_tokens = "8K"
+"#;
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("budget.toml"), sweep).unwrap();
+    let args = ["plan", "budget.toml", "--dry-run", "--no-probe", "--strict"];
+    let out = pdsweep(tmp.path(), &args);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("note: every teacher of the capacity-gap grid trains on 5M tokens")
+            && text.contains("confounded")
+            && text.contains(r#"`[teachers] tokens = ["1.25M", "5M", "20M"]`"#),
+        "{text}"
+    );
+    let several = sweep.replace(
+        r#"tokens = ["5M"]
+[students]"#,
+        r#"tokens = ["5M", "10M"]
+[students]"#,
+    );
+    std::fs::write(tmp.path().join("budget.toml"), several).unwrap();
+    let out = pdsweep(tmp.path(), &args);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(!stdout(&out).contains("confounded"), "{}", stdout(&out));
+}
