@@ -681,8 +681,11 @@ fn sweep_report(f: &SweepFits, n_runs: usize, db: &Path, stored: bool) -> String
         out += &budget_text(b);
     }
     for t in &f.tstar {
+        let teachers_on = t.teacher_tokens.map_or(String::new(), |d| {
+            format!(", teachers on {} tokens", format_count(d))
+        });
         out += &format!(
-            "T*(S) on {} tokens ({}), {} student sizes: linear T* = {:.3}·S + {:.3e} (rms log {:.3}); power T* = {:.3e}·S^{:.3} (rms log {:.3}); better: {} (lower rms log residual)\n",
+            "T*(S) on {} tokens{teachers_on} ({}), {} student sizes: linear T* = {:.3}·S + {:.3e} (rms log {:.3}); power T* = {:.3e}·S^{:.3} (rms log {:.3}); better: {} (lower rms log residual)\n",
             format_count(t.student_tokens),
             t.config,
             t.points.len(),

@@ -719,6 +719,10 @@ impl TStarFit {
 pub struct TStarScaling {
     /// Student tokens.
     pub student_tokens: f64,
+    /// The teachers' budget, when the students' teachers trained on several and this fit is
+    /// across the groups of one of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub teacher_tokens: Option<f64>,
     /// The distillation config.
     pub config: String,
     /// (S, T*) of each student size with an interior optimum.
@@ -868,6 +872,7 @@ pub fn tstar_scaling(
     }
     Some(TStarScaling {
         student_tokens,
+        teacher_tokens: None,
         config: config.into(),
         largest_held_out: predict_largest(&points),
         points,

@@ -159,7 +159,12 @@ pub fn save_fits(db: &mut SweepDb, records: &[FitRecord]) -> Result<(), FitError
                     (
                         "quadratic".to_string(),
                         SCOPE_CAPACITY_GAP.to_string(),
-                        gap_key(g.student_params, g.student_tokens, &g.config),
+                        gap_key(
+                            g.student_params,
+                            g.student_tokens,
+                            g.teacher_tokens,
+                            &g.config,
+                        ),
                         headline.to_string(),
                         "{}".to_string(),
                         None,
@@ -180,7 +185,7 @@ pub fn save_fits(db: &mut SweepDb, records: &[FitRecord]) -> Result<(), FitError
                     (
                         "tstar".to_string(),
                         SCOPE_TSTAR.to_string(),
-                        tstar_key(t.student_tokens, &t.config),
+                        tstar_key(t.student_tokens, t.teacher_tokens, &t.config),
                         params.to_string(),
                         ci.to_string(),
                         None,
@@ -220,13 +225,24 @@ pub fn save_fits(db: &mut SweepDb, records: &[FitRecord]) -> Result<(), FitError
 }
 
 /// The key of a capacity-gap group.
-pub fn gap_key(student_params: f64, student_tokens: f64, config: &str) -> String {
-    format!("S={student_params} D={student_tokens} {config}")
+pub fn gap_key(
+    student_params: f64,
+    student_tokens: f64,
+    teacher_tokens: Option<f64>,
+    config: &str,
+) -> String {
+    match teacher_tokens {
+        Some(t) => format!("S={student_params} D={student_tokens} D_T={t} {config}"),
+        None => format!("S={student_params} D={student_tokens} {config}"),
+    }
 }
 
 /// The key of a T*(S) fit.
-pub fn tstar_key(student_tokens: f64, config: &str) -> String {
-    format!("D={student_tokens} {config}")
+pub fn tstar_key(student_tokens: f64, teacher_tokens: Option<f64>, config: &str) -> String {
+    match teacher_tokens {
+        Some(t) => format!("D={student_tokens} D_T={t} {config}"),
+        None => format!("D={student_tokens} {config}"),
+    }
 }
 
 /// The row id after which the newest `pdsweep fit` call's rows start: every call writes its

@@ -646,7 +646,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             .or_default()
             .push(g);
     }
-    for ((tokens, config, _), gaps) in families {
+    for ((tokens, config, teacher_tokens), gaps) in families {
         let sizes = gaps.len();
         let interior: Vec<&CapacityGap> = gaps
             .into_iter()
@@ -669,7 +669,10 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             .collect();
         let d = f64::from_bits(tokens);
         match tstar_scaling(d, config, points, &draws) {
-            Some(t) => tstar.push(t),
+            Some(t) => tstar.push(TStarScaling {
+                teacher_tokens: teacher_tokens.map(f64::from_bits),
+                ..t
+            }),
             None => skipped.push(Skipped {
                 what: format!("T*(S) at D={d} ({config})"),
                 reason: format!(

@@ -374,6 +374,7 @@ fn recommend_printed_a_negative_teacher_size_and_answers_not_monotone_in_size() 
     };
     let tstar = TStarScaling {
         student_tokens: 2e5,
+        teacher_tokens: None,
         config: String::new(),
         points: vec![[8272.0, 2.0e5], [15000.0, 1.9e5], [27792.0, 1.5e5]],
         linear: fitted("linear", [-2.5, 2.2e5]),
