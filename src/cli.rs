@@ -7,7 +7,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::commands::{BenchCommand, DevicesCommand};
 use crate::commands::{
     ExportCommand, FitCommand, FitTarget, GcCommand, PlanCommand, RecommendCommand, ReportCommand,
-    RunCommand, SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, WorkerCommand,
+    RunCommand, SizeCommand, SlurmCommand, StatusCommand, SuggestCommand, TriageCommand,
+    WorkerCommand,
 };
 use crate::commands::{PromptSource, SampleCommand};
 use pdsweep::fit::LawKind;
@@ -58,6 +59,10 @@ pub enum Command {
     /// The optimal teacher for a student size and budget, from a sweep's fits or from
     /// Busbridge et al.'s published law (`--law busbridge2025`).
     Recommend(RecommendArgs),
+    /// Rank the sweep's finished teachers (trained or released, any tokenizer) for a student by
+    /// the distance of their held-out bits per byte from the fitted optimal teacher loss, before
+    /// distilling; checked against the gains where the sweep distilled from them.
+    Triage(TriageArgs),
     /// Measure training (or logit-pass) throughput and MFU of one model shape on one device,
     /// through the same code a run uses (default: a GPT-2-small-like 124M model, context 1024).
     Bench(BenchArgs),
@@ -618,6 +623,58 @@ impl RecommendArgs {
             tokens: self.tokens,
             teacher_tokens: self.teacher_tokens,
             config: self.config,
+            json: matches!(self.format, ReportFormat::Json),
+        }
+    }
+}
+
+/// `pdsweep triage`.
+#[derive(Debug, Args)]
+pub struct TriageArgs {
+    /// The sweep file whose finished teachers are the candidates (their held-out scores come
+    /// from `pdsweep run`; a released teacher's run is one forward pass over the held-out text).
+    #[arg(required_unless_present = "db")]
+    pub sweep: Option<PathBuf>,
+    /// A sweep database instead of a sweep file's.
+    #[arg(long, value_name = "PATH", conflicts_with = "sweep")]
+    pub db: Option<PathBuf>,
+    /// Folder holding one sub-folder per sweep with its sweep.db.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results: PathBuf,
+    /// The student: a model label of the sweep (e.g. `10K`) or a non-embedding size.
+    #[arg(long, value_name = "SIZE")]
+    pub student: String,
+    /// The optimal teacher's held-out bits per byte, `BPB` or `BPB:LO:HI`, instead of a fit.
+    #[arg(long, value_name = "BPB[:LO:HI]", conflicts_with = "optimum_from")]
+    pub optimal_bpb: Option<String>,
+    /// The sweep file (or `.db`) whose fitted optimal teacher loss to rank against (default:
+    /// the candidates' own sweep, after `pdsweep fit`).
+    #[arg(long, value_name = "SWEEP")]
+    pub optimum_from: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: ReportFormat,
+}
+
+impl TriageArgs {
+    /// The command's own options.
+    pub fn into_command(self) -> TriageCommand {
+        let target = match (self.db, self.sweep) {
+            (Some(db), _) => FitTarget::Db(db),
+            (_, Some(s)) => FitTarget::Sweep(s),
+            // clap requires one of them
+            (None, None) => FitTarget::Sweep(PathBuf::new()),
+        };
+        let as_target = |p: PathBuf| match p.extension().and_then(|e| e.to_str()) {
+            Some("db") => FitTarget::Db(p),
+            _ => FitTarget::Sweep(p),
+        };
+        TriageCommand {
+            target,
+            results: self.results,
+            student: self.student,
+            optimal_bpb: self.optimal_bpb,
+            optimum_from: self.optimum_from.map(as_target),
             json: matches!(self.format, ReportFormat::Json),
         }
     }

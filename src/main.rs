@@ -39,6 +39,7 @@ fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Sample(args) => commands::sample(args.into_command()),
         Command::Fit(args) => commands::fit(args.into_command()),
         Command::Recommend(args) => commands::recommend(args.into_command()),
+        Command::Triage(args) => commands::triage(args.into_command()),
         Command::Bench(args) => commands::bench(args.into_command()),
         Command::Devices(args) => commands::devices(args.into_command()),
         Command::Suggest(args) => commands::suggest(args.into_command()),

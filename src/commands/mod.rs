@@ -22,6 +22,7 @@ mod size;
 mod slurm;
 mod status;
 mod suggest;
+mod triage;
 mod worker;
 
 pub use bench::{BenchCommand, bench};
@@ -38,6 +39,7 @@ pub use size::{SizeCommand, size};
 pub use slurm::{SlurmCommand, slurm};
 pub use status::{StatusCommand, status};
 pub use suggest::{SuggestCommand, suggest};
+pub use triage::{TriageCommand, triage};
 pub use worker::{WorkerCommand, WorkerStopped, worker};
 
 /// A command-line argument the user must change.

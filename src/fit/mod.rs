@@ -18,6 +18,7 @@ mod released;
 mod store;
 mod sweep;
 mod teacher_budget;
+mod triage;
 
 pub use bootstrap::{percentile_interval, quantile, resample_counts};
 pub use capacity_gap::{
@@ -43,3 +44,6 @@ pub use sweep::{
     config_key, finished_runs, fit_sweep, law_optimum, nats_per_bpb, tuned_baselines, tuned_rates,
 };
 pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};
+pub use triage::{
+    RankedTeacher, RankingCheck, TriageError, TriageTarget, check_ranking, rank, spearman,
+};

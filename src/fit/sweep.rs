@@ -163,7 +163,7 @@ pub fn finished_runs(db: &SweepDb) -> Result<Vec<FinishedRun>, FitError> {
             baseline_loss,
             seed: config["data"]["seed"].as_u64().unwrap_or(0),
             lr_peak,
-            bpb: bpb.is_finite().then_some(bpb),
+            bpb: (bpb.is_finite() && bpb > 0.0).then_some(bpb),
             tokenizer: tokens_key(&config["data"]),
         });
     }
@@ -697,7 +697,7 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
 
 /// The capacity-gap groups of one config's students: one per (student size, budget), its seeds
 /// replicates within it, split by the teachers' token budget when the student distilled from
-/// trained teachers of two or more budgets (a size curve means something only at one budget;
+/// teachers of one size trained on two or more budgets (a size curve means something only at one budget;
 /// students of pre-trained teachers then join every budget's group). Each group comes with
 /// its teachers' budget when split.
 fn student_groups(pts: &[Student]) -> Vec<(Vec<Student>, Option<f64>)> {
@@ -713,7 +713,18 @@ fn student_groups(pts: &[Student]) -> Vec<(Vec<Student>, Option<f64>)> {
         let mut budgets: Vec<f64> = students.iter().map(|s| s.1).filter(|d| *d > 0.0).collect();
         budgets.sort_by(f64::total_cmp);
         budgets.dedup();
-        if budgets.len() < 2 {
+        // Split only when budget is an axis of its own: some teacher size trained on two or
+        // more budgets. A ladder whose budget grows with size (each size on its own budget)
+        // is one curve.
+        let mut sized: Vec<(u64, u64)> = students
+            .iter()
+            .filter(|s| s.1 > 0.0)
+            .map(|s| (s.0.teacher_params.unwrap_or(0.0).to_bits(), s.1.to_bits()))
+            .collect();
+        sized.sort_unstable();
+        sized.dedup();
+        let crossed = sized.windows(2).any(|w| w[0].0 == w[1].0);
+        if budgets.len() < 2 || !crossed {
             out.push((students, None));
             continue;
         }

@@ -455,3 +455,64 @@ fn fit_on_a_subset_of_seeds_is_printed_and_not_stored() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("seed 7"), "{}", stderr(&out));
 }
+
+/// `triage` ranks the fixture's four trained teachers for a student by their distance from an
+/// optimal teacher in bits per byte, checks the ranking against the gains the sweep measured,
+/// says why when the sweep's own fits locate no optimum, and refuses by name a teacher that
+/// cannot be scored by bytes.
+#[test]
+fn triage_ranks_teachers_by_distance_from_the_optimal_teacher() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (results, _) = fit_gap16(tmp.path());
+    let db = db_of(&results, "gap16").display().to_string();
+    let base = ["triage", "--db", db.as_str(), "--student", "10K"];
+    let out = pdsweep(
+        tmp.path(),
+        &[&base[..], &["--optimal-bpb", "3.0:2.9:3.1"]].concat(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let order: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|w| w.starts_with("teacher-"))
+        .collect();
+    // bits per byte 3.70 (200K), 4.08 (60K), 4.48 (5K), 4.50 (20K): nearest 3.0 first.
+    assert_eq!(
+        order,
+        [
+            "teacher-200K-s1",
+            "teacher-60K-s1",
+            "teacher-5K-s1",
+            "teacher-20K-s1"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("Spearman ρ = 0.80") && text.contains("over 4 teachers and 2 seed(s)"),
+        "{text}"
+    );
+    // The fixture's optimum in teacher loss is at the edge of its grid: no target from fits.
+    let out = pdsweep(tmp.path(), &base);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no capacity-gap fit with a supported optimal teacher loss")
+            && stderr(&out).contains("--optimal-bpb"),
+        "{}",
+        stderr(&out)
+    );
+    // A teacher without bits per byte is refused by name.
+    let conn = rusqlite::Connection::open(db_of(&results, "gap16")).expect("db");
+    conn.execute(
+        "UPDATE results SET val_bpb = 0 WHERE run_id = (SELECT id FROM runs WHERE name = 'teacher-60K-s1')",
+        [],
+    )
+    .expect("update");
+    let out = pdsweep(tmp.path(), &[&base[..], &["--optimal-bpb", "3.0"]].concat());
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("teacher `teacher-60K-s1` cannot be scored by bytes"),
+        "{}",
+        stderr(&out)
+    );
+}
