@@ -12,6 +12,7 @@ mod data_corpora;
 mod device_truncate;
 mod distill_run;
 mod families;
+mod findings;
 mod first_contact;
 mod fit_laws;
 mod gc;
