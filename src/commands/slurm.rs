@@ -68,7 +68,7 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Runs `pdsweep slurm`.
 pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
-    let plan = Plan::build(&sweep, &PlanOptions::default())?;
+    let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
     let settings = SlurmSettings::new(
         sweep.file.slurm.as_ref(),
         flags(&cmd)?,
@@ -89,6 +89,9 @@ pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
     }
     let lease = Lease::acquire(&layout, Holder::Slurm)?;
     let mut slurm = Slurm::detect()?;
+    // The corpus is prepared here, before anything is submitted, so that no job (and no GPU
+    // it holds) waits on it: run this command inside a CPU allocation for a large corpus.
+    super::corpus::prepare(&mut plan, &sweep, &layout, true)?;
     let mut db = SweepDb::open(&db_path)?;
     let write = db.write_plan(&plan, &cmd.sweep, &sweep.source)?;
     install_stop_handler();

@@ -103,6 +103,32 @@ impl<'a> Batcher<'a> {
     }
 }
 
+/// How many batches [`prefetch`] builds ahead of the step that consumes them.
+pub const PREFETCH: usize = 2;
+
+/// Runs `body` with the batches of `steps` built ahead on another thread (at most
+/// [`PREFETCH`] waiting), so a step never waits for its batch to be gathered from the cache: on
+/// a GPU the step is short and a batch read from a large memory-mapped cache is not. `body`
+/// receives them in step order; it may stop early (the builder then stops too).
+pub fn prefetch<R>(
+    batcher: Batcher<'_>,
+    steps: std::ops::Range<u64>,
+    body: impl FnOnce(&mut dyn Iterator<Item = Batch>) -> R,
+) -> R {
+    std::thread::scope(|scope| {
+        let (send, receive) = std::sync::mpsc::sync_channel(PREFETCH);
+        scope.spawn(move || {
+            for step in steps {
+                // the consumer stopped early: nothing more to build
+                if send.send(batcher.batch(step)).is_err() {
+                    break;
+                }
+            }
+        });
+        body(&mut receive.into_iter())
+    })
+}
+
 /// Above this many windows an epoch's order is computed window by window ([`Feistel`]) instead
 /// of as a table: a table of 2^22 windows is 16 MiB and a few milliseconds, a corpus of a
 /// billion tokens in windows of 64 would need 19M entries (76 MiB, half a second) before the
@@ -306,6 +332,19 @@ mod tests {
             Order::new(TABLE_WINDOWS + 1, 3),
             Order::Feistel(_)
         ));
+    }
+
+    /// Prefetched batches are the batches of those steps, in order, and stopping early ends
+    /// the builder.
+    #[test]
+    fn prefetched_batches_are_the_steps_batches() {
+        let stream = Stream::Memory((0..10_000u32).map(|i| i % 97).collect());
+        let batcher = || Batcher::new(&stream, 16, 4, 3, true).unwrap();
+        let direct: Vec<Batch> = (5..25).map(|s| batcher().batch(s)).collect();
+        let fetched: Vec<Batch> = prefetch(batcher(), 5..25, |b| b.collect());
+        assert_eq!(fetched, direct);
+        let first = prefetch(batcher(), 0..1_000_000, |b| b.next());
+        assert_eq!(first, Some(batcher().batch(0)));
     }
 
     #[test]

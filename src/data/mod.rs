@@ -18,7 +18,9 @@ mod stream;
 pub mod synthetic;
 mod tokenize;
 
-pub use batches::{Batch, Batcher, batch_tensors, eval_batches, mix, window_batch, windows_read};
+pub use batches::{
+    Batch, Batcher, batch_tensors, eval_batches, mix, prefetch, window_batch, windows_read,
+};
 pub use bytes::{ByteIndex, SplitRecord};
 pub use cache::TokenFile;
 pub use config::{DataConfig, SplitAnchor, TokenizerRef};

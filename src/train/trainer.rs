@@ -17,7 +17,7 @@ use super::objective::{Objective, head_input, summed_cross_entropy};
 use super::precision::{self, LossScale, UnsupportedPrecision};
 use super::schedule;
 use crate::data::DataConfig;
-use crate::data::{Batch, Batcher, Prepared, Stream, batch_tensors, eval_batches};
+use crate::data::{Batch, Batcher, Prepared, Stream, batch_tensors, eval_batches, prefetch};
 use crate::model::{Transformer, TransformerConfig};
 use crate::spec::Backend;
 
@@ -273,89 +273,95 @@ pub fn train(
         (state.log_loss_sum, state.log_steps, Instant::now());
     let mut timed_steps = 0u64; // steps of this session in the interval, for tokens/s
     let mut last = (f64::NAN, f64::NAN, f64::NAN);
-    for step in state.step..steps {
-        if job.stop.load(Ordering::Relaxed) {
-            state = CheckpointState {
-                step,
-                tokens: step * tokens_per_step,
-                wall_s: wall(&session),
-                log_loss_sum: interval_loss,
-                log_steps: interval_steps,
-                loss_scale: scaler.map(|s| s.scale),
-                loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
-                ..state
-            };
-            checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
-            return Err(TrainError::Interrupted { step });
+    let first = state.step;
+    // batches are built ahead on another thread while the step runs
+    let trained = prefetch(batcher, first..steps, |batches| -> Result<(), TrainError> {
+        for (step, batch) in (first..steps).zip(batches) {
+            if job.stop.load(Ordering::Relaxed) {
+                state = CheckpointState {
+                    step,
+                    tokens: step * tokens_per_step,
+                    wall_s: wall(&session),
+                    log_loss_sum: interval_loss,
+                    log_steps: interval_steps,
+                    loss_scale: scaler.map(|s| s.scale),
+                    loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
+                    ..state
+                };
+                checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
+                return Err(TrainError::Interrupted { step });
+            }
+            let lr = schedule::value_at(&train.lr, step, steps);
+            let loss = train_step(
+                &mut model,
+                &mut optim,
+                objective,
+                &batch,
+                (step, steps),
+                Update {
+                    lr,
+                    grad_clip: train.grad_clip,
+                    compute,
+                    head_chunk,
+                    scaler: scaler.as_mut(),
+                },
+                &ad,
+            )?;
+            interval_loss += loss;
+            interval_steps += 1;
+            timed_steps += 1;
+            let done = step + 1;
+            if done % train.log_every == 0 || done == steps {
+                let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
+                let mean = interval_loss / interval_steps as f64;
+                last.0 = mean;
+                on_event(TrainEvent::Step {
+                    step: done,
+                    tokens: done * tokens_per_step,
+                    loss: mean,
+                    lr,
+                    tokens_per_s: (timed_steps * tokens_per_step) as f64 / secs,
+                    wall_s: wall(&session),
+                });
+                (interval_loss, interval_steps, interval_start) = (0.0, 0, Instant::now());
+                timed_steps = 0;
+            }
+            if done % eval_every == 0 || done == steps {
+                let (loss, bpb) = evaluate(
+                    &model.valid(),
+                    &job.data.val,
+                    context,
+                    job.device,
+                    job.data.info.val_bytes_per_token,
+                );
+                last.1 = loss;
+                last.2 = bpb;
+                on_event(TrainEvent::Eval {
+                    step: done,
+                    tokens: done * tokens_per_step,
+                    loss,
+                    bpb,
+                    wall_s: wall(&session),
+                });
+            }
+            if done % train.checkpoint_every == 0 || done == steps {
+                state = CheckpointState {
+                    step: done,
+                    tokens: done * tokens_per_step,
+                    wall_s: wall(&session),
+                    log_loss_sum: interval_loss,
+                    log_steps: interval_steps,
+                    loss_scale: scaler.map(|s| s.scale),
+                    loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
+                    ..state
+                };
+                checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
+                on_event(TrainEvent::Checkpoint { step: done });
+            }
         }
-        let lr = schedule::value_at(&train.lr, step, steps);
-        let loss = train_step(
-            &mut model,
-            &mut optim,
-            objective,
-            &batcher.batch(step),
-            (step, steps),
-            Update {
-                lr,
-                grad_clip: train.grad_clip,
-                compute,
-                head_chunk,
-                scaler: scaler.as_mut(),
-            },
-            &ad,
-        )?;
-        interval_loss += loss;
-        interval_steps += 1;
-        timed_steps += 1;
-        let done = step + 1;
-        if done % train.log_every == 0 || done == steps {
-            let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
-            let mean = interval_loss / interval_steps as f64;
-            last.0 = mean;
-            on_event(TrainEvent::Step {
-                step: done,
-                tokens: done * tokens_per_step,
-                loss: mean,
-                lr,
-                tokens_per_s: (timed_steps * tokens_per_step) as f64 / secs,
-                wall_s: wall(&session),
-            });
-            (interval_loss, interval_steps, interval_start) = (0.0, 0, Instant::now());
-            timed_steps = 0;
-        }
-        if done % eval_every == 0 || done == steps {
-            let (loss, bpb) = evaluate(
-                &model.valid(),
-                &job.data.val,
-                context,
-                job.device,
-                job.data.info.val_bytes_per_token,
-            );
-            last.1 = loss;
-            last.2 = bpb;
-            on_event(TrainEvent::Eval {
-                step: done,
-                tokens: done * tokens_per_step,
-                loss,
-                bpb,
-                wall_s: wall(&session),
-            });
-        }
-        if done % train.checkpoint_every == 0 || done == steps {
-            state = CheckpointState {
-                step: done,
-                tokens: done * tokens_per_step,
-                wall_s: wall(&session),
-                log_loss_sum: interval_loss,
-                log_steps: interval_steps,
-                loss_scale: scaler.map(|s| s.scale),
-                loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
-                ..state
-            };
-            checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
-            on_event(TrainEvent::Checkpoint { step: done });
-        }
-    }
+        Ok(())
+    });
+    trained?;
     let wall_s = wall(&session);
     let model = model.valid();
     let (val_loss, val_bpb) = if last.1.is_nan() {
