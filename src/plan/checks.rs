@@ -143,7 +143,11 @@ impl Default for Priors {
         Priors {
             tstar: TStarPrior::Linear {
                 ratio: 2.5,
-                source: "T* ≈ 2.5·S, Zhang et al. 2025".into(),
+                // A rule of thumb, as secondary summaries of Zhang et al. (2025) state it; this
+                // project's own reference measured T*/S from 26 (5.2K) down to 7 (20.6K) at one
+                // teacher budget, so it is only a starting point until the sweep's fits replace
+                // it (`commands/priors.rs`).
+                source: "T* ≈ 2.5·S, a rule of thumb attributed to Zhang et al. 2025, until this sweep's own fits replace it".into(),
             },
             loss: None,
         }
