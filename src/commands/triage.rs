@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use pdsweep::fit::{
-    CapacityGap, Optimum, RankedTeacher, RankingCheck, Role, SCOPE_CAPACITY_GAP, TriageError,
-    TriageTarget, check_ranking, finished_runs, nats_per_bpb, rank, stored_fits,
+    Beyond, CapacityGap, Optimum, RankedTeacher, RankingCheck, Role, SCOPE_CAPACITY_GAP,
+    TriageError, TriageTarget, check_ranking, finished_runs, nats_per_bpb, rank, stored_fits,
 };
 use pdsweep::plan::RunKind;
 use pdsweep::spec::units::{format_count, parse_count};
@@ -107,11 +107,13 @@ fn parse_target(text: &str) -> Result<TriageTarget, UsageError> {
             bpb,
             ci: None,
             source: "given with --optimal-bpb".into(),
+            beyond: None,
         }),
         [bpb, lo, hi] if lo <= bpb && bpb <= hi => Ok(TriageTarget {
             bpb,
             ci: Some([lo, hi]),
             source: "given with --optimal-bpb".into(),
+            beyond: None,
         }),
         _ => Err(bad()),
     }
@@ -139,19 +141,30 @@ fn fitted_target(
     let best = gaps
         .iter()
         .filter(|g| ((g.student_params / student).ln().abs() - nearest).abs() < 1e-9)
-        .filter_map(|g| match g.by_teacher_loss.optimum {
-            Optimum::Interior { at, ci, .. } => Some((g, at, ci)),
+        .filter_map(|g| match &g.by_teacher_loss.optimum {
+            Optimum::Interior { at, ci, .. } => Some((g, *at, *ci, None)),
+            // at the edge of the grid: the optimum is there or beyond it
+            Optimum::Boundary { at, edge } => {
+                let side = match edge.as_str() {
+                    "smallest" => Beyond::Stronger,
+                    _ => Beyond::Weaker,
+                };
+                Some((g, *at, None, Some(side)))
+            }
             _ => None,
         })
-        .min_by(|a, b| width(a.2).total_cmp(&width(b.2)))
+        // an interior optimum before an edge, then the narrowest interval
+        .min_by(|a, b| {
+            (a.3.is_some(), width(a.2)).partial_cmp(&(b.3.is_some(), width(b.2))).unwrap_or(std::cmp::Ordering::Equal)
+        })
         .ok_or_else(|| {
             UsageError(format!(
-                "{}: no capacity-gap fit with a supported optimal teacher loss for a student near {}\n\nhint: {hint}",
+                "{}: no capacity-gap fit that locates an optimal teacher loss (inside or at the edge of its grid) for a student near {}\n\nhint: {hint}",
                 path.display(),
                 format_count(student)
             ))
         })?;
-    let (g, at, ci) = best;
+    let (g, at, ci, beyond) = best;
     let runs = finished_runs(db)?;
     let k = runs
         .iter()
@@ -170,11 +183,21 @@ fn fitted_target(
         bpb: at / k,
         ci: ci.map(|[lo, hi]| [lo / k, hi / k]),
         source: format!(
-            "the fitted optimal teacher loss {at:.4} nats/token of student {} on {} tokens{budget} in {}",
+            "{} of student {} on {} tokens{budget} in {}",
+            match beyond {
+                None => format!("the fitted optimal teacher loss, {at:.4} nats/token,"),
+                Some(Beyond::Stronger) => format!(
+                    "the strongest teacher's loss, {at:.4} nats/token: the fit puts the optimum at the edge of the grid, there or at stronger teachers,"
+                ),
+                Some(Beyond::Weaker) => format!(
+                    "the weakest teacher's loss, {at:.4} nats/token: the fit puts the optimum at the edge of the grid, there or at weaker teachers,"
+                ),
+            },
             format_count(g.student_params),
             format_count(g.student_tokens),
             path.display()
         ),
+        beyond,
     })
 }
 
@@ -193,8 +216,13 @@ fn render(
     let interval = target
         .ci
         .map_or(String::new(), |[lo, hi]| format!(" [{lo:.4}, {hi:.4}]"));
+    let side = match target.beyond {
+        None => "",
+        Some(Beyond::Stronger) => " or stronger",
+        Some(Beyond::Weaker) => " or weaker",
+    };
     let mut out = format!(
-        "teachers for a student of {}, ranked by distance from the optimal teacher: {:.4} bits/byte{interval}\n  ({})\n",
+        "teachers for a student of {}, ranked by distance from the optimal teacher: {:.4} bits/byte{side}{interval}\n  ({})\n",
         format_count(student),
         target.bpb,
         target.source

@@ -45,5 +45,5 @@ pub use sweep::{
 };
 pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};
 pub use triage::{
-    RankedTeacher, RankingCheck, TriageError, TriageTarget, check_ranking, rank, spearman,
+    Beyond, RankedTeacher, RankingCheck, TriageError, TriageTarget, check_ranking, rank, spearman,
 };

@@ -22,6 +22,31 @@ pub struct TriageTarget {
     pub ci: Option<[f64; 2]>,
     /// Where it comes from (a capacity-gap fit, the distillation law, the user).
     pub source: String,
+    /// Set when the fit located the optimum only as at or beyond the edge of its grid: every
+    /// teacher on that side of `bpb` is as close as the data can tell (distance 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beyond: Option<Beyond>,
+}
+
+/// Which side of an edge-of-grid target the optimum lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Beyond {
+    /// Stronger teachers (lower bits per byte) than the target.
+    Stronger,
+    /// Weaker teachers (higher bits per byte).
+    Weaker,
+}
+
+impl TriageTarget {
+    /// How far a teacher of `bpb` bits per byte lies from the target.
+    pub fn distance(&self, bpb: f64) -> f64 {
+        match self.beyond {
+            None => (bpb - self.bpb).abs(),
+            Some(Beyond::Stronger) => (bpb - self.bpb).max(0.0),
+            Some(Beyond::Weaker) => (self.bpb - bpb).max(0.0),
+        }
+    }
 }
 
 /// A scored candidate, in ranking order.
@@ -73,7 +98,7 @@ pub fn rank(
             params: r.params,
             pretrained: r.tokens <= 0.0,
             bpb,
-            distance: (bpb - target.bpb).abs(),
+            distance: target.distance(bpb),
             inside: target.ci.map(|[lo, hi]| lo <= bpb && bpb <= hi),
         });
     }
@@ -224,6 +249,25 @@ mod tests {
     }
 
     #[test]
+    fn an_edge_of_grid_target_is_one_sided() {
+        let target = TriageTarget {
+            bpb: 2.5,
+            ci: None,
+            source: "test".into(),
+            beyond: Some(Beyond::Stronger),
+        };
+        assert_eq!(target.distance(2.1), 0.0);
+        assert_eq!(target.distance(2.5), 0.0);
+        assert!((target.distance(2.8) - 0.3).abs() < 1e-12);
+        let weaker = TriageTarget {
+            beyond: Some(Beyond::Weaker),
+            ..target
+        };
+        assert!((weaker.distance(2.1) - 0.4).abs() < 1e-12);
+        assert_eq!(weaker.distance(2.9), 0.0);
+    }
+
+    #[test]
     fn spearman_matches_hand_computed_values() {
         assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[10.0, 20.0, 30.0, 40.0]) - 1.0).abs() < 1e-12);
         assert!((spearman(&[1.0, 2.0, 3.0, 4.0], &[4.0, 3.0, 2.0, 1.0]) + 1.0).abs() < 1e-12);
@@ -266,6 +310,7 @@ mod tests {
             bpb: 2.45,
             ci: Some([2.4, 2.5]),
             source: "test".into(),
+            beyond: None,
         };
         let ranked = rank(&runs, &target).unwrap();
         let order: Vec<&str> = ranked.iter().map(|r| r.id.as_str()).collect();

@@ -492,15 +492,33 @@ fn triage_ranks_teachers_by_distance_from_the_optimal_teacher() {
         text.contains("Spearman ρ = 0.80") && text.contains("over 4 teachers and 2 seed(s)"),
         "{text}"
     );
-    // The fixture's optimum in teacher loss is at the edge of its grid: no target from fits.
+    // The fixture's optimum in teacher loss is at the edge of its grid (the strongest teacher):
+    // the target from its fits is one-sided, every teacher as strong or stronger at distance 0.
     let out = pdsweep(tmp.path(), &base);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("or stronger") && text.contains("there or at stronger teachers"),
+        "{text}"
+    );
+    let first = text
+        .lines()
+        .find(|l| l.contains("teacher-200K-s1"))
+        .expect("the strongest teacher is ranked");
+    assert!(first.contains("   0.0000"), "{first}");
+    // Before `fit` has stored anything, there is no target: the error says what to do.
+    let bare = tempfile::tempdir().expect("tmp");
+    let results = load_fixture(bare.path(), "gap16");
+    let db = db_of(&results, "gap16").display().to_string();
+    let out = pdsweep(bare.path(), &["triage", "--db", &db, "--student", "10K"]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
-        stderr(&out).contains("no capacity-gap fit with a supported optimal teacher loss")
+        stderr(&out).contains("no capacity-gap fit that locates an optimal teacher loss")
             && stderr(&out).contains("--optimal-bpb"),
         "{}",
         stderr(&out)
     );
+    let results = tmp.path().join("results");
     // A teacher without bits per byte is refused by name.
     let conn = rusqlite::Connection::open(db_of(&results, "gap16")).expect("db");
     conn.execute(
