@@ -1,8 +1,9 @@
-//! The priors of `plan`'s design checks: T*(S) and a supervised law from the sweep's own
-//! stored fits when it has them (`pdsweep fit`), else the published T* ≈ 2.5·S and no loss law.
+//! The priors of `plan`'s design checks: T*(S), a supervised law and each student size's
+//! optimal teacher loss from the sweep's own stored fits when it has them (`pdsweep fit`), else
+//! the rule of thumb T* ≈ 2.5·S and no loss law.
 
-use pdsweep::fit::stored_fits;
-use pdsweep::plan::{LossPrior, Priors, TStarPrior};
+use pdsweep::fit::{Optimum, stored_fits};
+use pdsweep::plan::{LossPrior, Priors, TStarPrior, TeacherLossPrior};
 use pdsweep::store::SweepDb;
 
 /// The priors for a sweep whose database is `db` (if it exists yet).
@@ -27,6 +28,31 @@ pub fn priors(db: Option<&SweepDb>) -> Priors {
                         k: *k,
                         source: format!("this sweep's fitted T* = {c:.3}·S^{k:.2}"),
                     };
+                }
+            }
+            ("capacity_gap", _) => {
+                let Some(gap) = fit.as_gap() else { continue };
+                if let Optimum::Interior { at, ci, .. } = gap.by_teacher_loss.optimum {
+                    // one per student size: of several (a group per teacher budget, or per
+                    // student budget) the one with the narrowest interval
+                    let width = |ci: Option<[f64; 2]>| ci.map_or(f64::INFINITY, |[a, b]| b - a);
+                    let narrower = priors
+                        .teacher_loss
+                        .iter()
+                        .filter(|p| p.student_params == gap.student_params)
+                        .all(|p| width(ci) < width(p.ci));
+                    if !narrower {
+                        continue;
+                    }
+                    priors
+                        .teacher_loss
+                        .retain(|p| p.student_params != gap.student_params);
+                    priors.teacher_loss.push(TeacherLossPrior {
+                        student_params: gap.student_params,
+                        loss: at,
+                        ci,
+                        source: "this sweep's capacity-gap fit".into(),
+                    });
                 }
             }
             ("supervised", "chinchilla") => {

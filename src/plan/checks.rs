@@ -82,6 +82,42 @@ pub struct Priors {
     pub tstar: TStarPrior,
     /// A supervised law L(N, D) for this corpus and tokenizer (nats per token), if one is known.
     pub loss: Option<LossPrior>,
+    /// Optimal teacher losses the sweep's own capacity-gap fits located, per student size: with
+    /// `loss`, a teacher grid is bracketed around them instead of around T* in size.
+    pub teacher_loss: Vec<TeacherLossPrior>,
+}
+
+/// An optimal teacher loss for one student size (nats per token), from a fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeacherLossPrior {
+    /// The student's non-embedding parameters.
+    pub student_params: f64,
+    /// L_T*.
+    pub loss: f64,
+    /// Its interval, when the fit has one.
+    pub ci: Option<[f64; 2]>,
+    /// Where it comes from.
+    pub source: String,
+}
+
+impl TeacherLossPrior {
+    /// What a grid whose teachers are predicted to reach losses `lo..=hi` lacks to bracket the
+    /// optimum (its interval, or the value itself): empty when it brackets it.
+    pub fn missing(&self, lo: f64, hi: f64) -> Vec<String> {
+        let [a, b] = self.ci.unwrap_or([self.loss, self.loss]);
+        let mut missing = Vec::new();
+        if lo > a {
+            missing.push(format!(
+                "a stronger teacher (predicted loss at most {a:.3}: larger, or trained on more tokens)"
+            ));
+        }
+        if hi < b {
+            missing.push(format!(
+                "a weaker teacher (predicted loss at least {b:.3}: smaller, or trained on fewer tokens)"
+            ));
+        }
+        missing
+    }
 }
 
 /// T*(S) before the sweep fits its own.
@@ -150,6 +186,7 @@ impl Default for Priors {
                 source: "T* ≈ 2.5·S, a rule of thumb attributed to Zhang et al. 2025, until this sweep's own fits replace it".into(),
             },
             loss: None,
+            teacher_loss: Vec::new(),
         }
     }
 }
@@ -294,12 +331,12 @@ fn plateau_runs(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
 
 /// Students whose teachers do not reach 2× below and above the prior T* of their size.
 fn unbracketed_students(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
-    let params: HashMap<&RunId, u64> = plan
+    let params: HashMap<&RunId, (u64, u64)> = plan
         .runs
         .iter()
-        .map(|r| (&r.id, r.params.non_embedding))
+        .map(|r| (&r.id, (r.params.non_embedding, r.tokens())))
         .collect();
-    let mut teachers: BTreeMap<(u64, String), Vec<u64>> = BTreeMap::new();
+    let mut teachers: BTreeMap<(u64, String), Vec<(u64, u64)>> = BTreeMap::new();
     for run in plan.runs.iter().filter(|r| r.kind() == RunKind::Student) {
         let Some(d) = &run.config.distill else {
             continue;
@@ -314,9 +351,12 @@ fn unbracketed_students(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
     teachers
         .into_iter()
         .filter_map(|((s, label), ts)| {
+            if let Some(warning) = unbracketed_in_loss(s, &label, &ts, priors) {
+                return warning;
+            }
             let tstar = priors.tstar.at(s as f64);
-            let lo = ts.iter().copied().min().unwrap_or(0) as f64;
-            let hi = ts.iter().copied().max().unwrap_or(0) as f64;
+            let lo = ts.iter().map(|t| t.0).min().unwrap_or(0) as f64;
+            let hi = ts.iter().map(|t| t.0).max().unwrap_or(0) as f64;
             let mut missing = Vec::new();
             if lo > tstar / BRACKET {
                 missing.push(format!("a teacher of at most {:.0} (T*/2)", tstar / BRACKET));
@@ -334,6 +374,49 @@ fn unbracketed_students(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
             })
         })
         .collect()
+}
+
+/// The bracketing check in teacher loss, when the sweep's fits located an optimal teacher loss
+/// for students of about `s` parameters and a supervised law predicts each teacher's loss (trained
+/// teachers only): `Some(None)` when the grid brackets it, `Some(Some(warning))` when it does
+/// not, `None` when there is no such evidence (the check in size applies).
+fn unbracketed_in_loss(
+    s: u64,
+    label: &str,
+    teachers: &[(u64, u64)],
+    priors: &Priors,
+) -> Option<Option<DesignWarning>> {
+    let law = priors.loss.as_ref()?;
+    // the fit's student nearest this one, within a factor of 1.5 (a sweep's student sizes are
+    // further apart; a re-derived shape of the same size is nearer)
+    let distance = |p: &TeacherLossPrior| (p.student_params / s as f64).ln().abs();
+    let prior = priors
+        .teacher_loss
+        .iter()
+        .filter(|p| distance(p) < 1.5f64.ln())
+        .min_by(|a, b| distance(a).total_cmp(&distance(b)))?;
+    let predicted: Vec<f64> = teachers
+        .iter()
+        .filter(|t| t.1 > 0)
+        .map(|&(n, d)| law.at(n as f64, d as f64))
+        .collect();
+    if predicted.is_empty() {
+        return None;
+    }
+    let lo = predicted.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = predicted.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let missing = prior.missing(lo, hi);
+    Some((!missing.is_empty()).then(|| DesignWarning {
+        run: None,
+        message: format!(
+            "students of size `{label}` ({s} parameters): their teachers are predicted ({}) to reach losses {lo:.3} to {hi:.3}, which do not bracket the optimal teacher loss {:.3}{} ({})",
+            law.source,
+            prior.loss,
+            prior.ci.map_or(String::new(), |[a, b]| format!(" [{a:.3}, {b:.3}]")),
+            prior.source,
+        ),
+        hint: format!("add {} to `[teachers]`", missing.join(" and ")),
+    }))
 }
 
 /// A capacity-gap sweep (some student with three or more teachers) with a single seed.
@@ -469,6 +552,26 @@ pub fn corpus_checks(plan: &Plan, corpus: &CorpusInfo) -> Vec<DesignWarning> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_teacher_loss_prior_names_the_side_a_grid_misses() {
+        let prior = TeacherLossPrior {
+            student_params: 5200.0,
+            loss: 1.76,
+            ci: Some([1.72, 1.78]),
+            source: "test".into(),
+        };
+        assert!(prior.missing(1.65, 2.10).is_empty());
+        let m = prior.missing(1.74, 2.10);
+        assert_eq!(m.len(), 1);
+        assert!(
+            m[0].contains("stronger teacher") && m[0].contains("1.720"),
+            "{m:?}"
+        );
+        let m = prior.missing(1.60, 1.77);
+        assert!(m.len() == 1 && m[0].contains("weaker teacher"), "{m:?}");
+        assert_eq!(prior.missing(1.75, 1.76).len(), 2);
+    }
 
     #[test]
     fn passes_need_a_finite_corpus() {

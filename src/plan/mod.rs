@@ -12,8 +12,8 @@ mod render;
 mod run;
 
 pub use checks::{
-    DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, corpus_checks,
-    design_checks, measured_floor, passes, plateau_line,
+    DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, TeacherLossPrior,
+    corpus_checks, design_checks, measured_floor, passes, plateau_line,
 };
 pub use cost::{
     Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, training_flops,

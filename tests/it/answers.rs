@@ -534,3 +534,50 @@ fn triage_ranks_teachers_by_distance_from_the_optimal_teacher() {
         stderr(&out)
     );
 }
+
+/// Once the sweep's own fit has located an optimal teacher loss for a student, `plan` brackets
+/// the teacher grid around it (teachers' losses predicted by the sweep's supervised law) rather
+/// than around the rule of thumb T* ≈ 2.5·S, and names the side the grid misses.
+#[test]
+fn plan_brackets_the_teacher_grid_around_a_fitted_optimal_teacher_loss() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (results, _) = fit_gap16(tmp.path());
+    if crate::common::shakespeare_plays(
+        tmp.path(),
+        &["tempest_gut.txt", "hamlet_gut.txt", "macbeth_gut.txt"],
+    )
+    .is_none()
+    {
+        return;
+    }
+    // the fit of the 10K student (8,272 parameters when the fixture was made, 9,808 as shapes are
+    // derived today) as if it had located L_T* = 1.50 [1.45, 1.55], below what any of the
+    // grid's teachers reaches
+    let conn = rusqlite::Connection::open(db_of(&results, "gap16")).expect("db");
+    let changed = conn
+        .execute(
+            r#"UPDATE fits SET result_json = json_set(result_json, '$.by_teacher_loss.optimum',
+                 json('{"kind": "interior", "at": 1.5, "student_loss": 3.0, "ci": [1.45, 1.55], "interior_fraction": 1.0}'))
+               WHERE scope = 'capacity_gap' AND key LIKE 'S=8272 %'"#,
+            [],
+        )
+        .expect("update");
+    assert!(changed >= 1);
+    let toml = std::fs::read_to_string(crate::common::root().join("tests/fixtures/gap16.toml"))
+        .expect("fixture")
+        .replace("../../../shared/data/shakespeare", "books");
+    std::fs::write(tmp.path().join("gap16.toml"), toml).expect("write");
+    let r = results.display().to_string();
+    let out = pdsweep(tmp.path(), &["plan", "gap16.toml", "--results", &r]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("students of size `10K` (9808 parameters): their teachers are predicted")
+            && text.contains("do not bracket the optimal teacher loss 1.500 [1.450, 1.550]")
+            && text.contains("add a stronger teacher (predicted loss at most 1.450"),
+        "{text}"
+    );
+    // the other student has no fitted optimum in loss: the check in size applies to it (and
+    // passes)
+    assert!(!text.contains("`30K`"), "{text}");
+}
