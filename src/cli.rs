@@ -176,6 +176,11 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: StatusFormat,
+    /// Refresh every SECONDS (default 5) until no run is planned or running, or Ctrl-C; on a
+    /// terminal the screen is redrawn, otherwise each refresh is printed after the last (one
+    /// JSON object per line with `--format json`).
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "5")]
+    pub watch: Option<f64>,
 }
 
 /// Output formats of `status`.
@@ -194,6 +199,7 @@ impl StatusArgs {
             sweep: self.sweep,
             results: self.results,
             json: matches!(self.format, StatusFormat::Json),
+            watch: self.watch,
         }
     }
 }

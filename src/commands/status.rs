@@ -26,10 +26,45 @@ pub struct StatusCommand {
     pub results: PathBuf,
     /// JSON output.
     pub json: bool,
+    /// Refresh every this many seconds until the sweep is idle (`--watch`).
+    pub watch: Option<f64>,
 }
 
-/// Runs `pdsweep status`.
+/// Runs `pdsweep status`: once, or every `--watch` seconds until no run is planned or running.
 pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
+    let Some(every) = cmd.watch else {
+        print!("{}", snapshot(&cmd)?.text);
+        return Ok(());
+    };
+    if !every.is_finite() || every <= 0.0 {
+        return Err(UsageError(format!(
+            "`--watch {every}` is not a number of seconds above 0"
+        ))
+        .into());
+    }
+    let redraw = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    loop {
+        let shot = snapshot(&cmd)?;
+        if redraw {
+            print!("\x1b[2J\x1b[H"); // clear the screen, cursor home
+        }
+        print!("{}", shot.text);
+        std::io::Write::flush(&mut std::io::stdout())?;
+        if shot.idle {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(every));
+    }
+}
+
+/// One look at the sweep: what `status` prints, and whether nothing is planned or running.
+struct Snapshot {
+    text: String,
+    idle: bool,
+}
+
+/// Reads the sweep's state once and renders it as a table or as JSON (compact under `--watch`).
+fn snapshot(cmd: &StatusCommand) -> anyhow::Result<Snapshot> {
     let sweep = Sweep::load(&cmd.sweep)?;
     let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, sweep.file.name.as_str());
     let db_path = layout.database();
@@ -57,6 +92,9 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
     for r in &runs {
         *counts.entry(r.state.to_string()).or_default() += 1;
     }
+    let idle = runs
+        .iter()
+        .all(|r| !matches!(r.state, RunState::Planned | RunState::Running));
     if cmd.json {
         let value = json!({
             "sweep": sweep.file.name.as_str(),
@@ -71,12 +109,23 @@ pub fn status(cmd: StatusCommand) -> anyhow::Result<()> {
             "counts": counts,
             "eta_s": eta,
         });
-        println!("{}", serde_json::to_string_pretty(&value)?);
-        return Ok(());
+        let text = if cmd.watch.is_some() {
+            serde_json::to_string(&value)?
+        } else {
+            serde_json::to_string_pretty(&value)?
+        };
+        return Ok(Snapshot {
+            text: text + "\n",
+            idle,
+        });
     }
-    print!("{}", table(&sweep.file.name.to_string(), &runs, eta));
-    print!("{}", slurm_lines(&runs, &jobs));
-    Ok(())
+    let mut text = table(&sweep.file.name.to_string(), &runs, eta);
+    text += &slurm_lines(&runs, &jobs);
+    let curves = pdsweep::run::record::tensorboard_dir(layout.root());
+    if curves.is_dir() {
+        text += &format!("curves  tensorboard --logdir {}\n", curves.display());
+    }
+    Ok(Snapshot { text, idle })
 }
 
 /// A run's latest Slurm job.

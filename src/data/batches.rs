@@ -45,6 +45,28 @@ pub struct Batch {
     pub windows: Vec<u64>,
 }
 
+impl Batch {
+    /// The batch as consecutive micro-batches of at most `rows` rows (gradient accumulation),
+    /// in row order; the last may be shorter.
+    pub fn micro_batches(&self, rows: usize) -> Vec<Batch> {
+        let rows = rows.max(1);
+        (0..self.batch)
+            .step_by(rows)
+            .map(|first| {
+                let end = (first + rows).min(self.batch);
+                let cells = first * self.context..end * self.context;
+                Batch {
+                    inputs: self.inputs[cells.clone()].to_vec(),
+                    targets: self.targets[cells].to_vec(),
+                    batch: end - first,
+                    context: self.context,
+                    windows: self.windows[first..end].to_vec(),
+                }
+            })
+            .collect()
+    }
+}
+
 impl<'a> Batcher<'a> {
     /// A batcher over the training stream; `shuffle` permutes windows per epoch.
     pub fn new(

@@ -232,6 +232,11 @@ impl<'a> Context<'a> {
             log_every: t.log_every.0,
             precision: t.precision,
             head_chunk: t.head_chunk.map(|c| c.0),
+            micro_batch_seqs: t
+                .micro_batch_tokens
+                .as_ref()
+                .map(|m| ((m.get_ref().0 as f64 / context as f64).round() as u64).max(1))
+                .filter(|&m| m < batch_seqs),
         };
         let d = &f.distill;
         let distill = distill_points(d);

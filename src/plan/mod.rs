@@ -214,12 +214,14 @@ impl Plan {
         if m.total() <= budget {
             return Ok(());
         }
-        let hint = if m.head >= m.activations.max(m.state) {
-            "lower `[train] head_chunk` (one chunk of logits is the largest part) or `[train] batch_tokens`"
-        } else if m.activations >= m.state {
-            "lower `[train] batch_tokens` (the activations kept for the backward pass are the largest part)"
-        } else {
-            "use smaller models, or raise the limit (weights, gradients and optimiser state are the largest part)"
+        let micro = self.fitting_micro_batch(run, budget);
+        let hint = match micro {
+            Some(tokens) if m.head.max(m.activations) >= m.state => format!(
+                "set `[train] micro_batch_tokens = {tokens}` (the largest micro-batch that fits: the same batch, accumulated), or lower `[train] batch_tokens`"
+            ),
+            _ if m.head >= m.activations.max(m.state) => "lower `[train] head_chunk` (one chunk of logits is the largest part) or `[train] batch_tokens`".into(),
+            _ if m.activations >= m.state => "lower `[train] batch_tokens` or set `[train] micro_batch_tokens` (the activations kept for the backward pass are the largest part)".into(),
+            _ => "use smaller models, or raise the limit (weights, gradients and optimiser state are the largest part)".into(),
         };
         Err(sweep
             .error_at(
@@ -237,6 +239,20 @@ impl Plan {
                 ),
             )
             .with_hint(hint))
+    }
+
+    /// The largest micro-batch (in tokens, whole sequences) with which `run`'s training step
+    /// would fit `budget`, when its batch does not and accumulation would help.
+    fn fitting_micro_batch(&self, run: &Run, budget: u64) -> Option<u64> {
+        let train = run.config.train.as_ref()?;
+        if run.config.kind == RunKind::Logits || run.config.model.pretrained.is_some() {
+            return None;
+        }
+        let rows = train.micro_rows(run.config.data.batch_seqs);
+        (1..rows)
+            .rev()
+            .find(|&r| memory_at(run, &self.runs, r).total() <= budget)
+            .map(|r| r * run.config.data.context)
     }
 
     /// Refuses a plan whose logit stores and checkpoints would not fit `[limits] disk`. For a
@@ -290,9 +306,24 @@ pub fn estimated_seconds(runs: &[Run], calibration: &Calibration) -> f64 {
 /// The predicted peak of `run`, given the plan's runs (an online student's teacher is one of
 /// them).
 fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
+    let rows = run
+        .config
+        .train
+        .as_ref()
+        .map_or(run.config.data.batch_seqs, |t| {
+            t.micro_rows(run.config.data.batch_seqs)
+        });
+    memory_at(run, runs, rows)
+}
+
+/// The predicted peak of `run` when a training step holds `rows` sequences at a time (its
+/// micro-batch): activations, head chunks and teacher targets scale with them; accumulating
+/// adds one more copy of the gradients (the running sum beside a micro-batch's own).
+fn memory_at(run: &Run, runs: &[Run], rows: u64) -> memory::MemoryEstimate {
     let c = &run.config;
     let shape = &c.model.shape;
     let positions = c.data.batch_seqs.saturating_mul(c.data.context);
+    let micro_positions = rows.min(c.data.batch_seqs).saturating_mul(c.data.context);
     let chunk = c.train.as_ref().map_or_else(
         || crate::kernels::default_head_chunk(shape.vocab as usize),
         |t| t.head_chunk_for(shape.vocab as usize),
@@ -305,7 +336,12 @@ fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
                 .distill
                 .as_ref()
                 .map_or(0, |d| d.truncation.top_k.kept(shape.vocab).min(256));
-            let mut step = memory::training_step(shape, positions, chunk, width);
+            let mut step = memory::training_step(shape, micro_positions, chunk, width);
+            if micro_positions < positions {
+                step.state = step
+                    .state
+                    .saturating_add(shape.params().total.saturating_mul(4));
+            }
             step.teacher = match &c.distill {
                 Some(d) if d.mode == crate::spec::DistillMode::Online => runs
                     .iter()
@@ -313,7 +349,7 @@ fn memory_of(run: &Run, runs: &[Run]) -> memory::MemoryEstimate {
                     .map_or(0, |teacher| {
                         let t = &teacher.config.model.shape;
                         let tchunk = crate::kernels::default_head_chunk(t.vocab as usize) as u64;
-                        let pass = memory::forward_pass(t, positions, tchunk);
+                        let pass = memory::forward_pass(t, micro_positions, tchunk);
                         pass.total() - pass.base
                     }),
                 Some(_) => memory::STORE_READER_BYTES,

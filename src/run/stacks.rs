@@ -81,8 +81,8 @@ pub const MAX_STACK_VOCAB: u64 = 8192;
 
 /// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the
 /// context and the batch rows. `None` for runs that never stack (logit passes, pre-trained
-/// teachers, runs without training settings, bf16 or f16 runs: the stacked model computes in
-/// f32 only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
+/// teachers, runs without training settings, bf16 or f16 runs and accumulated batches: the stacked
+/// model computes in f32 on whole batches only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
 pub fn stack_key(config: &RunConfig) -> Option<String> {
     if config.kind == RunKind::Logits || config.model.pretrained.is_some() {
         return None;
@@ -98,7 +98,9 @@ pub fn stack_key(config: &RunConfig) -> Option<String> {
     {
         return None;
     }
-    if !config.train.as_ref()?.precision.is_f32() {
+    let train = config.train.as_ref()?;
+    // the stacked step computes in f32 and on whole batches
+    if !train.precision.is_f32() || train.micro_batch_seqs.is_some() {
         return None;
     }
     let s = &config.model.shape;

@@ -395,6 +395,12 @@ pub struct TrainSection {
     /// as keep them within 64 MiB (at least 128).
     #[serde(default)]
     pub head_chunk: Option<Count>,
+    /// Tokens per micro-batch (gradient accumulation), rounded to whole sequences: each
+    /// optimiser step sums the gradients of `batch_tokens / micro_batch_tokens` forward and
+    /// backward passes, then clips and steps once, as for the whole batch. Only the
+    /// activations of one micro-batch are held at a time. Default: the whole batch at once.
+    #[serde(default)]
+    pub micro_batch_tokens: Option<Spanned<Count>>,
 }
 
 impl Default for TrainSection {
@@ -411,6 +417,7 @@ impl Default for TrainSection {
             precision: Precision::default(),
             tune_lr: None,
             head_chunk: None,
+            micro_batch_tokens: None,
         }
     }
 }

@@ -227,6 +227,27 @@ fn check_train(sweep: &Sweep) -> Result<(), SpecError> {
             )
             .with_hint("raise `[train] batch_tokens` or lower `[model] context`"));
     }
+    if let Some(micro) = &train.micro_batch_tokens {
+        let m = micro.get_ref().0;
+        let why = if m < context {
+            Some(format!(
+                "micro-batch of `{m}` tokens is smaller than one sequence of `{context}`"
+            ))
+        } else if m > batch {
+            Some(format!(
+                "micro-batch of `{m}` tokens is larger than the batch of `{batch}` it accumulates into"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(sweep
+                .error_at(micro.span(), "train.micro_batch_tokens", why)
+                .with_hint(
+                    "a micro-batch is a whole number of sequences, at most `[train] batch_tokens`",
+                ));
+        }
+    }
     if !train.grad_clip.is_finite() || train.grad_clip < 0.0 {
         return Err(SpecError::whole_file(
             &sweep.path,

@@ -12,6 +12,7 @@ mod slurm;
 mod state;
 mod status;
 mod tables;
+pub mod tfevents;
 
 pub use db::{PlanWrite, StoredRun, SweepDb};
 pub use error::StoreError;

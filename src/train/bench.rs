@@ -146,6 +146,7 @@ pub fn run_bench(
         log_every: 1,
         precision: spec.precision,
         head_chunk: None,
+        micro_batch_seqs: None,
     };
     let tokens = total_steps * tokens_per_step;
     let prepared = data::prepare(&data_config, scratch, &scratch.join("cache"), tokens)?;

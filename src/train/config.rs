@@ -36,6 +36,12 @@ pub struct TrainConfig {
     /// it changes the order in which the head's gradient is summed (the last bits of a run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_chunk: Option<u64>,
+    /// Sequences per micro-batch (`[train] micro_batch_tokens` over the context), when the
+    /// batch is accumulated from smaller ones; `None` for the whole batch at once. Left out
+    /// of the JSON when unset, so earlier runs keep their ids; a chosen micro-batch is part
+    /// of the id, as it changes the order in which gradients are summed (the last bits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batch_seqs: Option<u64>,
 }
 
 impl TrainConfig {
@@ -44,6 +50,14 @@ impl TrainConfig {
     pub fn head_chunk_for(&self, vocab: usize) -> usize {
         self.head_chunk
             .map_or_else(|| crate::kernels::default_head_chunk(vocab), |c| c as usize)
+            .max(1)
+    }
+
+    /// Sequences per micro-batch for a batch of `batch_seqs` rows (never more than the batch,
+    /// at least one).
+    pub fn micro_rows(&self, batch_seqs: u64) -> u64 {
+        self.micro_batch_seqs
+            .map_or(batch_seqs, |m| m.min(batch_seqs))
             .max(1)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::module::{Module, ModuleVisitor, Param};
-use burn::optim::{AdamWConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, FloatDType, Tensor};
 
 use super::TrainConfig;
@@ -261,6 +261,7 @@ pub fn train(
     let steps = train.steps;
     let tokens_per_step = (context * rows) as u64;
     let head_chunk = train.head_chunk_for(model.vocab());
+    let micro_rows = train.micro_rows(cfg.batch_seqs) as usize;
     let eval_every = steps.div_ceil(train.evals.max(1)).max(1);
     on_event(TrainEvent::Started {
         steps,
@@ -303,6 +304,7 @@ pub fn train(
                     grad_clip: train.grad_clip,
                     compute,
                     head_chunk,
+                    micro_rows,
                     scaler: scaler.as_mut(),
                 },
                 &ad,
@@ -399,11 +401,15 @@ pub(crate) struct Update<'a> {
     pub(crate) scaler: Option<&'a mut LossScale>,
     /// Positions per chunk of the fused head and loss.
     pub(crate) head_chunk: usize,
+    /// Rows per micro-batch (the batch's rows, or more, for one pass).
+    pub(crate) micro_rows: usize,
 }
 
-/// One optimiser step; returns the loss before the update. With a loss scale, the scaled loss
-/// is differentiated, the gradients are unscaled (in the same pass as clipping), and a step
-/// whose gradients overflowed is skipped.
+/// One optimiser step; returns the loss before the update. The batch's gradients are summed
+/// over micro-batches of `update.micro_rows` rows (one pass when the batch fits), each
+/// micro-batch's mean loss weighted by its share of the positions, so the step is the whole
+/// batch's. With a loss scale, the scaled loss is differentiated, the gradients are unscaled
+/// (in the same pass as clipping), and a step whose gradients overflowed is skipped.
 pub(crate) fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
@@ -413,21 +419,21 @@ pub(crate) fn train_step(
     update: Update,
     device: &Device,
 ) -> Result<f64, TrainError> {
-    let (inputs, targets) = batch_tensors(batch, device);
-    let positions = batch.batch * batch.context;
-    let head = head_input(model, inputs, update.compute, update.head_chunk);
-    let loss = objective.loss(step, steps, batch, head, targets.reshape([positions]));
-    let value = loss.clone().into_scalar::<f32>() as f64;
-    if !value.is_finite() {
-        return Err(TrainError::Diverged { step, loss: value });
-    }
     let scale = update.scaler.as_ref().map_or(1.0, |s| s.scale);
-    let loss = if scale == 1.0 {
-        loss
-    } else {
-        loss.mul_scalar(scale)
+    let pass = Pass {
+        at: (step, steps),
+        compute: update.compute,
+        head_chunk: update.head_chunk,
+        scale,
+        device,
     };
-    let mut grads = GradientsParams::from_grads(loss.backward(), &*model);
+    let (value, mut grads) = if update.micro_rows >= batch.batch {
+        pass.backward(model, objective, batch, 1.0)?
+    } else {
+        pass.accumulate(model, objective, batch, update.micro_rows)?
+    };
+
+    // one clip and one update for the whole batch
     let mut factor = 1.0 / scale;
     if update.grad_clip > 0.0 || update.scaler.is_some() {
         let norm = global_norm(&*model, &grads).map(|n| n / scale);
@@ -452,6 +458,68 @@ pub(crate) fn train_step(
     }
     *model = optim.step(update.lr, model.clone(), grads);
     Ok(value)
+}
+
+/// What every forward and backward pass of one optimiser step shares.
+struct Pass<'a> {
+    /// The step and the run's steps (schedules read them).
+    at: (u64, u64),
+    compute: FloatDType,
+    head_chunk: usize,
+    /// The f16 loss scale (1 without one).
+    scale: f64,
+    device: &'a Device,
+}
+
+impl Pass<'_> {
+    /// The loss of `part` (its mean over positions) and the gradients of `weight` × scale ×
+    /// that loss. A non-finite loss stops the run.
+    fn backward(
+        &self,
+        model: &Transformer,
+        objective: &mut dyn Objective,
+        part: &Batch,
+        weight: f64,
+    ) -> Result<(f64, GradientsParams), TrainError> {
+        let (step, steps) = self.at;
+        let (inputs, targets) = batch_tensors(part, self.device);
+        let positions = part.batch * part.context;
+        let head = head_input(model, inputs, self.compute, self.head_chunk);
+        let loss = objective.loss(step, steps, part, head, targets.reshape([positions]));
+        let value = loss.clone().into_scalar::<f32>() as f64;
+        if !value.is_finite() {
+            return Err(TrainError::Diverged { step, loss: value });
+        }
+        let factor = weight * self.scale;
+        let loss = if factor == 1.0 {
+            loss
+        } else {
+            loss.mul_scalar(factor)
+        };
+        Ok((value, GradientsParams::from_grads(loss.backward(), model)))
+    }
+
+    /// The whole batch's loss and gradients, summed over micro-batches of `rows` rows: each
+    /// weighted by its share of the batch's positions, so a micro-batch's mean loss adds up to
+    /// the batch's mean. Only one micro-batch's activations are alive at a time.
+    fn accumulate(
+        &self,
+        model: &Transformer,
+        objective: &mut dyn Objective,
+        batch: &Batch,
+        rows: usize,
+    ) -> Result<(f64, GradientsParams), TrainError> {
+        let total = (batch.batch * batch.context).max(1) as f64;
+        let mut summed = GradientsAccumulator::<Transformer>::new();
+        let mut value = 0.0;
+        for part in batch.micro_batches(rows) {
+            let weight = (part.batch * part.context) as f64 / total;
+            let (loss, grads) = self.backward(model, objective, &part, weight)?;
+            value += weight * loss;
+            summed.accumulate(model, grads);
+        }
+        Ok((value, summed.grads()))
+    }
 }
 
 /// The global L2 norm of all gradients (`None` when there are none).

@@ -249,6 +249,41 @@ fn memory_limit_refuses_with_the_run_and_the_knob() {
     assert!(out.contains("memory"), "{out}");
 }
 
+/// A batch whose activations exceed `[limits] memory` is refused with the largest micro-batch
+/// that fits (`plan` chooses it from its memory model); with that micro-batch the same batch
+/// plans, accumulated, and one sequence more is refused again. A micro-batch larger than the
+/// batch is refused by key.
+#[test]
+fn a_batch_over_the_memory_limit_is_offered_the_micro_batch_that_fits() {
+    let big = format!("{VALID}[train]\nbatch_tokens = \"256K\"\n[limits]\nmemory = \"1G\"\n");
+    let (code, err, _) = plan_text(&big);
+    assert_eq!(code, 2, "{err}");
+    let tokens: u64 = err
+        .split("micro_batch_tokens = ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the hint names a micro-batch: {err}"));
+    assert!(tokens > 0 && tokens < 256 * 1024, "{tokens}");
+    let with = |micro: u64| {
+        plan_text(&big.replace(
+            "[limits]",
+            &format!("micro_batch_tokens = {micro}\n[limits]"),
+        ))
+    };
+    let (code, err, out) = with(tokens);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("memory"), "{out}");
+    let (code, err, _) = with(tokens + 256);
+    assert_eq!(code, 2, "one sequence more does not fit: {err}");
+    let (code, err, _) = with(512 * 1024);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("key `train.micro_batch_tokens`") && err.contains("larger than the batch"),
+        "{err}"
+    );
+}
+
 #[test]
 fn vocabulary_mismatch_between_teacher_and_student_names_both() {
     let text = "name = \"t\"\n[corpus]\nkind = \"synthetic\"\n[teachers]\n[[teachers.models]]\nname = \"big\"\nd_model = 64\nn_layers = 2\nn_heads = 4\nd_ff = 128\nvocab = 512\n[students]\n[[students.models]]\nname = \"small\"\nd_model = 32\nn_layers = 2\nn_heads = 2\nd_ff = 64\nvocab = 256\n";

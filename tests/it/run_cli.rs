@@ -5,7 +5,7 @@
 use crate::common::{pdsweep, stderr};
 use pdsweep::plan::RunKind;
 use pdsweep::store::RunState;
-use pdsweep::store::SweepDb;
+use pdsweep::store::{StoredRun, SweepDb};
 
 const SWEEP: &str = r#"
 name = "tiny"
@@ -92,6 +92,47 @@ fn run_trains_every_run_and_records_it() {
         "{}",
         stderr(&again)
     );
+    curves_are_tensorboard_files(tmp.path(), &db, &runs);
+    let watched = pdsweep(tmp.path(), &["status", "tiny.toml", "--watch", "0.1"]);
+    assert!(watched.status.success(), "{}", stderr(&watched));
+    let text = crate::common::stdout(&watched);
+    assert!(
+        text.contains("runs done") && text.contains("curves  tensorboard --logdir"),
+        "an idle sweep is printed once and --watch ends: {text}"
+    );
+}
+
+/// Every trained run wrote TensorBoard event files under `results/tiny/tensorboard/RUN/`, and
+/// a reader of the format finds in them what the database holds: each logged training loss,
+/// each held-out evaluation and the result, α for a student and, where its baseline finished
+/// first, the student's gain.
+fn curves_are_tensorboard_files(root: &std::path::Path, db: &SweepDb, runs: &[StoredRun]) {
+    use pdsweep::store::tfevents::{event_files, read_scalars};
+    for run in runs.iter().filter(|r| r.kind != RunKind::Logits) {
+        let dir = root.join("results/tiny/tensorboard").join(&run.name);
+        let files = event_files(&dir);
+        assert!(!files.is_empty(), "{}: no event file in {}", run.name, dir.display());
+        let scalars: Vec<_> = files.iter().flat_map(|f| read_scalars(f).unwrap()).collect();
+        let tagged = |tag: &str| scalars.iter().filter(|s| s.tag == tag).collect::<Vec<_>>();
+        let val = db.val_curve(&run.id).unwrap();
+        let heldout = tagged("heldout/loss");
+        assert_eq!(heldout.len(), val.len(), "{}", run.name);
+        for (s, point) in heldout.iter().zip(&val) {
+            assert!((s.value as f64 - point.2).abs() < 1e-5, "{}: {s:?} vs {point:?}", run.name);
+        }
+        assert!(!tagged("train/loss").is_empty() && !tagged("train/lr").is_empty());
+        let result = db.result(&run.id).unwrap().unwrap().0;
+        let last = tagged("result/heldout_loss");
+        assert!((last[0].value as f64 - result).abs() < 1e-5, "{}", run.name);
+        if run.kind == RunKind::Student {
+            assert!(!tagged("train/alpha").is_empty(), "{}: α is logged", run.name);
+            // the gain is logged when the baseline finished first
+            let gain = db.gain(&run.id).unwrap().unwrap();
+            for logged in tagged("result/gain") {
+                assert!((logged.value as f64 - gain).abs() < 1e-5, "{}", run.name);
+            }
+        }
+    }
 }
 
 /// A corpus path that did not exist passed `plan` (exit 0, runs recorded), and `run` then failed

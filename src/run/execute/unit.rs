@@ -10,13 +10,14 @@ use super::solo::execute_guarded;
 use super::stacked::execute_stack;
 use crate::run::error::RunError;
 use crate::run::events::RunEvent;
-use crate::run::record::Recorder;
+use crate::run::record::{Recorder, TensorBoard};
 use crate::run::stacks::stack_key;
 use crate::run::unit::WorkUnit;
 
 /// Executes every run of `unit` on `device`, recording through `recorder`; returns each run's
 /// outcome in the unit's order. A failing run (error, NaN, panic) is recorded as failed and
-/// the others go on; only a failure to record stops the unit.
+/// the others go on; only a failure to record stops the unit. Each run's curves also go to
+/// its TensorBoard event files (see [`TensorBoard`]).
 pub fn execute_unit(
     unit: &WorkUnit,
     env: &ExecEnv,
@@ -24,6 +25,7 @@ pub fn execute_unit(
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Vec<Outcome>, RunError> {
+    let recorder = &mut TensorBoard::new(recorder, unit, env.layout.root());
     // a stack unit whose runs are not one shape (written by hand, or by another version) runs
     // one after the other
     if unit.stack && unit.runs.len() > 1 && same_key(unit)? {

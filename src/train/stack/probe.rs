@@ -57,6 +57,7 @@ pub fn tokens_per_s(
                 compute: FloatDType::F32,
                 scaler: None,
                 head_chunk: train.head_chunk_for(model.vocab()),
+                micro_rows: train.micro_rows(data.batch_seqs) as usize,
             };
             train_step(
                 &mut model,
