@@ -46,8 +46,8 @@ pub enum Command {
     /// Draw every figure of a sweep (PNG at 300 dpi and SVG) and a self-contained
     /// index.html into reports/NAME/, and say what is missing.
     Report(ReportArgs),
-    /// Write a sweep's runs, metrics and fits as CSV, Parquet or JSON tables (default
-    /// folder results/NAME/export/).
+    /// Write a sweep's runs, metrics, fits, similarity and distillation degrees as CSV,
+    /// Parquet or JSON tables (default folder results/NAME/export/).
     Export(ExportArgs),
     /// Text from a finished run (teacher, student, baseline or pre-trained teacher):
     /// continue a prompt or held-out prefixes, greedy or sampled, with a key/value cache.
