@@ -70,8 +70,9 @@ pub enum Command {
     /// CUDA devices (or what the cuda backend lacks on this machine).
     Devices(DevicesArgs),
     /// Propose the next runs that most shrink the optimal teacher's interval per hour of
-    /// compute (teachers beyond the grid's edge or around T*, more seeds), from the sweep's
-    /// finished runs; `--write FILE` saves them as a follow-up sweep file for `run`.
+    /// compute (a longer student budget where runs have not converged, teachers beyond the
+    /// grid's edge or around T*, more seeds), from the sweep's finished runs; `--write FILE`
+    /// saves them as a follow-up sweep file for `run`.
     Suggest(SuggestArgs),
     /// Run the sweep on a Slurm cluster: submit the runs that are not done as job arrays with
     /// dependencies, follow them, record their results, resubmit failed attempts (Ctrl-C
