@@ -49,8 +49,9 @@ pub enum Command {
     /// Write a sweep's runs, metrics, fits, similarity and distillation degrees as CSV,
     /// Parquet or JSON tables (default folder results/NAME/export/).
     Export(ExportArgs),
-    /// Text from a finished run (teacher, student, baseline or pre-trained teacher):
-    /// continue a prompt or held-out prefixes, greedy or sampled, with a key/value cache.
+    /// Text from a finished run (teacher, student, baseline, or pre-trained teacher of a plain
+    /// LLaMA architecture): continue a prompt or held-out prefixes, greedy or sampled, with a
+    /// key/value cache.
     Sample(SampleArgs),
     /// Fit scaling laws with bootstrap intervals: to a sweep (supervised law on teachers and
     /// baselines, distillation law on students, capacity-gap optima; stored in its database)
