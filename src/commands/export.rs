@@ -1,5 +1,5 @@
-//! `pdsweep export`: a sweep's runs, metrics and fits as CSV, Parquet or JSON tables for
-//! analysis elsewhere (default folder `results/NAME/export/`).
+//! `pdsweep export`: a sweep's runs, metrics, fits, similarity and degrees as CSV, Parquet or
+//! JSON tables for analysis elsewhere (default folder `results/NAME/export/`).
 
 use std::path::PathBuf;
 

@@ -28,7 +28,7 @@ pub fn load_model(
             .map_err(|e| e.to_string())?;
         return model.into_transformer().ok_or_else(|| {
             format!(
-                "`{}` is a released model of another family than LLaMA: sampling from it and the distillation degree need pdsweep's own decoder with a key/value cache, which such teachers do not run yet",
+                "`{}` runs as the released decoder (any architecture but a plain LLaMA): sampling from it and the distillation degree need pdsweep's own decoder with a key/value cache, which such teachers do not run yet",
                 dir.display()
             )
         });

@@ -1,4 +1,5 @@
-//! CSV export: `runs.csv`, `metrics.csv` and `fits.csv`, with a header row each.
+//! CSV export: `runs.csv`, `metrics.csv`, `fits.csv`, `similarity.csv` and `degrees.csv`, with
+//! a header row each.
 
 use polars::prelude::{CsvWriter, SerWriter};
 

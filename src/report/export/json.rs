@@ -1,5 +1,5 @@
-//! JSON export: one file, `export.json`, holding `{"runs": [...], "fits": [...],
-//! "metrics": [...]}`, each table an array of row objects.
+//! JSON export: one file, `export.json`, holding one array of row objects per table:
+//! `{"runs": [...], "metrics": [...], "fits": [...], "similarity": [...], "degrees": [...]}`.
 
 use polars::prelude::{JsonFormat, JsonWriter, SerWriter};
 use serde_json::{Map, Value};

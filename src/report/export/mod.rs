@@ -1,6 +1,6 @@
-//! `pdsweep export`: the sweep's runs, metrics and fits as polars tables, written by one
-//! [`Exporter`] per format (CSV, Parquet, JSON); and with `--models`, finished runs as Hugging
-//! Face model folders with a model card ([`export_models`]).
+//! `pdsweep export`: the sweep's runs, metrics, fits, similarity and degrees as polars tables,
+//! written by one [`Exporter`] per format (CSV, Parquet, JSON); and with `--models`, finished
+//! runs as Hugging Face model folders with a model card ([`export_models`]).
 
 mod card;
 mod csv;
@@ -28,11 +28,13 @@ pub trait Exporter {
 /// The formats `export` writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExportFormat {
-    /// `runs.csv`, `metrics.csv`, `fits.csv`.
+    /// `runs.csv`, `metrics.csv`, `fits.csv`, `similarity.csv`, `degrees.csv`.
     Csv,
-    /// `runs.parquet`, `metrics.parquet`, `fits.parquet`.
+    /// `runs.parquet`, `metrics.parquet`, `fits.parquet`, `similarity.parquet`,
+    /// `degrees.parquet`.
     Parquet,
-    /// `export.json`: `{"runs": [...], "fits": [...], "metrics": [...]}`.
+    /// `export.json`: one array of row objects per table (`runs`, `metrics`, `fits`,
+    /// `similarity`, `degrees`).
     Json,
 }
 

@@ -1,4 +1,5 @@
-//! Parquet export: `runs.parquet`, `metrics.parquet` and `fits.parquet`, typed columns.
+//! Parquet export: `runs.parquet`, `metrics.parquet`, `fits.parquet`, `similarity.parquet`
+//! and `degrees.parquet`, typed columns.
 
 use polars::prelude::ParquetWriter;
 
