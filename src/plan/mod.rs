@@ -214,14 +214,17 @@ impl Plan {
         if m.total() <= budget {
             return Ok(());
         }
-        let micro = self.fitting_micro_batch(run, budget);
-        let hint = match micro {
-            Some(tokens) if m.head.max(m.activations) >= m.state => format!(
-                "set `[train] micro_batch_tokens = {tokens}` (the largest micro-batch that fits: the same batch, accumulated), or lower `[train] batch_tokens`"
-            ),
-            _ if m.head >= m.activations.max(m.state) => "lower `[train] head_chunk` (one chunk of logits is the largest part) or `[train] batch_tokens`".into(),
-            _ if m.activations >= m.state => "lower `[train] batch_tokens` or set `[train] micro_batch_tokens` (the activations kept for the backward pass are the largest part)".into(),
-            _ => "use smaller models, or raise the limit (weights, gradients and optimiser state are the largest part)".into(),
+        let hint = if m.head >= m.activations.max(m.state) {
+            "lower `[train] head_chunk` (one chunk of logits is the largest part) or `[train] batch_tokens`".to_string()
+        } else if m.activations >= m.state {
+            match self.fitting_micro_batch(run, budget) {
+                Some(tokens) => format!(
+                    "set `[train] micro_batch_tokens = {tokens}` (the largest micro-batch that fits: the same batch, accumulated; the activations kept for the backward pass are the largest part), or lower `[train] batch_tokens`"
+                ),
+                None => "lower `[train] batch_tokens` (the activations kept for the backward pass are the largest part)".to_string(),
+            }
+        } else {
+            "use smaller models, or raise the limit (weights, gradients and optimiser state are the largest part)".to_string()
         };
         Err(sweep
             .error_at(

@@ -261,8 +261,8 @@ fn a_batch_over_the_memory_limit_is_offered_the_micro_batch_that_fits() {
     let tokens: u64 = err
         .split("micro_batch_tokens = ")
         .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
+        .and_then(|rest| rest.split('`').next())
+        .and_then(|n| n.trim().parse().ok())
         .unwrap_or_else(|| panic!("the hint names a micro-batch: {err}"));
     assert!(tokens > 0 && tokens < 256 * 1024, "{tokens}");
     let with = |micro: u64| {

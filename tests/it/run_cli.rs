@@ -111,21 +111,37 @@ fn curves_are_tensorboard_files(root: &std::path::Path, db: &SweepDb, runs: &[St
     for run in runs.iter().filter(|r| r.kind != RunKind::Logits) {
         let dir = root.join("results/tiny/tensorboard").join(&run.name);
         let files = event_files(&dir);
-        assert!(!files.is_empty(), "{}: no event file in {}", run.name, dir.display());
-        let scalars: Vec<_> = files.iter().flat_map(|f| read_scalars(f).unwrap()).collect();
+        assert!(
+            !files.is_empty(),
+            "{}: no event file in {}",
+            run.name,
+            dir.display()
+        );
+        let scalars: Vec<_> = files
+            .iter()
+            .flat_map(|f| read_scalars(f).unwrap())
+            .collect();
         let tagged = |tag: &str| scalars.iter().filter(|s| s.tag == tag).collect::<Vec<_>>();
         let val = db.val_curve(&run.id).unwrap();
         let heldout = tagged("heldout/loss");
         assert_eq!(heldout.len(), val.len(), "{}", run.name);
         for (s, point) in heldout.iter().zip(&val) {
-            assert!((s.value as f64 - point.2).abs() < 1e-5, "{}: {s:?} vs {point:?}", run.name);
+            assert!(
+                (s.value as f64 - point.2).abs() < 1e-5,
+                "{}: {s:?} vs {point:?}",
+                run.name
+            );
         }
         assert!(!tagged("train/loss").is_empty() && !tagged("train/lr").is_empty());
         let result = db.result(&run.id).unwrap().unwrap().0;
         let last = tagged("result/heldout_loss");
         assert!((last[0].value as f64 - result).abs() < 1e-5, "{}", run.name);
         if run.kind == RunKind::Student {
-            assert!(!tagged("train/alpha").is_empty(), "{}: α is logged", run.name);
+            assert!(
+                !tagged("train/alpha").is_empty(),
+                "{}: α is logged",
+                run.name
+            );
             // the gain is logged when the baseline finished first
             let gain = db.gain(&run.id).unwrap().unwrap();
             for logged in tagged("result/gain") {

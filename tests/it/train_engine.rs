@@ -378,7 +378,10 @@ fn logits_of(model: &pdsweep::model::Transformer) -> Vec<f32> {
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// `[train] micro_batch_tokens` accumulates the batch from smaller passes: one clip and one
@@ -392,14 +395,14 @@ fn accumulated_micro_batches_train_as_the_whole_batch() {
     let _alone = RNG.lock().unwrap_or_else(|e| e.into_inner());
     let short = "evals = 1\nlog_every = 1\n";
     let whole = synthetic_run(short);
-    let data = data(&whole);
+    let prepared = data(&whole);
     let run = |config: &RunConfig| {
         let dir = tempfile::tempdir().unwrap();
         let mut cut = config.clone();
         if let Some(t) = cut.train.as_mut() {
             t.steps = 24;
         }
-        run_training(&cut, &data, dir.path(), &mut Vec::new()).unwrap()
+        run_training(&cut, &prepared, dir.path(), &mut Vec::new()).unwrap()
     };
     let reference = run(&whole);
     let reference_logits = logits_of(&reference.model);
@@ -423,7 +426,11 @@ fn accumulated_micro_batches_train_as_the_whole_batch() {
         );
     }
     let same = synthetic_run(&format!("{short}micro_batch_tokens = \"2K\"\n"));
-    assert_eq!(same.to_json(), whole.to_json(), "the whole batch keeps its id");
+    assert_eq!(
+        same.to_json(),
+        whole.to_json(),
+        "the whole batch keeps its id"
+    );
     // the scale of a real difference: the same run from another seed
     let mut reordered = whole.clone();
     reordered.data.seed += 1;
@@ -436,5 +443,8 @@ fn accumulated_micro_batches_train_as_the_whole_batch() {
         run_training(&reordered, &data, dir.path(), &mut Vec::new()).unwrap()
     };
     let apart = max_abs_diff(&logits_of(&other.model), &reference_logits);
-    assert!(apart > 0.2, "another data order moves the logits by {apart}");
+    assert!(
+        apart > 0.2,
+        "another data order moves the logits by {apart}"
+    );
 }

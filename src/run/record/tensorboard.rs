@@ -105,7 +105,11 @@ impl<'a> TensorBoard<'a> {
     }
 
     /// The scalars of a training event of run `id` (none for the others).
-    fn scalars_of(&self, id: &RunId, event: &TrainEvent) -> Option<(u64, Vec<(&'static str, f64)>)> {
+    fn scalars_of(
+        &self,
+        id: &RunId,
+        event: &TrainEvent,
+    ) -> Option<(u64, Vec<(&'static str, f64)>)> {
         match *event {
             TrainEvent::Step {
                 step,
