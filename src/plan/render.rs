@@ -111,6 +111,7 @@ pub fn json_value(plan: &Plan) -> Value {
             "throughput_source": t.throughput.source,
             "estimated_seconds": t.estimated_seconds,
         },
+        "at_scale": at_scale(plan),
     })
 }
 
@@ -331,6 +332,92 @@ fn store_layout(run: &Run) -> Option<crate::distill::store::Layout> {
     )
 }
 
+/// Corpus sizes `at_scale` prices: 1, 3 and 10 billion tokens.
+const SCALE_TOKENS: [u64; 3] = [1_000_000_000, 3_000_000_000, 10_000_000_000];
+
+/// What the sweep's files would weigh at 1–10B tokens: the token cache of each vocabulary
+/// (2 bytes a token up to 65,536 ids, else 4) and each kind of logit store at its bytes per
+/// position, plus every store of the plan together, as if each read that many positions.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AtScale {
+    /// Tokens (and store positions).
+    pub tokens: u64,
+    /// Token cache bytes per vocabulary, largest vocabulary first.
+    pub caches: Vec<(u64, u64)>,
+    /// Bytes of one store per distinct layout: (bytes per position, bytes).
+    pub stores: Vec<(u64, u64)>,
+    /// Bytes of all the plan's stores.
+    pub all_stores: u64,
+}
+
+/// [`AtScale`] for each of [`SCALE_TOKENS`].
+pub fn at_scale(plan: &Plan) -> Vec<AtScale> {
+    let mut vocabs: Vec<u64> = plan.runs.iter().map(|r| r.config.data.vocab).collect();
+    vocabs.sort_unstable_by(|a, b| b.cmp(a));
+    vocabs.dedup();
+    let per_position: Vec<u64> = plan
+        .runs
+        .iter()
+        .filter_map(store_layout)
+        .map(|l| l.bytes_per_token())
+        .collect();
+    let mut distinct = per_position.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    SCALE_TOKENS
+        .iter()
+        .map(|&tokens| AtScale {
+            tokens,
+            caches: vocabs
+                .iter()
+                .map(|&v| (v, tokens.saturating_mul(if v <= 1 << 16 { 2 } else { 4 })))
+                .collect(),
+            stores: distinct
+                .iter()
+                .map(|&b| (b, b.saturating_mul(tokens)))
+                .collect(),
+            all_stores: per_position
+                .iter()
+                .fold(0u64, |sum, &b| sum.saturating_add(b.saturating_mul(tokens))),
+        })
+        .collect()
+}
+
+/// The `at scale` lines of the table: token caches and stores at 1, 3 and 10B tokens.
+fn at_scale_lines(plan: &Plan) -> String {
+    let rows = at_scale(plan);
+    let sizes = |f: &dyn Fn(&AtScale) -> u64| {
+        rows.iter()
+            .map(|r| format_bytes(f(r) as f64))
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let Some(first) = rows.first() else {
+        return String::new();
+    };
+    let mut out = String::from("  at scale     1B / 3B / 10B tokens:");
+    for (i, (vocab, _)) in first.caches.iter().enumerate() {
+        out += &format!(
+            "\n               token cache (V = {vocab}) {}",
+            sizes(&|r| r.caches[i].1)
+        );
+    }
+    for (i, (per, _)) in first.stores.iter().enumerate() {
+        out += &format!(
+            "\n               one logit store at {per} B/position {}",
+            sizes(&|r| r.stores[i].1)
+        );
+    }
+    let count = plan.runs.iter().filter_map(store_layout).count();
+    if count > 1 {
+        out += &format!(
+            "\n               all {count} logit stores {}",
+            sizes(&|r| r.all_stores)
+        );
+    }
+    out + "\n"
+}
+
 /// One line per logit store: what it keeps, its bytes per token, positions and size.
 fn stores(plan: &Plan) -> String {
     let mut out = String::new();
@@ -393,6 +480,7 @@ fn summary(plan: &Plan) -> String {
         format_bytes(t.checkpoint_bytes as f64)
     );
     out += &stores(plan);
+    out += &at_scale_lines(plan);
     if let Some(run) = plan.largest_memory() {
         out += &format!(
             "  memory       at most {} per run at its peak ({})\n",

@@ -445,3 +445,46 @@ batch_tokens = "8K"
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(!stdout(&out).contains("confounded"), "{}", stdout(&out));
 }
+
+/// `plan` prices the sweep's files at 1–10B tokens, as a researcher scaling it up would need:
+/// the token cache at 2 bytes a token (V ≤ 65,536) and each logit store at its bytes per
+/// position, alone and all together, in the table and in JSON.
+#[test]
+fn plan_prices_caches_and_stores_at_billions_of_tokens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sweep = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sweeps/quickstart.toml");
+    let sweep = sweep.to_string_lossy().to_string();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", &sweep, "--dry-run", "--format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows = plan["at_scale"].as_array().unwrap();
+    let tokens: Vec<u64> = rows.iter().map(|r| r["tokens"].as_u64().unwrap()).collect();
+    assert_eq!(tokens, [1_000_000_000, 3_000_000_000, 10_000_000_000]);
+    let ten = &rows[2];
+    assert_eq!(
+        ten["caches"][0],
+        serde_json::json!([256, 20_000_000_000u64])
+    );
+    let per = ten["stores"][0][0].as_u64().unwrap();
+    assert_eq!(ten["stores"][0][1].as_u64().unwrap(), per * 10_000_000_000);
+    let stores = plan["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "logits")
+        .count() as u64;
+    assert_eq!(
+        ten["all_stores"].as_u64().unwrap(),
+        stores * per * 10_000_000_000
+    );
+    let table = pdsweep(tmp.path(), &["plan", &sweep, "--dry-run"]);
+    let text = stdout(&table);
+    assert!(
+        text.contains("at scale     1B / 3B / 10B tokens:")
+            && text.contains("token cache (V = 256) 1.9 GiB / 5.6 GiB / 18.6 GiB"),
+        "{text}"
+    );
+}
