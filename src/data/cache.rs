@@ -44,6 +44,9 @@ pub struct TokenFile {
     pub val_bytes: u64,
     /// Tokens per chunk and each chunk's XXH3 (empty for a version 1 file).
     chunks: (u64, Vec<u64>),
+    /// Which chunks this process has checked (all, after [`TokenFile::verify`]); a chunk is
+    /// checked the first time [`TokenFile::slice`] reads from it.
+    checked: Vec<std::sync::atomic::AtomicBool>,
     path: PathBuf,
     file: fs::File,
 }
@@ -264,6 +267,9 @@ impl TokenFile {
         if train_len > len {
             return Err(corrupt("training split longer than the file"));
         }
+        let checked = (0..chunks.1.len())
+            .map(|_| std::sync::atomic::AtomicBool::new(false))
+            .collect();
         Ok(TokenFile {
             width,
             len,
@@ -271,6 +277,7 @@ impl TokenFile {
             vocab: u64_at(32),
             val_bytes: u64_at(40),
             chunks,
+            checked,
             map,
             path: path.to_path_buf(),
             file,
@@ -327,7 +334,61 @@ impl TokenFile {
                 reason,
             });
         }
+        for c in &self.checked {
+            c.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// Checks chunk `i` against its checksum unless this process already has: what every read
+    /// of a cache whose whole check was skipped (its stamp matched) costs, once per chunk, so
+    /// damage that kept the file's size, time and inode is still caught before its tokens are
+    /// trained on. `Err` names the file and the chunk.
+    fn check_chunk(&self, i: usize) -> Result<(), DataError> {
+        use std::sync::atomic::Ordering;
+        let (Some(done), Some(&want)) = (self.checked.get(i), self.chunks.1.get(i)) else {
+            return Ok(());
+        };
+        if done.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        use std::os::unix::fs::FileExt;
+        let per = self.chunks.0 as usize;
+        let first = i * per;
+        let end = ((i + 1) * per).min(self.len);
+        // read, not mapped: a checked chunk does not stay in this process's resident memory
+        let mut bytes = vec![0u8; (end - first) * self.width];
+        let read = self
+            .file
+            .read_exact_at(&mut bytes, (HEADER + first * self.width) as u64);
+        let reason = match read {
+            Err(e) => format!("chunk {i} cannot be read: {e}"),
+            Ok(()) if xxh3_64(&bytes) != want => format!(
+                "chunk {i} (tokens from {first}) does not match its checksum (found on reading it; delete the file to rebuild the cache)"
+            ),
+            Ok(()) => String::new(),
+        };
+        if !reason.is_empty() {
+            return Err(DataError::CorruptCache {
+                path: self.path.clone(),
+                reason,
+            });
+        }
+        done.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Tokens `start..end` copied out, after checking the chunks they lie in (each once per
+    /// process, see [`TokenFile::check_chunk`]).
+    pub fn try_slice(&self, start: usize, end: usize) -> Result<Vec<u32>, DataError> {
+        let end = end.min(self.len);
+        if start < end && self.chunks.0 > 0 {
+            let per = self.chunks.0 as usize;
+            for i in start / per..=(end - 1) / per {
+                self.check_chunk(i)?;
+            }
+        }
+        Ok((start..end).map(|i| self.get(i)).collect())
     }
 
     /// Number of tokens.
@@ -355,9 +416,11 @@ impl TokenFile {
         }
     }
 
-    /// Tokens `start..end` copied out.
+    /// Tokens `start..end` copied out, their chunks checked on first read. A chunk that fails
+    /// its check is a damaged cache under a running run: the run stops with the message
+    /// (a panic, which the executor records as the run's failure; its checkpoint is kept).
     pub fn slice(&self, start: usize, end: usize) -> Vec<u32> {
-        (start..end.min(self.len)).map(|i| self.get(i)).collect()
+        self.try_slice(start, end).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
@@ -391,6 +454,37 @@ mod tests {
         fs::write(&path, &bytes).unwrap();
         let err = TokenFile::open(&path).unwrap_err().to_string();
         assert!(err.contains("partial copy"), "{err}");
+    }
+
+    /// Damage that keeps the file's size, modification time and inode passes the stamp (the
+    /// whole check is skipped), and is caught when the damaged chunk is first read; the
+    /// chunks around it read as before.
+    #[test]
+    fn damage_the_stamp_cannot_see_is_caught_on_reading_its_chunk() {
+        use std::io::{Seek, SeekFrom, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.bin");
+        let tokens: Vec<u32> = (0..3_000_000).map(|i| i % 300).collect();
+        TokenFile::write(&path, &tokens, 2_900_000, 300, 100).unwrap();
+        TokenFile::open(&path).unwrap().verify_once().unwrap();
+        let modified = fs::metadata(&path).unwrap().modified().unwrap();
+        let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start((HEADER + 2 * 2_500_000) as u64))
+            .unwrap();
+        f.write_all(&[7, 0]).unwrap();
+        f.set_modified(modified).unwrap();
+        drop(f);
+        let file = TokenFile::open(&path).unwrap();
+        file.verify_once().unwrap(); // the stamp still matches
+        assert_eq!(file.try_slice(0, 1000).unwrap(), tokens[..1000]);
+        let err = file
+            .try_slice(2_400_000, 2_400_064)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("chunk 2") && err.contains("t.bin") && err.contains("on reading"),
+            "{err}"
+        );
     }
 
     /// A cache written by an earlier pdsweep (version 1) still opens, checked whole.
