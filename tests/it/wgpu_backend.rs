@@ -4,7 +4,8 @@
 //! unless `PDSWEEP_REQUIRE_WGPU=1` (set by `.ci/run`), which makes that a failure.
 //!
 //! What is checked: a run on wgpu starts from exactly the CPU run's weights (they are drawn on
-//! the host) and follows its loss curve within float noise; f16 training tracks f32 and bf16 is
+//! the host) and follows its loss curve within float noise, also with its batch accumulated
+//! from micro-batches; f16 training tracks f32 and bf16 is
 //! refused with a clear message; runs trained as one stack on wgpu follow their solo runs; a
 //! whole tiny sweep (teacher, logit pass truncating on the device, offline and online
 //! students, baseline) runs through the binary with `--devices 0` and ends where the same
@@ -180,7 +181,8 @@ fn logits_of(config: &RunConfig, device: &Device) -> Vec<f32> {
 /// Initialisation and numerics: the model starts from the same weights on both backends (its
 /// first logits agree to float rounding: the weights are drawn on the host), wgpu runs the
 /// burn-op composites of the CPU kernels, and training follows the CPU's loss curve (measured:
-/// within 7.2e-7 over 16 steps).
+/// within 7.2e-7 over 16 steps). The same run with its batch accumulated from four
+/// micro-batches (`[train] micro_batch_tokens`) follows the whole batch's curve on wgpu.
 #[test]
 fn a_run_on_wgpu_starts_from_the_cpu_weights_and_follows_its_loss_curve() {
     let Some(gpu) = wgpu_or_skip("a_run_on_wgpu_follows_the_cpu") else {
@@ -213,6 +215,20 @@ fn a_run_on_wgpu_starts_from_the_cpu_weights_and_follows_its_loss_curve() {
     );
     assert!(worst < 1e-4, "the loss curves differ by up to {worst}");
     assert!(on_cpu.0.last() < on_cpu.0.first(), "it learns: {on_cpu:?}");
+
+    // gradient accumulation on the GPU path: 16 rows as 4 micro-batches of 4 step as the
+    // whole batch does
+    let mut micro = config.clone();
+    if let Some(t) = micro.train.as_mut() {
+        t.micro_batch_seqs = Some(4);
+    }
+    let accumulated = curve(&micro, &data, (&gpu, Backend::Wgpu), &mut NextToken);
+    let apart = worst(&on_gpu, &accumulated);
+    eprintln!("accumulated on wgpu {accumulated:?}: within {apart:.1e} of the whole batch");
+    assert!(
+        apart < 1e-4,
+        "accumulation differs from the whole batch by {apart}"
+    );
 }
 
 /// f16 on the GPU path tracks f32 (loss scaling on, parameters f32; compared with the CPU's f32
