@@ -208,12 +208,12 @@ fn a_run_on_wgpu_starts_from_the_cpu_weights_and_follows_its_loss_curve() {
     let data = data(&config);
     let on_cpu = curve(&config, &data, (&cpu, Backend::Cpu), &mut NextToken);
     let on_gpu = curve(&config, &data, (&gpu, Backend::Wgpu), &mut NextToken);
-    let worst = worst(&on_cpu, &on_gpu);
+    let gap = worst(&on_cpu, &on_gpu);
     eprintln!(
-        "cpu {on_cpu:?}\nwgpu {on_gpu:?}\nfirst logits within {first:.1e}, losses within {worst:.1e}; {:.1} s",
+        "cpu {on_cpu:?}\nwgpu {on_gpu:?}\nfirst logits within {first:.1e}, losses within {gap:.1e}; {:.1} s",
         start.elapsed().as_secs_f64()
     );
-    assert!(worst < 1e-4, "the loss curves differ by up to {worst}");
+    assert!(gap < 1e-4, "the loss curves differ by up to {gap}");
     assert!(on_cpu.0.last() < on_cpu.0.first(), "it learns: {on_cpu:?}");
 
     // gradient accumulation on the GPU path: 16 rows as 4 micro-batches of 4 step as the
