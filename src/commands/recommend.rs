@@ -144,23 +144,45 @@ fn group_digits(v: f64) -> String {
 }
 
 fn text(r: &Recommendation) -> String {
-    let ci = |c: Option<[f64; 2]>, f: &dyn Fn(f64) -> String| {
-        c.map_or(String::new(), |[lo, hi]| {
-            format!(" (95% CI {} – {})", f(lo), f(hi))
-        })
+    let mut out = heading(r);
+    out += &teacher_lines(r);
+    out += &student_lines(r);
+    if r.extrapolation.is_empty() {
+        out += "  within the ranges measured\n";
+    }
+    for n in &r.notes {
+        out += &format!("  note: {n}\n");
+    }
+    out
+}
+
+/// ` (95% CI lo – hi)` with each end shown by `f`, or nothing without an interval.
+fn ci(c: Option<[f64; 2]>, f: &dyn Fn(f64) -> String) -> String {
+    c.map_or(String::new(), |[lo, hi]| {
+        format!(" (95% CI {} – {})", f(lo), f(hi))
+    })
+}
+
+/// A loss to four decimals.
+fn loss(x: f64) -> String {
+    format!("{x:.4}")
+}
+
+/// A quantity with its refusal or warning on the same line.
+fn line(r: &Recommendation, name: &str, field: &str, value: Option<String>) -> String {
+    let problem = r.problems.get(field);
+    let shown = match (value, problem) {
+        (Some(v), Some(p)) => format!("{v} — REFUSED: {p}"),
+        (Some(v), None) => v,
+        (None, Some(p)) => format!("none: {p}"),
+        (None, None) => "-".to_string(),
     };
-    let loss = |x: f64| format!("{x:.4}");
-    // A quantity with its refusal or warning on the same line.
-    let line = |name: &str, field: &str, value: Option<String>| -> String {
-        let problem = r.problems.get(field);
-        let shown = match (value, problem) {
-            (Some(v), Some(p)) => format!("{v} — REFUSED: {p}"),
-            (Some(v), None) => v,
-            (None, Some(p)) => format!("none: {p}"),
-            (None, None) => "-".to_string(),
-        };
-        format!("  {name:<36}{shown}\n")
-    };
+    format!("  {name:<36}{shown}\n")
+}
+
+/// The student and where the answer comes from: its extrapolations, how its size was read,
+/// the method and what the sweep measured.
+fn heading(r: &Recommendation) -> String {
     let mut out = format!(
         "student {} on {} tokens ({}{})\n",
         format_count(r.student_params),
@@ -182,7 +204,13 @@ fn text(r: &Recommendation) -> String {
     for m in &r.measured {
         out += &format!("  measured: {m}\n");
     }
-    out += &line(
+    out
+}
+
+/// The optimal teacher: its loss, its size and the cost of training it.
+fn teacher_lines(r: &Recommendation) -> String {
+    let mut out = line(
+        r,
         "optimal teacher loss L_T*:",
         "teacher_loss",
         Some(format!(
@@ -193,6 +221,7 @@ fn text(r: &Recommendation) -> String {
         .filter(|_| r.teacher_loss.is_finite()),
     );
     out += &line(
+        r,
         "optimal teacher size N_T*:",
         "teacher_params",
         r.teacher_params.map(|n| {
@@ -210,6 +239,7 @@ fn text(r: &Recommendation) -> String {
             out += "  the sweep already has a teacher of about that size\n";
         } else {
             out += &line(
+                r,
                 "cost of training that teacher:",
                 "teacher_flops",
                 r.teacher_flops.map(|f| {
@@ -225,17 +255,25 @@ fn text(r: &Recommendation) -> String {
             );
         }
     }
-    out += &line(
+    out
+}
+
+/// The student's losses without and with the teacher, the gain, and the empirical T*(S).
+fn student_lines(r: &Recommendation) -> String {
+    let mut out = line(
+        r,
         "supervised student loss L̃_S:",
         "supervised_loss",
         Some(loss(r.supervised_loss)),
     );
     out += &line(
+        r,
         "distilled student loss L_S at L_T*:",
         "student_loss",
         Some(loss(r.student_loss)).filter(|_| r.student_loss.is_finite()),
     );
     out += &line(
+        r,
         "gain over no teacher:",
         "gain",
         Some(format!(
@@ -251,16 +289,11 @@ fn text(r: &Recommendation) -> String {
     );
     if let Some((form, t)) = &r.tstar_empirical {
         out += &line(
+            r,
             &format!("empirical T*(S) ({form} fit):"),
             "tstar_empirical",
             Some(format_count(*t)).filter(|_| *t > 0.0),
         );
-    }
-    if r.extrapolation.is_empty() {
-        out += "  within the ranges measured\n";
-    }
-    for n in &r.notes {
-        out += &format!("  note: {n}\n");
     }
     out
 }

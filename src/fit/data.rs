@@ -167,124 +167,188 @@ pub fn read_csv(
         .trim(csv::Trim::Headers)
         .from_path(path)
         .map_err(|e| read_err(e.to_string()))?;
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| read_err(e.to_string()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let find = |role: &str| header.iter().position(|h| h == columns.column(role));
-    let missing = |role: &str| FitError::MissingColumn {
-        path: path.to_path_buf(),
-        column: columns.column(role).to_string(),
-        role: role.to_string(),
-        available: header
+    let header = Header {
+        path,
+        columns,
+        names: reader
+            .headers()
+            .map_err(|e| read_err(e.to_string()))?
             .iter()
-            .map(|h| format!("`{h}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
+            .map(str::to_string)
+            .collect(),
     };
-    let need = |role: &str| find(role).ok_or_else(|| missing(role));
     // Explicitly mapped optional columns must exist.
     for role in columns.0.keys() {
-        need(role)?;
-    }
-    struct Cols {
-        n: usize,
-        d: Option<usize>,
-        flops: Option<usize>,
-        lt: Option<usize>,
-        lsup: Option<usize>,
-        nt: Option<usize>,
-        loss: usize,
+        header.need(role)?;
     }
     let cols = if law.is_distill() {
+        header.distill_cols(supervised.is_some())?
+    } else {
+        header.supervised_cols()?
+    };
+    let mut out = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| read_err(e.to_string()))?;
+        out.push(point_of(&header, &record, &cols, supervised)?);
+    }
+    Ok(out)
+}
+
+/// A data file's header, read against the column map.
+struct Header<'a> {
+    /// The file, for messages.
+    path: &'a Path,
+    /// Which column plays which role.
+    columns: &'a ColumnMap,
+    /// The column names, in order.
+    names: Vec<String>,
+}
+
+/// Where each role's column is in a data file.
+struct Cols {
+    /// N (or N_S).
+    n: usize,
+    /// D (or D_S).
+    d: Option<usize>,
+    /// Compute C = 6ND, when D is not given.
+    flops: Option<usize>,
+    /// L_T.
+    lt: Option<usize>,
+    /// L̃_S.
+    lsup: Option<usize>,
+    /// N_T.
+    nt: Option<usize>,
+    /// The loss fitted.
+    loss: usize,
+}
+
+impl Header<'_> {
+    /// The index of `role`'s column, when the file has it.
+    fn find(&self, role: &str) -> Option<usize> {
+        self.names
+            .iter()
+            .position(|h| h == self.columns.column(role))
+    }
+
+    /// The error for a missing `role` column, listing the columns the file has.
+    fn missing(&self, role: &str) -> FitError {
+        FitError::MissingColumn {
+            path: self.path.to_path_buf(),
+            column: self.columns.column(role).to_string(),
+            role: role.to_string(),
+            available: self
+                .names
+                .iter()
+                .map(|h| format!("`{h}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The index of `role`'s column, which the file must have.
+    fn need(&self, role: &str) -> Result<usize, FitError> {
+        self.find(role).ok_or_else(|| self.missing(role))
+    }
+
+    /// The columns of a distillation-law file; L̃_S may come from a supervised law instead
+    /// (`has_supervised`).
+    fn distill_cols(&self, has_supervised: bool) -> Result<Cols, FitError> {
         for role in [
             "student_params",
             "student_tokens",
             "teacher_loss",
             "student_loss",
         ] {
-            need(role)?;
+            self.need(role)?;
         }
-        let lsup = find("supervised_loss");
-        if lsup.is_none() && supervised.is_none() {
+        let lsup = self.find("supervised_loss");
+        if lsup.is_none() && !has_supervised {
             return Err(FitError::Invalid(format!(
                 "data file `{}` has no `{}` column (L̃_S, the supervised loss at the student's size and budget)\n\nhint: add that column, map it with `--columns \"supervised_loss=NAME\"`, or give `--supervised busbridge2025` or `--supervised \"E=..,A=..,B=..,alpha=..,beta=..[,gamma=..]\"`",
-                path.display(),
-                columns.column("supervised_loss")
+                self.path.display(),
+                self.columns.column("supervised_loss")
             )));
         }
-        Cols {
-            n: need("student_params")?,
-            d: Some(need("student_tokens")?),
+        Ok(Cols {
+            n: self.need("student_params")?,
+            d: Some(self.need("student_tokens")?),
             flops: None,
-            lt: Some(need("teacher_loss")?),
+            lt: Some(self.need("teacher_loss")?),
             lsup,
-            nt: find("teacher_params"),
-            loss: need("student_loss")?,
-        }
-    } else {
-        let d = find("tokens");
-        let flops = find("flops");
+            nt: self.find("teacher_params"),
+            loss: self.need("student_loss")?,
+        })
+    }
+
+    /// The columns of a supervised-law file: N, the loss, and D or else C.
+    fn supervised_cols(&self) -> Result<Cols, FitError> {
+        let d = self.find("tokens");
+        let flops = self.find("flops");
         if d.is_none() && flops.is_none() {
-            return Err(missing("tokens"));
+            return Err(self.missing("tokens"));
         }
-        Cols {
-            n: need("params")?,
+        Ok(Cols {
+            n: self.need("params")?,
             d,
             flops: if d.is_some() { None } else { flops },
             lt: None,
             lsup: None,
             nt: None,
-            loss: need("loss")?,
-        }
-    };
-    let mut out = Vec::new();
-    for record in reader.records() {
-        let record = record.map_err(|e| read_err(e.to_string()))?;
-        let line = record.position().map_or(0, |p| p.line());
-        let cell = |i: usize| -> Result<f64, FitError> {
-            let text = record.get(i).unwrap_or("").trim();
-            let bad = |problem: &'static str| FitError::BadCell {
-                path: path.to_path_buf(),
-                line,
-                column: header[i].clone(),
-                value: text.to_string(),
-                problem,
-            };
-            if text.is_empty() {
-                return Err(bad("is empty"));
-            }
-            let v: f64 = text.parse().map_err(|_| bad("is not a number"))?;
-            if !v.is_finite() {
-                return Err(bad("is not a finite number"));
-            }
-            if v <= 0.0 {
-                return Err(bad("must be positive"));
-            }
-            Ok(v)
-        };
-        let n = cell(cols.n)?;
-        let d = match (cols.d, cols.flops) {
-            (Some(i), _) => cell(i)?,
-            (None, Some(i)) => cell(i)? / (6.0 * n),
-            (None, None) => unreachable!("checked above"),
-        };
-        let loss = cell(cols.loss)?;
-        let mut p = DataPoint::supervised(n, d, loss);
-        if let Some(i) = cols.lt {
-            p.teacher_loss = Some(cell(i)?);
-            p.supervised_loss = Some(match (cols.lsup, supervised) {
-                (Some(j), _) => cell(j)?,
-                (None, Some(s)) => s.predict(n, d),
-                (None, None) => unreachable!("checked above"),
-            });
-            p.teacher_params = cols.nt.map(cell).transpose()?;
-        }
-        out.push(p);
+            loss: self.need("loss")?,
+        })
     }
-    Ok(out)
+}
+
+/// The positive, finite number in column `i` of `record`.
+fn cell(header: &Header, record: &csv::StringRecord, i: usize) -> Result<f64, FitError> {
+    let line = record.position().map_or(0, |p| p.line());
+    let text = record.get(i).unwrap_or("").trim();
+    let bad = |problem: &'static str| FitError::BadCell {
+        path: header.path.to_path_buf(),
+        line,
+        column: header.names[i].clone(),
+        value: text.to_string(),
+        problem,
+    };
+    if text.is_empty() {
+        return Err(bad("is empty"));
+    }
+    let v: f64 = text.parse().map_err(|_| bad("is not a number"))?;
+    if !v.is_finite() {
+        return Err(bad("is not a finite number"));
+    }
+    if v <= 0.0 {
+        return Err(bad("must be positive"));
+    }
+    Ok(v)
+}
+
+/// One row's data point; L̃_S comes from `supervised` when the file has no column for it.
+fn point_of(
+    header: &Header,
+    record: &csv::StringRecord,
+    cols: &Cols,
+    supervised: Option<SupervisedSource>,
+) -> Result<DataPoint, FitError> {
+    let cell = |i: usize| cell(header, record, i);
+    let n = cell(cols.n)?;
+    let d = match (cols.d, cols.flops) {
+        (Some(i), _) => cell(i)?,
+        (None, Some(i)) => cell(i)? / (6.0 * n),
+        (None, None) => unreachable!("checked above"),
+    };
+    let loss = cell(cols.loss)?;
+    let mut p = DataPoint::supervised(n, d, loss);
+    if let Some(i) = cols.lt {
+        p.teacher_loss = Some(cell(i)?);
+        p.supervised_loss = Some(match (cols.lsup, supervised) {
+            (Some(j), _) => cell(j)?,
+            (None, Some(s)) => s.predict(n, d),
+            (None, None) => unreachable!("checked above"),
+        });
+        p.teacher_params = cols.nt.map(cell).transpose()?;
+    }
+    Ok(p)
 }
 
 /// How much a set of points can say about a law's parameters: replicates (several seeds of one

@@ -243,16 +243,7 @@ fn fit_with<L: Law>(
         tol_cost: opt.tol_cost * 1e-4,
         ..opt.clone()
     };
-    let mut optima: Vec<LocalFit> = grid_fit
-        .optima
-        .iter()
-        .map(|f| {
-            minimize::<L>(&points, &f.theta, &refit)
-                .filter(|g| g.objective <= f.objective)
-                .unwrap_or_else(|| f.clone())
-        })
-        .collect();
-    optima.sort_by(|a, b| a.objective.total_cmp(&b.objective));
+    let optima = polished_optima::<L>(&points, &grid_fit.optima, &refit);
     let best = &optima[0];
     let starts: Vec<Vec<f64>> = optima.iter().map(|f| f.theta.clone()).collect();
 
@@ -274,18 +265,7 @@ fn fit_with<L: Law>(
         .map(|t| L::from_theta(&t).natural())
         .filter(|v| v.iter().all(|x| x.is_finite()))
         .collect();
-    let ci = if samples.is_empty() {
-        BTreeMap::new()
-    } else {
-        names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| {
-                let column: Vec<f64> = samples.iter().map(|s| s[k]).collect();
-                (n.to_string(), percentile_interval(&column, opts.ci_level))
-            })
-            .collect()
-    };
+    let ci = intervals(names, &samples, opts.ci_level);
 
     let unidentified = unidentified(names, &natural, &ci);
     if !unidentified.is_empty() {
@@ -301,24 +281,8 @@ fn fit_with<L: Law>(
             opts.bootstrap
         ));
     }
-    let residuals: Vec<Residual> = data
-        .iter()
-        .zip(&points)
-        .map(|(d, p)| {
-            let log_pred = L::KIND.log_predict(&best.theta, p);
-            Residual {
-                point: *d,
-                predicted: log_pred.exp(),
-                log_residual: log_pred - p.ln_loss,
-            }
-        })
-        .collect();
-    let rmse_log = (residuals
-        .iter()
-        .map(|r| r.log_residual.powi(2))
-        .sum::<f64>()
-        / residuals.len() as f64)
-        .sqrt();
+    let residuals = residuals::<L>(data, &points, &best.theta);
+    let rmse_log = rmse_log(&residuals);
 
     Ok(Fit {
         law: L::KIND,
@@ -343,6 +307,67 @@ fn fit_with<L: Law>(
         unidentified,
         samples,
     })
+}
+
+/// The grid's distinct optima polished with the tight `refit` tolerances (kept as they were
+/// where polishing does not improve them), best first.
+fn polished_optima<L: Law>(
+    points: &[Point],
+    optima: &[LocalFit],
+    refit: &Optimiser,
+) -> Vec<LocalFit> {
+    let mut optima: Vec<LocalFit> = optima
+        .iter()
+        .map(|f| {
+            minimize::<L>(points, &f.theta, refit)
+                .filter(|g| g.objective <= f.objective)
+                .unwrap_or_else(|| f.clone())
+        })
+        .collect();
+    optima.sort_by(|a, b| a.objective.total_cmp(&b.objective));
+    optima
+}
+
+/// The `level` percentile interval of each parameter over the bootstrap `samples` (none
+/// without samples).
+fn intervals(names: &[&str], samples: &[Vec<f64>], level: f64) -> BTreeMap<String, [f64; 2]> {
+    if samples.is_empty() {
+        BTreeMap::new()
+    } else {
+        names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| {
+                let column: Vec<f64> = samples.iter().map(|s| s[k]).collect();
+                (n.to_string(), percentile_interval(&column, level))
+            })
+            .collect()
+    }
+}
+
+/// Each data point's prediction at `theta` and its log residual.
+fn residuals<L: Law>(data: &[DataPoint], points: &[Point], theta: &[f64]) -> Vec<Residual> {
+    data.iter()
+        .zip(points)
+        .map(|(d, p)| {
+            let log_pred = L::KIND.log_predict(theta, p);
+            Residual {
+                point: *d,
+                predicted: log_pred.exp(),
+                log_residual: log_pred - p.ln_loss,
+            }
+        })
+        .collect()
+}
+
+/// The root mean square of the log residuals.
+fn rmse_log(residuals: &[Residual]) -> f64 {
+    (residuals
+        .iter()
+        .map(|r| r.log_residual.powi(2))
+        .sum::<f64>()
+        / residuals.len() as f64)
+        .sqrt()
 }
 
 /// An interval wider than this factor (hi / lo, for a positive parameter) identifies nothing.

@@ -13,7 +13,8 @@ use super::error::FitError;
 use super::estimate::Fit;
 use super::laws::{Busbridge, DistillLaw};
 use super::store::{
-    SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED, SCOPE_TSTAR, StoredFit,
+    FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED, SCOPE_TSTAR,
+    StoredFit,
 };
 use super::sweep::law_optimum;
 
@@ -273,93 +274,29 @@ pub fn recommend_from_fits(
     q: &RecommendQuery,
 ) -> Result<Recommendation, FitError> {
     let source = q.source.as_str();
-    let summary = fits
-        .iter()
-        .filter(|f| f.scope == SCOPE_SUMMARY)
-        .max_by_key(|f| f.id)
-        .and_then(StoredFit::as_summary);
-    let measured = measured_text(fits, None, q.student_params, q.student_tokens)
-        .into_iter()
-        .map(|m| format!("\nmeasured: {m}"))
-        .collect::<String>();
-    let missing = |what: &str, skipped_prefix: &str| {
-        let why = summary.as_ref().and_then(|s| {
-            s.skipped
-                .iter()
-                .find(|k| k.what.contains(skipped_prefix))
-                .map(|k| k.reason.lines().next().unwrap_or("").to_string())
-        });
-        FitError::Invalid(match why {
-            Some(reason) => format!(
-                "cannot recommend from `{source}`: `pdsweep fit` could not fit the {what} law: {reason}{measured}\n\nhint: add model sizes (and, for the distillation law, teachers) to the sweep, run it and `pdsweep fit` again (more seeds repeat points rather than add them), or plan from the published law with `--law busbridge2025`"
-            ),
-            None if summary.is_some() => format!(
-                "cannot recommend from `{source}`: the sweep's fits have no {what} law (no finished runs for it)\n\nhint: or plan from the published law with `--law busbridge2025`"
-            ),
-            None => format!(
-                "the sweep database `{source}` has no {what}-law fit\n\nhint: run `pdsweep fit` on the sweep first; `pdsweep fit` lists what it could not fit and why, or use `--law busbridge2025` to plan from the published law"
-            ),
-        })
+    let summary = latest_summary(fits);
+    let missing = MissingLaw {
+        source,
+        summary: summary.as_ref(),
+        measured: measured_text(fits, None, q.student_params, q.student_tokens)
+            .into_iter()
+            .map(|m| format!("\nmeasured: {m}"))
+            .collect::<String>(),
     };
-    let supervised: Fit = fits
-        .iter()
-        .filter(|f| f.scope == SCOPE_SUPERVISED)
-        .max_by_key(|f| f.id)
-        .and_then(StoredFit::as_fit)
-        .ok_or_else(|| missing("supervised", "law on teachers and baselines"))?;
-    let config = q.config.as_deref();
-    let distill: Fit = fits
-        .iter()
-        .filter(|f| f.scope == SCOPE_DISTILL && config.is_none_or(|c| names_config(&f.key, c)))
-        .max_by_key(|f| (f.n_points, f.id))
-        .and_then(StoredFit::as_fit)
-        .ok_or_else(|| missing("distillation", "distillation law"))?;
-    let config_key = distill
-        .source
-        .trim_start_matches("students (")
-        .trim_end_matches(')')
-        .to_string();
+    let SweepLaws {
+        supervised,
+        distill,
+    } = SweepLaws::pick(fits, q.config.as_deref(), &missing)?;
+    let config_key = config_key_of(&distill);
     let points: Vec<_> = distill.residuals.iter().map(|r| r.point).collect();
-    let unique = |v: Vec<f64>, what: &str, flag: &str| -> Result<f64, FitError> {
-        let mut v = v;
-        v.sort_by(f64::total_cmp);
-        v.dedup();
-        match v.as_slice() {
-            [one] => Ok(*one),
-            _ => Err(FitError::Invalid(format!(
-                "the sweep used several {what}; say which\n\nhint: `{flag} TOKENS`"
-            ))),
-        }
-    };
     let n_s = q.student_params;
-    let d_s = match q.student_tokens {
-        Some(d) => d,
-        None => unique(
-            points.iter().map(|p| p.tokens).collect(),
-            "student budgets",
-            "--tokens",
-        )?,
-    };
-    let teacher_budgets: Vec<f64> = points.iter().filter_map(|p| p.teacher_tokens).collect();
-    let d_t = match q.teacher_tokens {
-        Some(d) => Some(d),
-        None => unique(
-            teacher_budgets.clone(),
-            "teacher budgets",
-            "--teacher-tokens",
-        )
-        .ok(),
-    };
+    let budgets = Budgets::resolve(q, &points)?;
+    let (d_s, d_t) = (budgets.student, budgets.teacher);
     let sup_law = supervised
         .supervised()
-        .ok_or_else(|| missing("supervised", "law on teachers and baselines"))?;
+        .ok_or_else(|| missing.error("supervised", "law on teachers and baselines"))?;
     let l_sup = sup_law.predict(n_s, d_s);
-    let same_budget = |t: f64| (t / d_s - 1.0).abs() < 0.01; // budgets are rounded to whole batches
-    let tstar = fits
-        .iter()
-        .filter(|f| f.scope == SCOPE_TSTAR && names_config(&f.key, &config_key))
-        .filter_map(StoredFit::as_tstar)
-        .find(|t| same_budget(t.student_tokens));
+    let tstar = tstar_fit(fits, &config_key, d_s);
     let tstar_empirical = tstar
         .as_ref()
         .map(|t: &TStarScaling| (t.better.clone(), better_form(t).at(n_s)));
@@ -376,131 +313,28 @@ pub fn recommend_from_fits(
                 ));
                 Method::TStar(Box::new(t.clone()))
             }
-            None => {
-                return Err(FitError::Invalid(format!(
-                    "cannot recommend from `{source}`: {why}, and the sweep has no T*(S) fit on this budget ({}){}\n\nhint: add student sizes and teachers around the optimum, or plan from the published law with `--law busbridge2025`",
-                    summary
-                        .as_ref()
-                        .and_then(|s| s.skipped.iter().find(|k| k.what.starts_with("T*(S)")))
-                        .map_or("none was fitted".to_string(), |k| k
-                            .reason
-                            .lines()
-                            .next()
-                            .unwrap_or("")
-                            .to_string()),
-                    measured_text(fits, Some(&config_key), n_s, Some(d_s))
-                        .first()
-                        .map_or(String::new(), |m| format!("; measured: {m}"))
-                )));
-            }
+            None => return Err(no_tstar_error(fits, &missing, &why, &config_key, n_s, d_s)),
         },
     };
-    let mut no_optimum = None;
-    let opt = match &method {
-        Method::Law => law_optimum(
-            &distill,
-            Some(&supervised),
-            n_s,
-            d_s,
-            l_sup,
-            d_t.unwrap_or(f64::NAN),
-        )
-        .unwrap_or_else(|| {
-            no_optimum = Some(format!(
-                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for a student of {} (its minimum is at the edge of that range)",
-                crate::spec::units::format_count(n_s)
-            ));
-            LawOptimum {
-                teacher_loss: f64::NAN,
-                teacher_loss_ci: None,
-                student_loss: f64::NAN,
-                teacher_params: None,
-                teacher_params_ci: None,
-            }
-        }),
-        Method::TStar(t) => empirical_optimum(t, &distill, &supervised, n_s, d_s, l_sup, d_t),
-    };
+    let TeacherOptimum { opt, no_optimum } =
+        teacher_optimum(&method, &distill, &supervised, n_s, d_s, l_sup, d_t);
     let teacher_params = match &method {
         Method::Law => d_t.and(opt.teacher_params),
         Method::TStar(_) => opt.teacher_params,
     };
-
-    let mut extrapolation = Vec::new();
-    let outside = |x: f64, (lo, hi): (f64, f64)| x < lo * 0.999 || x > hi * 1.001;
-    let fc = crate::spec::units::format_count;
-    if outside(n_s, (s_lo, s_hi)) {
-        extrapolation.push(format!(
-            "the student size N = {} is outside the student sizes measured ({}–{}, exact non-embedding counts)",
-            fc(n_s),
-            fc(s_lo),
-            fc(s_hi)
-        ));
-    }
-    let d_range = range(points.iter().map(|p| p.tokens));
-    if outside(d_s, d_range) {
-        extrapolation.push(format!(
-            "the student budget is outside the budgets measured ({}–{})",
-            fc(d_range.0),
-            fc(d_range.1)
-        ));
-    }
-    let teachers: Vec<f64> = points.iter().filter_map(|p| p.teacher_params).collect();
-    let lt_range = range(points.iter().filter_map(|p| p.teacher_loss));
-    if opt.teacher_loss.is_finite() && outside(opt.teacher_loss, lt_range) {
-        extrapolation.push(format!(
-            "L_T* = {:.4} is outside the teacher losses measured ({:.4}–{:.4})",
-            opt.teacher_loss, lt_range.0, lt_range.1
-        ));
-    }
-    let t_range = range(teachers.iter().copied());
-    if let Some(n) = teacher_params
-        && n > 0.0
-        && outside(n, t_range)
-    {
-        extrapolation.push(format!(
-            "the optimal teacher N_T* = {} is outside the teacher sizes measured ({}–{})",
-            fc(n),
-            fc(t_range.0),
-            fc(t_range.1)
-        ));
-    }
-    if let Some(d) = d_t
-        && !teacher_budgets.is_empty()
-        && outside(d, range(teacher_budgets.iter().copied()))
-    {
-        extrapolation.push(format!(
-            "the teacher budget {} is outside the teacher budgets measured",
-            fc(d)
-        ));
-    }
-    let teacher_in_sweep =
-        teacher_params.map(|n| teachers.iter().any(|t| (t / n - 1.0).abs() <= 0.1));
+    let extrapolation = extrapolation(n_s, &budgets, &points, opt.teacher_loss, teacher_params);
+    let teacher_in_sweep = teacher_in_sweep(&points, teacher_params);
     // Interval of the predicted student loss and gain from paired samples (law answers).
     if matches!(method, Method::Law) {
-        let ls_draws: Vec<f64> = distill
-            .samples
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                let law = DistillLaw::from_natural(s);
-                let l_sup_i = supervised
-                    .supervised_sample(i)
-                    .map_or(l_sup, |l| l.predict(n_s, d_s));
-                optimal_teacher_loss(&law, n_s, d_s, l_sup_i).map(|(_, ls)| ls)
-            })
-            .collect();
-        if ls_draws.len() >= 20 {
-            let [lo, hi] = percentile_interval(&ls_draws, 0.95);
-            notes.push(format!(
-                "95% interval of the predicted student loss: [{lo:.4}, {hi:.4}]"
-            ));
-        }
+        notes.extend(student_loss_interval(
+            &distill,
+            &supervised,
+            n_s,
+            d_s,
+            l_sup,
+        ));
     }
-    for w in distill.warnings.iter().chain(&supervised.warnings) {
-        if w.starts_with("UNDER-DETERMINED") || w.starts_with("not identified") {
-            notes.push(format!("fit warning: {w}"));
-        }
-    }
+    notes.extend(fit_warning_notes(&distill, &supervised));
     let mut r = Recommendation {
         source: source.into(),
         student_params: n_s,
@@ -527,32 +361,7 @@ pub fn recommend_from_fits(
         measured: measured_text(fits, Some(&config_key), n_s, Some(d_s)),
         notes,
     };
-    match (d_t, teacher_params, &method) {
-        (None, _, Method::Law) => r.problem(
-            "teacher_params",
-            "the sweep's teachers used several budgets: give `--teacher-tokens` for a teacher size and cost",
-        ),
-        (Some(d), None, Method::Law) => r.problem("teacher_params", no_size_reason(&sup_law, opt.teacher_loss, d)),
-        (None, Some(_), Method::TStar(_)) => r.problem(
-            "teacher_flops",
-            "the sweep's teachers used several budgets: give `--teacher-tokens` for the cost",
-        ),
-        _ => {}
-    }
-    if let Method::TStar(t) = &method
-        && let Some(n) = teacher_params
-        && n <= 0.0
-    {
-        r.problem(
-            "teacher_params",
-            format!(
-                "the {} T*(S) fit ({}) gives {} for this student: the fit does not hold this far from the measured student sizes",
-                t.better,
-                formula(better_form(t)),
-                fc(n)
-            ),
-        );
-    }
+    flag_teacher_problems(&mut r, &method, &sup_law, opt.teacher_loss);
     r.check_bounds(q.vocab);
     if let Some(why) = no_optimum {
         for f in ["teacher_loss", "teacher_params", "student_loss", "gain"] {
@@ -563,6 +372,372 @@ pub fn recommend_from_fits(
         r.notes.insert(0, w);
     }
     Ok(r)
+}
+
+/// The newest summary of what `pdsweep fit` fitted and skipped, when stored.
+fn latest_summary(fits: &[StoredFit]) -> Option<FitSummary> {
+    fits.iter()
+        .filter(|f| f.scope == SCOPE_SUMMARY)
+        .max_by_key(|f| f.id)
+        .and_then(StoredFit::as_summary)
+}
+
+/// What to say when a law `recommend` needs was not fitted.
+struct MissingLaw<'a> {
+    /// Where the fits come from, for messages.
+    source: &'a str,
+    /// The sweep's fit summary, which says why a law was skipped.
+    summary: Option<&'a FitSummary>,
+    /// What the sweep measured near the student, as `\nmeasured: …` lines.
+    measured: String,
+}
+
+impl MissingLaw<'_> {
+    /// The error for a missing `what` law, with the reason the summary's skip starting with
+    /// `skipped_prefix` gives.
+    fn error(&self, what: &str, skipped_prefix: &str) -> FitError {
+        let (source, measured) = (self.source, &self.measured);
+        let why = self.summary.and_then(|s| {
+            s.skipped
+                .iter()
+                .find(|k| k.what.contains(skipped_prefix))
+                .map(|k| k.reason.lines().next().unwrap_or("").to_string())
+        });
+        FitError::Invalid(match why {
+            Some(reason) => format!(
+                "cannot recommend from `{source}`: `pdsweep fit` could not fit the {what} law: {reason}{measured}\n\nhint: add model sizes (and, for the distillation law, teachers) to the sweep, run it and `pdsweep fit` again (more seeds repeat points rather than add them), or plan from the published law with `--law busbridge2025`"
+            ),
+            None if self.summary.is_some() => format!(
+                "cannot recommend from `{source}`: the sweep's fits have no {what} law (no finished runs for it)\n\nhint: or plan from the published law with `--law busbridge2025`"
+            ),
+            None => format!(
+                "the sweep database `{source}` has no {what}-law fit\n\nhint: run `pdsweep fit` on the sweep first; `pdsweep fit` lists what it could not fit and why, or use `--law busbridge2025` to plan from the published law"
+            ),
+        })
+    }
+}
+
+/// The two laws a recommendation from a sweep stands on.
+struct SweepLaws {
+    /// The supervised law on teachers and baselines.
+    supervised: Fit,
+    /// The distillation law of the chosen config.
+    distill: Fit,
+}
+
+impl SweepLaws {
+    /// The newest supervised law and the distillation law of `config` (or of the config with
+    /// the most points).
+    fn pick(
+        fits: &[StoredFit],
+        config: Option<&str>,
+        missing: &MissingLaw,
+    ) -> Result<Self, FitError> {
+        let supervised: Fit = fits
+            .iter()
+            .filter(|f| f.scope == SCOPE_SUPERVISED)
+            .max_by_key(|f| f.id)
+            .and_then(StoredFit::as_fit)
+            .ok_or_else(|| missing.error("supervised", "law on teachers and baselines"))?;
+        let distill: Fit = fits
+            .iter()
+            .filter(|f| f.scope == SCOPE_DISTILL && config.is_none_or(|c| names_config(&f.key, c)))
+            .max_by_key(|f| (f.n_points, f.id))
+            .and_then(StoredFit::as_fit)
+            .ok_or_else(|| missing.error("distillation", "distillation law"))?;
+        Ok(Self {
+            supervised,
+            distill,
+        })
+    }
+}
+
+/// The distillation config key a distillation fit was made on (its source's parentheses).
+fn config_key_of(distill: &Fit) -> String {
+    distill
+        .source
+        .trim_start_matches("students (")
+        .trim_end_matches(')')
+        .to_string()
+}
+
+/// The token budgets a recommendation is for.
+struct Budgets {
+    /// D_S.
+    student: f64,
+    /// D_T, when known.
+    teacher: Option<f64>,
+    /// The teacher budgets the sweep measured, one per point that has one.
+    teacher_measured: Vec<f64>,
+}
+
+impl Budgets {
+    /// The query's budgets, each defaulting to the sweep's when it used only one.
+    fn resolve(q: &RecommendQuery, points: &[crate::fit::DataPoint]) -> Result<Self, FitError> {
+        let student = match q.student_tokens {
+            Some(d) => d,
+            None => unique_budget(
+                points.iter().map(|p| p.tokens).collect(),
+                "student budgets",
+                "--tokens",
+            )?,
+        };
+        let teacher_measured: Vec<f64> = points.iter().filter_map(|p| p.teacher_tokens).collect();
+        let teacher = match q.teacher_tokens {
+            Some(d) => Some(d),
+            None => unique_budget(
+                teacher_measured.clone(),
+                "teacher budgets",
+                "--teacher-tokens",
+            )
+            .ok(),
+        };
+        Ok(Self {
+            student,
+            teacher,
+            teacher_measured,
+        })
+    }
+}
+
+/// The one budget in `v`, or an error asking for `flag` when the sweep used several `what`.
+fn unique_budget(mut v: Vec<f64>, what: &str, flag: &str) -> Result<f64, FitError> {
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    match v.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(FitError::Invalid(format!(
+            "the sweep used several {what}; say which\n\nhint: `{flag} TOKENS`"
+        ))),
+    }
+}
+
+/// The sweep's T*(S) fit for `config_key` on the student budget `d_s`, when it has one.
+fn tstar_fit(fits: &[StoredFit], config_key: &str, d_s: f64) -> Option<TStarScaling> {
+    let same_budget = |t: f64| (t / d_s - 1.0).abs() < 0.01; // budgets are rounded to whole batches
+    fits.iter()
+        .filter(|f| f.scope == SCOPE_TSTAR && names_config(&f.key, config_key))
+        .filter_map(StoredFit::as_tstar)
+        .find(|t| same_budget(t.student_tokens))
+}
+
+/// The error when the law should not answer (`why`) and no T*(S) fit can stand in.
+fn no_tstar_error(
+    fits: &[StoredFit],
+    missing: &MissingLaw,
+    why: &str,
+    config_key: &str,
+    n_s: f64,
+    d_s: f64,
+) -> FitError {
+    FitError::Invalid(format!(
+        "cannot recommend from `{}`: {why}, and the sweep has no T*(S) fit on this budget ({}){}\n\nhint: add student sizes and teachers around the optimum, or plan from the published law with `--law busbridge2025`",
+        missing.source,
+        missing
+            .summary
+            .and_then(|s| s.skipped.iter().find(|k| k.what.starts_with("T*(S)")))
+            .map_or("none was fitted".to_string(), |k| k
+                .reason
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()),
+        measured_text(fits, Some(config_key), n_s, Some(d_s))
+            .first()
+            .map_or(String::new(), |m| format!("; measured: {m}"))
+    ))
+}
+
+/// An optimal teacher, or NaNs with the reason the law has none.
+struct TeacherOptimum {
+    /// The optimum (NaN losses when there is none).
+    opt: LawOptimum,
+    /// Why the distillation law has no optimum for this student.
+    no_optimum: Option<String>,
+}
+
+/// The optimal teacher by `method`: the distillation law's optimum or the T*(S) fit's.
+fn teacher_optimum(
+    method: &Method,
+    distill: &Fit,
+    supervised: &Fit,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+    d_t: Option<f64>,
+) -> TeacherOptimum {
+    let mut no_optimum = None;
+    let opt = match method {
+        Method::Law => law_optimum(
+            distill,
+            Some(supervised),
+            n_s,
+            d_s,
+            l_sup,
+            d_t.unwrap_or(f64::NAN),
+        )
+        .unwrap_or_else(|| {
+            no_optimum = Some(format!(
+                "the fitted distillation law has no optimal teacher loss in [0.01, 100] for a student of {} (its minimum is at the edge of that range)",
+                crate::spec::units::format_count(n_s)
+            ));
+            LawOptimum {
+                teacher_loss: f64::NAN,
+                teacher_loss_ci: None,
+                student_loss: f64::NAN,
+                teacher_params: None,
+                teacher_params_ci: None,
+            }
+        }),
+        Method::TStar(t) => empirical_optimum(t, distill, supervised, n_s, d_s, l_sup, d_t),
+    };
+    TeacherOptimum { opt, no_optimum }
+}
+
+/// Why the answer is an extrapolation: each of N_S, D_S, L_T*, N_T* and D_T outside the
+/// ranges the sweep measured.
+fn extrapolation(
+    n_s: f64,
+    budgets: &Budgets,
+    points: &[crate::fit::DataPoint],
+    teacher_loss: f64,
+    teacher_params: Option<f64>,
+) -> Vec<String> {
+    let (d_s, d_t) = (budgets.student, budgets.teacher);
+    let (s_lo, s_hi) = range(points.iter().map(|p| p.params));
+    let mut extrapolation = Vec::new();
+    let outside = |x: f64, (lo, hi): (f64, f64)| x < lo * 0.999 || x > hi * 1.001;
+    let fc = crate::spec::units::format_count;
+    if outside(n_s, (s_lo, s_hi)) {
+        extrapolation.push(format!(
+            "the student size N = {} is outside the student sizes measured ({}–{}, exact non-embedding counts)",
+            fc(n_s),
+            fc(s_lo),
+            fc(s_hi)
+        ));
+    }
+    let d_range = range(points.iter().map(|p| p.tokens));
+    if outside(d_s, d_range) {
+        extrapolation.push(format!(
+            "the student budget is outside the budgets measured ({}–{})",
+            fc(d_range.0),
+            fc(d_range.1)
+        ));
+    }
+    let lt_range = range(points.iter().filter_map(|p| p.teacher_loss));
+    if teacher_loss.is_finite() && outside(teacher_loss, lt_range) {
+        extrapolation.push(format!(
+            "L_T* = {:.4} is outside the teacher losses measured ({:.4}–{:.4})",
+            teacher_loss, lt_range.0, lt_range.1
+        ));
+    }
+    let t_range = range(points.iter().filter_map(|p| p.teacher_params));
+    if let Some(n) = teacher_params
+        && n > 0.0
+        && outside(n, t_range)
+    {
+        extrapolation.push(format!(
+            "the optimal teacher N_T* = {} is outside the teacher sizes measured ({}–{})",
+            fc(n),
+            fc(t_range.0),
+            fc(t_range.1)
+        ));
+    }
+    let teacher_budgets = &budgets.teacher_measured;
+    if let Some(d) = d_t
+        && !teacher_budgets.is_empty()
+        && outside(d, range(teacher_budgets.iter().copied()))
+    {
+        extrapolation.push(format!(
+            "the teacher budget {} is outside the teacher budgets measured",
+            fc(d)
+        ));
+    }
+    extrapolation
+}
+
+/// Whether the sweep already trained a teacher within 10% of `teacher_params`.
+fn teacher_in_sweep(points: &[crate::fit::DataPoint], teacher_params: Option<f64>) -> Option<bool> {
+    let teachers: Vec<f64> = points.iter().filter_map(|p| p.teacher_params).collect();
+    teacher_params.map(|n| teachers.iter().any(|t| (t / n - 1.0).abs() <= 0.1))
+}
+
+/// The 95% interval of the predicted student loss from the laws' paired bootstrap samples,
+/// as a note, when there are at least 20 draws.
+fn student_loss_interval(
+    distill: &Fit,
+    supervised: &Fit,
+    n_s: f64,
+    d_s: f64,
+    l_sup: f64,
+) -> Option<String> {
+    let ls_draws: Vec<f64> = distill
+        .samples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let law = DistillLaw::from_natural(s);
+            let l_sup_i = supervised
+                .supervised_sample(i)
+                .map_or(l_sup, |l| l.predict(n_s, d_s));
+            optimal_teacher_loss(&law, n_s, d_s, l_sup_i).map(|(_, ls)| ls)
+        })
+        .collect();
+    if ls_draws.len() >= 20 {
+        let [lo, hi] = percentile_interval(&ls_draws, 0.95);
+        Some(format!(
+            "95% interval of the predicted student loss: [{lo:.4}, {hi:.4}]"
+        ))
+    } else {
+        None
+    }
+}
+
+/// The laws' warnings a reader must see: under-determined or not identified.
+fn fit_warning_notes(distill: &Fit, supervised: &Fit) -> Vec<String> {
+    distill
+        .warnings
+        .iter()
+        .chain(&supervised.warnings)
+        .filter(|w| w.starts_with("UNDER-DETERMINED") || w.starts_with("not identified"))
+        .map(|w| format!("fit warning: {w}"))
+        .collect()
+}
+
+/// Flags a teacher size or cost the answer cannot give: no teacher budget, no size reaching
+/// L_T*, or a T*(S) fit that goes non-positive this far out.
+fn flag_teacher_problems(
+    r: &mut Recommendation,
+    method: &Method,
+    sup_law: &SupervisedSource,
+    teacher_loss: f64,
+) {
+    match (r.teacher_tokens, r.teacher_params, method) {
+        (None, _, Method::Law) => r.problem(
+            "teacher_params",
+            "the sweep's teachers used several budgets: give `--teacher-tokens` for a teacher size and cost",
+        ),
+        (Some(d), None, Method::Law) => r.problem("teacher_params", no_size_reason(sup_law, teacher_loss, d)),
+        (None, Some(_), Method::TStar(_)) => r.problem(
+            "teacher_flops",
+            "the sweep's teachers used several budgets: give `--teacher-tokens` for the cost",
+        ),
+        _ => {}
+    }
+    if let Method::TStar(t) = method
+        && let Some(n) = r.teacher_params
+        && n <= 0.0
+    {
+        r.problem(
+            "teacher_params",
+            format!(
+                "the {} T*(S) fit ({}) gives {} for this student: the fit does not hold this far from the measured student sizes",
+                t.better,
+                formula(better_form(t)),
+                crate::spec::units::format_count(n)
+            ),
+        );
+    }
 }
 
 /// The smallest and largest of `values`.

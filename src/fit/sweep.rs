@@ -11,7 +11,7 @@ use super::capacity_gap::{
     CapacityGap, GapPoint, LawOptimum, Optimum, TSTAR_MIN_SIZES, TStarScaling, fitted_losses,
     gap_curve, optimal_teacher_loss, size_for_loss, tstar_scaling,
 };
-use super::data::DataPoint;
+use super::data::{DataPoint, SupervisedSource};
 use super::error::FitError;
 use super::estimate::{Fit, FitOptions, fit};
 use super::laws::{DistillLaw, LawKind};
@@ -423,8 +423,32 @@ pub fn config_key(distill: &Value) -> String {
     )
 }
 
-/// A student as the distillation fits use it: its point, its teacher's token budget, its seed.
-type Student = (DataPoint, f64, u64);
+/// A student as the distillation fits use it.
+#[derive(Debug, Clone, Copy)]
+struct Student {
+    /// Its data point.
+    point: DataPoint,
+    /// Its teacher's token budget (0 when pre-trained).
+    teacher_tokens: f64,
+    /// Its seed.
+    seed: u64,
+}
+
+/// A capacity-gap group of students, with its teachers' token budget when split by budget.
+struct StudentGroup {
+    /// The students.
+    students: Vec<Student>,
+    /// The teachers' budget, when the group is one of a split.
+    teacher_tokens: Option<f64>,
+}
+
+/// A finished baseline as the capacity gaps pair it with students.
+struct Baseline {
+    /// Its seed.
+    seed: u64,
+    /// Its held-out loss.
+    loss: f64,
+}
 
 /// What `pdsweep fit` does to a sweep.
 #[derive(Debug, Clone, PartialEq)]
@@ -477,6 +501,60 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
     let (runs, other_tokenizer) = on_students_scale(runs);
     let runs = &tuned_baselines(&runs)[..];
     let mut skipped = Vec::new();
+    let supervised = match supervised_fit(runs, &other_tokenizer, opts) {
+        Ok(f) => Some(f),
+        Err(s) => {
+            skipped.push(s);
+            None
+        }
+    };
+    let sup_law = supervised.as_ref().and_then(Fit::supervised);
+    let students = students_by_config(runs, sup_law.as_ref());
+    skipped.extend(students.skipped);
+    let by_config = students.value.fits;
+    let distill = distill_fits(&by_config, opts);
+    skipped.extend(distill.skipped);
+    let distill = distill.value;
+    let released: Vec<ReleasedCheck> = students
+        .value
+        .checks
+        .iter()
+        .flat_map(|(config, students)| {
+            released_checks(config, students, supervised.as_ref(), &opts.fit)
+        })
+        .collect();
+    let capacity_gaps = capacity_gaps(runs, &by_config, &distill, supervised.as_ref(), opts);
+    let boot = opts.fit.bootstrap;
+    let teacher_budgets = budget_comparisons(&capacity_gaps, boot, opts.fit.seed);
+    let tstar = tstar_fits(&capacity_gaps, boot);
+    skipped.extend(tstar.skipped);
+    SweepFits {
+        supervised,
+        distill,
+        capacity_gaps,
+        teacher_budgets,
+        tstar: tstar.value,
+        skipped,
+        tuned_rates,
+        released,
+    }
+}
+
+/// A stage's result with the fits it could not make.
+struct Fitted<T> {
+    /// What the stage made.
+    value: T,
+    /// What it could not, and why.
+    skipped: Vec<Skipped>,
+}
+
+/// The supervised law fitted on the sweep's teachers and baselines (of the students'
+/// tokenizer, trained on the sweep's data), or why it could not be.
+fn supervised_fit(
+    runs: &[FinishedRun],
+    other_tokenizer: &[String],
+    opts: &SweepFitOptions,
+) -> Result<Fit, Skipped> {
     let supervised_points: Vec<DataPoint> = runs
         .iter()
         .filter(|r| matches!(r.kind, Role::Teacher | Role::Baseline))
@@ -484,25 +562,34 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
         .filter(|r| r.tokens > 0.0) // a pre-trained teacher was not trained on the sweep's data
         .map(|r| DataPoint::supervised(r.params, r.tokens, r.loss))
         .collect();
-    let supervised = match fit(
+    fit(
         opts.supervised_law,
         "the sweep's teachers and baselines",
         &supervised_points,
         &opts.fit,
-    ) {
-        Ok(f) => Some(f),
-        Err(e) => {
-            skipped.push(Skipped {
-                what: format!("{} law on teachers and baselines", opts.supervised_law),
-                reason: e.to_string(),
-            });
-            None
-        }
-    };
-    let sup_law = supervised.as_ref().and_then(Fit::supervised);
-    let by_id: BTreeMap<&str, &FinishedRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
+    )
+    .map_err(|e| Skipped {
+        what: format!("{} law on teachers and baselines", opts.supervised_law),
+        reason: e.to_string(),
+    })
+}
 
-    // Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
+/// The sweep's students per distillation config, as the fits and the released-teacher checks
+/// use them.
+struct StudentsByConfig {
+    /// For the distillation law and the capacity gaps.
+    fits: BTreeMap<String, Vec<Student>>,
+    /// For the pre-trained teachers' checks.
+    checks: BTreeMap<String, Vec<CheckStudent>>,
+}
+
+/// Students with their teacher's size and loss, and L̃_S from the law (else the baseline).
+fn students_by_config(
+    runs: &[FinishedRun],
+    sup_law: Option<&SupervisedSource>,
+) -> Fitted<StudentsByConfig> {
+    let by_id: BTreeMap<&str, &FinishedRun> = runs.iter().map(|r| (r.id.as_str(), r)).collect();
+    let mut skipped = Vec::new();
     let mut by_config: BTreeMap<String, Vec<Student>> = BTreeMap::new();
     let mut check_students: BTreeMap<String, Vec<CheckStudent>> = BTreeMap::new();
     for s in runs.iter().filter(|r| r.kind == Role::Student) {
@@ -532,15 +619,30 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
                 pretrained: t.tokens <= 0.0,
                 baseline_loss: s.baseline_loss,
             });
-        by_config
-            .entry(config.clone())
-            .or_default()
-            .push((p, t.tokens, s.seed));
+        by_config.entry(config.clone()).or_default().push(Student {
+            point: p,
+            teacher_tokens: t.tokens,
+            seed: s.seed,
+        });
     }
+    Fitted {
+        value: StudentsByConfig {
+            fits: by_config,
+            checks: check_students,
+        },
+        skipped,
+    }
+}
 
+/// The distillation law fitted per config on its students.
+fn distill_fits(
+    by_config: &BTreeMap<String, Vec<Student>>,
+    opts: &SweepFitOptions,
+) -> Fitted<BTreeMap<String, Fit>> {
     let mut distill = BTreeMap::new();
-    for (config, pts) in &by_config {
-        let points: Vec<DataPoint> = pts.iter().map(|(p, _, _)| *p).collect();
+    let mut skipped = Vec::new();
+    for (config, pts) in by_config {
+        let points: Vec<DataPoint> = pts.iter().map(|s| s.point).collect();
         match fit(
             LawKind::Distill,
             &format!("students ({config})"),
@@ -556,87 +658,121 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             }),
         }
     }
+    Fitted {
+        value: distill,
+        skipped,
+    }
+}
 
-    let released: Vec<ReleasedCheck> = check_students
-        .iter()
-        .flat_map(|(config, students)| {
-            released_checks(config, students, supervised.as_ref(), &opts.fit)
-        })
-        .collect();
-
+/// The capacity-gap groups of every config's students.
+fn capacity_gaps(
+    runs: &[FinishedRun],
+    by_config: &BTreeMap<String, Vec<Student>>,
+    distill: &BTreeMap<String, Fit>,
+    supervised: Option<&Fit>,
+    opts: &SweepFitOptions,
+) -> Vec<CapacityGap> {
     let mut capacity_gaps = Vec::new();
-    let boot = opts.fit.bootstrap;
-    for (config, pts) in &by_config {
-        for (group, budget) in student_groups(pts) {
-            let group = &group[..];
-            let first = group[0].0;
-            let baselines = baselines_of(runs, first.params, first.tokens);
-            let gap_points: Vec<GapPoint> = group
-                .iter()
-                .map(|(p, _, seed)| GapPoint {
-                    teacher_params: p.teacher_params.unwrap_or(f64::NAN),
-                    teacher_loss: p.teacher_loss.unwrap_or(f64::NAN),
-                    student_loss: p.loss,
-                    seed: Some(*seed),
-                    paired_baseline: baselines.iter().find(|b| b.0 == *seed).map(|b| b.1),
-                })
-                .collect();
-            let losses: Vec<f64> = baselines.iter().map(|b| b.1).collect();
-            let (baseline_loss, baseline_seeds) = (mean(&losses), losses.len());
-            let mut teacher_tokens: Vec<f64> =
-                group.iter().map(|g| g.1).filter(|d| *d > 0.0).collect();
-            teacher_tokens.sort_by(f64::total_cmp);
-            // NaN when every teacher is pre-trained: the law's teacher size is then unknown.
-            let d_t = teacher_tokens
-                .get(teacher_tokens.len() / 2)
-                .copied()
-                .unwrap_or(f64::NAN);
-            let from_law = distill.get(config).and_then(|f| {
-                law_optimum(
-                    f,
-                    supervised.as_ref(),
-                    first.params,
-                    first.tokens,
-                    first.supervised_loss?,
-                    d_t,
-                )
-            });
-            capacity_gaps.push(CapacityGap {
-                student_params: first.params,
-                student_tokens: first.tokens,
-                teacher_tokens: budget,
-                config: config.clone(),
-                baseline_loss,
-                baseline_seeds,
-                teachers: count_distinct(gap_points.iter().map(|p| p.teacher_params)),
-                seeds: count_distinct(group.iter().map(|g| g.2 as f64)),
-                noise_floor: sample_sd(&losses),
-                paired: fitted_losses(&gap_points).1,
-                by_teacher_params: gap_curve(
-                    "teacher_params",
-                    &sized_points(&gap_points, group),
-                    |p| p.teacher_params,
-                    boot,
-                    opts.fit.seed,
-                ),
-                by_teacher_loss: gap_curve(
-                    "teacher_loss",
-                    &gap_points,
-                    |p| p.teacher_loss,
-                    boot,
-                    opts.fit.seed,
-                ),
-                points: gap_points,
-                from_law,
-            });
+    for (config, pts) in by_config {
+        for group in student_groups(pts) {
+            capacity_gaps.push(capacity_gap(
+                runs,
+                config,
+                &group,
+                distill.get(config),
+                supervised,
+                opts,
+            ));
         }
     }
+    capacity_gaps
+}
 
-    let teacher_budgets = budget_comparisons(&capacity_gaps, boot, opts.fit.seed);
+/// One group's capacity gap: its students against their teachers' size and loss, the paired
+/// baselines, and the distillation law's optimum for the student.
+fn capacity_gap(
+    runs: &[FinishedRun],
+    config: &str,
+    group: &StudentGroup,
+    distill: Option<&Fit>,
+    supervised: Option<&Fit>,
+    opts: &SweepFitOptions,
+) -> CapacityGap {
+    let boot = opts.fit.bootstrap;
+    let budget = group.teacher_tokens;
+    let group = &group.students[..];
+    let first = group[0].point;
+    let baselines = baselines_of(runs, first.params, first.tokens);
+    let gap_points: Vec<GapPoint> = group
+        .iter()
+        .map(|s| GapPoint {
+            teacher_params: s.point.teacher_params.unwrap_or(f64::NAN),
+            teacher_loss: s.point.teacher_loss.unwrap_or(f64::NAN),
+            student_loss: s.point.loss,
+            seed: Some(s.seed),
+            paired_baseline: baselines.iter().find(|b| b.seed == s.seed).map(|b| b.loss),
+        })
+        .collect();
+    let losses: Vec<f64> = baselines.iter().map(|b| b.loss).collect();
+    let (baseline_loss, baseline_seeds) = (mean(&losses), losses.len());
+    let mut teacher_tokens: Vec<f64> = group
+        .iter()
+        .map(|s| s.teacher_tokens)
+        .filter(|d| *d > 0.0)
+        .collect();
+    teacher_tokens.sort_by(f64::total_cmp);
+    // NaN when every teacher is pre-trained: the law's teacher size is then unknown.
+    let d_t = teacher_tokens
+        .get(teacher_tokens.len() / 2)
+        .copied()
+        .unwrap_or(f64::NAN);
+    let from_law = distill.and_then(|f| {
+        law_optimum(
+            f,
+            supervised,
+            first.params,
+            first.tokens,
+            first.supervised_loss?,
+            d_t,
+        )
+    });
+    CapacityGap {
+        student_params: first.params,
+        student_tokens: first.tokens,
+        teacher_tokens: budget,
+        config: config.to_string(),
+        baseline_loss,
+        baseline_seeds,
+        teachers: count_distinct(gap_points.iter().map(|p| p.teacher_params)),
+        seeds: count_distinct(group.iter().map(|s| s.seed as f64)),
+        noise_floor: sample_sd(&losses),
+        paired: fitted_losses(&gap_points).1,
+        by_teacher_params: gap_curve(
+            "teacher_params",
+            &sized_points(&gap_points, group),
+            |p| p.teacher_params,
+            boot,
+            opts.fit.seed,
+        ),
+        by_teacher_loss: gap_curve(
+            "teacher_loss",
+            &gap_points,
+            |p| p.teacher_loss,
+            boot,
+            opts.fit.seed,
+        ),
+        points: gap_points,
+        from_law,
+    }
+}
+
+/// T*(S) fitted across student sizes at each student budget, config and teacher budget.
+fn tstar_fits(capacity_gaps: &[CapacityGap], boot: usize) -> Fitted<Vec<TStarScaling>> {
     let mut tstar = Vec::new();
+    let mut skipped = Vec::new();
     // T*(S) is fitted across student sizes at one student budget, config and teacher budget.
     let mut families: BTreeMap<(u64, &str, Option<u64>), Vec<&CapacityGap>> = BTreeMap::new();
-    for g in &capacity_gaps {
+    for g in capacity_gaps {
         families
             .entry((
                 g.student_tokens.to_bits(),
@@ -682,16 +818,9 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
             }),
         }
     }
-
-    SweepFits {
-        supervised,
-        distill,
-        capacity_gaps,
-        teacher_budgets,
-        tstar,
+    Fitted {
+        value: tstar,
         skipped,
-        tuned_rates,
-        released,
     }
 }
 
@@ -700,17 +829,21 @@ pub fn fit_sweep(runs: &[FinishedRun], opts: &SweepFitOptions) -> SweepFits {
 /// teachers of one size trained on two or more budgets (a size curve means something only at one budget;
 /// students of pre-trained teachers then join every budget's group). Each group comes with
 /// its teachers' budget when split.
-fn student_groups(pts: &[Student]) -> Vec<(Vec<Student>, Option<f64>)> {
+fn student_groups(pts: &[Student]) -> Vec<StudentGroup> {
     let mut by_student: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
     for s in pts {
         by_student
-            .entry((s.0.params.to_bits(), s.0.tokens.to_bits()))
+            .entry((s.point.params.to_bits(), s.point.tokens.to_bits()))
             .or_default()
             .push(*s);
     }
     let mut out = Vec::new();
     for students in by_student.into_values() {
-        let mut budgets: Vec<f64> = students.iter().map(|s| s.1).filter(|d| *d > 0.0).collect();
+        let mut budgets: Vec<f64> = students
+            .iter()
+            .map(|s| s.teacher_tokens)
+            .filter(|d| *d > 0.0)
+            .collect();
         budgets.sort_by(f64::total_cmp);
         budgets.dedup();
         // Split only when budget is an axis of its own: some teacher size trained on two or
@@ -718,23 +851,34 @@ fn student_groups(pts: &[Student]) -> Vec<(Vec<Student>, Option<f64>)> {
         // is one curve.
         let mut sized: Vec<(u64, u64)> = students
             .iter()
-            .filter(|s| s.1 > 0.0)
-            .map(|s| (s.0.teacher_params.unwrap_or(0.0).to_bits(), s.1.to_bits()))
+            .filter(|s| s.teacher_tokens > 0.0)
+            .map(|s| {
+                (
+                    s.point.teacher_params.unwrap_or(0.0).to_bits(),
+                    s.teacher_tokens.to_bits(),
+                )
+            })
             .collect();
         sized.sort_unstable();
         sized.dedup();
         let crossed = sized.windows(2).any(|w| w[0].0 == w[1].0);
         if budgets.len() < 2 || !crossed {
-            out.push((students, None));
+            out.push(StudentGroup {
+                students,
+                teacher_tokens: None,
+            });
             continue;
         }
         for budget in budgets {
             let group: Vec<Student> = students
                 .iter()
-                .filter(|s| s.1 == budget || s.1 <= 0.0)
+                .filter(|s| s.teacher_tokens == budget || s.teacher_tokens <= 0.0)
                 .copied()
                 .collect();
-            out.push((group, Some(budget)));
+            out.push(StudentGroup {
+                students: group,
+                teacher_tokens: Some(budget),
+            });
         }
     }
     out
@@ -767,7 +911,7 @@ fn sized_points(points: &[GapPoint], group: &[Student]) -> Vec<GapPoint> {
     let trained: Vec<GapPoint> = points
         .iter()
         .zip(group)
-        .filter(|(_, (p, _, _))| p.teacher_tokens.is_some())
+        .filter(|(_, s)| s.point.teacher_tokens.is_some())
         .map(|(g, _)| *g)
         .collect();
     if trained.is_empty() {
@@ -779,11 +923,14 @@ fn sized_points(points: &[GapPoint], group: &[Student]) -> Vec<GapPoint> {
 
 /// The mean held-out loss of the finished baselines of one student size and budget, over their
 /// seeds, and how many there are.
-/// (seed, held-out loss) of every finished baseline of `params` trained on `tokens`.
-fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<(u64, f64)> {
+/// Every finished baseline of `params` trained on `tokens`.
+fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<Baseline> {
     runs.iter()
         .filter(|r| r.kind == Role::Baseline && r.params == params && r.tokens == tokens)
-        .map(|r| (r.seed, r.loss))
+        .map(|r| Baseline {
+            seed: r.seed,
+            loss: r.loss,
+        })
         .collect()
 }
 

@@ -87,6 +87,25 @@ impl DistillPoint {
         }
     }
 
+    /// The distillation settings of a student of this point reading `teacher`.
+    fn config_for(&self, teacher: RunId) -> DistillConfig {
+        DistillConfig {
+            mode: self.mode,
+            loss: self.loss,
+            alpha: self.alpha,
+            temperature: self.temperature,
+            truncation: Truncation {
+                top_p: self.top_p,
+                top_k: self.top_k,
+                targets: self.targets,
+                missing: self.missing,
+            },
+            teacher,
+            cross_tokenizer: self.cross,
+            teacher_precision: self.teacher_precision,
+        }
+    }
+
     /// Identifies the point (for dropping settings that normalise to one).
     fn key(&self) -> String {
         format!(
@@ -105,9 +124,31 @@ impl DistillPoint {
     }
 }
 
-/// A logit store: its teacher run's index, its seed (0 for a text corpus), the k of sampled
-/// targets (0 for top-k), and whether the teacher runs in bf16.
-type StoreKey = (usize, u64, u64, bool);
+/// A logit store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct StoreKey {
+    /// Its teacher run's index.
+    teacher: usize,
+    /// Its seed (0 for a text corpus).
+    seed: u64,
+    /// The k of sampled targets (0 for top-k).
+    sampled: u64,
+    /// Whether the teacher runs in bf16.
+    bf16: bool,
+}
+
+/// What a logit store's readers ask of it.
+#[derive(Default)]
+struct StoreReaders {
+    /// The tokens of each stream it serves, by seed.
+    reads: BTreeMap<u64, u64>,
+    /// Its widest top-k (`u64::MAX`: every token).
+    widest: u64,
+    /// Whether a reader keeps the tail.
+    bucket: bool,
+    /// The truncations its students read.
+    views: Vec<Truncation>,
+}
 
 /// A trained teacher the students may pair with.
 struct TeacherRun {
@@ -914,33 +955,10 @@ impl Builder<'_, '_> {
                                     continue;
                                 }
                                 if crossing && point.targets == Targets::Sampled {
-                                    return Err(sweep
-                                        .error_at(
-                                            t.span.clone(),
-                                            &t.key,
-                                            format!(
-                                                "teacher `{}` has another tokenizer than its students, and sampled targets are not aligned across tokenizers",
-                                                t.spec.label
-                                            ),
-                                        )
-                                        .with_hint("use `targets = \"top_k\"` with this teacher"));
+                                    return Err(cross_sampled_error(sweep, t));
                                 }
                                 let config = RunConfig {
-                                    distill: Some(DistillConfig {
-                                        mode: point.mode,
-                                        loss: point.loss,
-                                        alpha: point.alpha,
-                                        temperature: point.temperature,
-                                        truncation: Truncation {
-                                            top_p: point.top_p,
-                                            top_k: point.top_k,
-                                            targets: point.targets,
-                                            missing: point.missing,
-                                        },
-                                        teacher: teacher.id.clone(),
-                                        cross_tokenizer: point.cross,
-                                        teacher_precision: point.teacher_precision,
-                                    }),
+                                    distill: Some(point.config_for(teacher.id.clone())),
                                     ..self.student(m, steps, tokens, seed, &tuning)
                                 };
                                 let name = format!(
@@ -949,23 +967,8 @@ impl Builder<'_, '_> {
                                     t.spec.label,
                                     labels.describe(point)
                                 );
-                                // a tuned teacher also trains its candidates
-                                let tuned = teacher.config.tune.as_ref();
-                                let teacher_train = teacher.flops
-                                    * (1 + tuned.map_or(0, |t| t.candidates.len())) as f64;
-                                let online = cost::forward_flops(t.n, tokens);
-                                self.naive_flops +=
-                                    teacher_train + online + cost::training_flops(m.n, tokens);
-                                // a text corpus's store serves every seed
-                                let store_seed = if self.ctx.synthetic() { seed } else { 0 };
-                                // sampled stores hold their own draws, one store per k
-                                let kind = match point.targets {
-                                    Targets::TopK => 0,
-                                    Targets::Sampled => top_k_key(point.top_k),
-                                };
-                                let bf16 = !point.teacher_precision.is_f32();
-                                let store_key = (point.mode == DistillMode::Offline)
-                                    .then_some((tr.index, store_seed, kind, bf16));
+                                self.naive_flops += naive_pair_flops(teacher, t.n, m.n, tokens);
+                                let store_key = self.store_key(point, tr.index, seed);
                                 pending.push(PendingStudent {
                                     config,
                                     name,
@@ -1031,133 +1034,132 @@ impl Builder<'_, '_> {
     /// applies its own top-p and top-k when reading), then adds the students with their
     /// dependencies.
     fn link_students(&mut self, pending: Vec<PendingStudent>) {
-        type Reads = BTreeMap<u64, u64>;
-        // per store: the streams it serves, its widest top-k, whether a reader keeps the tail,
-        // the truncations its students read
-        type Store = (Reads, u64, bool, Vec<Truncation>);
-        let mut stores: BTreeMap<StoreKey, Store> = BTreeMap::new();
-        for p in &pending {
-            if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
-                let entry = stores
-                    .entry(key)
-                    .or_insert((Reads::new(), 0, false, Vec::new()));
-                let tokens = entry.0.entry(p.config.data.seed).or_insert(0);
-                *tokens = (*tokens).max(p.config.tokens);
-                entry.1 = entry.1.max(top_k_key(d.truncation.top_k));
-                entry.2 |= d.truncation.missing == Missing::Bucket;
-                if !entry.3.contains(&d.truncation) {
-                    entry.3.push(d.truncation);
-                }
-            }
-        }
         let mut store_ids = HashMap::new();
-        for (key, (reads, widest, bucket, views)) in stores {
-            let (teacher_index, seed, sampled, bf16) = key;
-            let reads: Vec<StoreRead> = reads
-                .into_iter()
-                .map(|(seed, tokens)| StoreRead { seed, tokens })
-                .collect();
-            // until the corpus is known (`Plan::attach_corpus`), at most every stream's own
-            let shuffled = !self.ctx.synthetic();
-            let tokens = store_positions(&reads, None, shuffled, self.ctx.data.context);
-            let top_k = if widest == u64::MAX {
-                TopK::All
-            } else {
-                TopK::Keep(widest)
-            };
-            let truncation = Truncation {
-                top_p: TopP(1.0),
-                top_k,
-                targets: if sampled > 0 {
-                    Targets::Sampled
-                } else {
-                    Targets::TopK
-                },
-                missing: if bucket {
-                    Missing::Bucket
-                } else {
-                    Missing::Renormalise
-                },
-            };
-            let teacher = &self.runs[teacher_index];
-            // a teacher of another tokenizer: its own tokens, and a store students align on
-            let aligned = !self.ctx.data.same_tokens(&teacher.config.data);
-            let tokens = if aligned {
-                aligned_positions(tokens, &self.ctx.data, &teacher.config.data, None)
-            } else {
-                tokens
-            };
-            let config = RunConfig {
-                kind: RunKind::Logits,
-                model: teacher.config.model.clone(),
-                tokens,
-                data: DataConfig {
-                    seed,
-                    ..teacher.config.data.clone()
-                },
-                train: None,
-                tune: None,
-                distill: None,
-                logits: Some(LogitsConfig {
-                    teacher: teacher.id.clone(),
-                    truncation,
-                    reads,
-                    views,
-                    aligned,
-                    students: aligned.then(|| self.ctx.data(0)),
-                    precision: if bf16 {
-                        TeacherPrecision::Bf16
-                    } else {
-                        TeacherPrecision::F32
-                    },
-                }),
-                backend: self.ctx.sweep.file.backend,
-            };
-            let name = format!(
-                "logits-{}-{}{}{}{}{}",
-                teacher.name.trim_start_matches("teacher-"),
-                if sampled > 0 { "sampled" } else { "k" },
-                truncation.top_k,
-                if bucket { "-tail" } else { "" },
-                if bf16 { "-bf16" } else { "" },
-                if shuffled {
-                    String::new()
-                } else {
-                    self.ctx.seed_suffix(seed)
-                }
-            );
-            let flops = cost::forward_flops(teacher.params.non_embedding, tokens);
-            let deps = vec![teacher.id.clone()];
-            let index = self.push(config, name, deps, flops);
+        for (key, readers) in store_readers(&pending) {
+            let index = self.push_store(key, readers);
             store_ids.insert(key, self.runs[index].id.clone());
         }
         for p in pending {
-            let teacher = &self.runs[p.teacher];
-            let n_s = p.config.model.shape.params().non_embedding;
-            let mut flops = cost::training_flops(n_s, p.config.tokens);
-            let dependency = match p.store_key {
-                Some(key) => store_ids[&key].clone(),
-                None => {
-                    // a teacher of another tokenizer reads the same bytes in its own tokens
-                    let positions = if self.ctx.data.same_tokens(&teacher.config.data) {
-                        p.config.tokens
-                    } else {
-                        aligned_positions(
-                            p.config.tokens,
-                            &self.ctx.data,
-                            &teacher.config.data,
-                            None,
-                        )
-                    };
-                    flops += cost::forward_flops(teacher.params.non_embedding, positions);
-                    teacher.id.clone()
-                }
-            };
-            let mut depends_on = vec![dependency];
-            depends_on.extend(p.tuned_on);
-            self.students
-                .push(make_run(p.config, p.name, depends_on, flops));
+            self.push_student(p, &store_ids);
         }
+    }
+
+    /// The logit store an offline student of `point` reads from teacher run `teacher` on
+    /// `seed`, or `None` for an online student.
+    fn store_key(&self, point: &DistillPoint, teacher: usize, seed: u64) -> Option<StoreKey> {
+        // a text corpus's store serves every seed
+        let store_seed = if self.ctx.synthetic() { seed } else { 0 };
+        // sampled stores hold their own draws, one store per k
+        let kind = match point.targets {
+            Targets::TopK => 0,
+            Targets::Sampled => top_k_key(point.top_k),
+        };
+        let bf16 = !point.teacher_precision.is_f32();
+        (point.mode == DistillMode::Offline).then_some(StoreKey {
+            teacher,
+            seed: store_seed,
+            sampled: kind,
+            bf16,
+        })
+    }
+
+    /// Adds the logit run of store `key` serving `readers`; returns its index.
+    fn push_store(&mut self, key: StoreKey, readers: StoreReaders) -> usize {
+        let StoreReaders {
+            reads,
+            widest,
+            bucket,
+            views,
+        } = readers;
+        let StoreKey {
+            teacher: teacher_index,
+            seed,
+            sampled,
+            bf16,
+        } = key;
+        let reads: Vec<StoreRead> = reads
+            .into_iter()
+            .map(|(seed, tokens)| StoreRead { seed, tokens })
+            .collect();
+        // until the corpus is known (`Plan::attach_corpus`), at most every stream's own
+        let shuffled = !self.ctx.synthetic();
+        let tokens = store_positions(&reads, None, shuffled, self.ctx.data.context);
+        let truncation = store_truncation(widest, sampled, bucket);
+        let teacher = &self.runs[teacher_index];
+        // a teacher of another tokenizer: its own tokens, and a store students align on
+        let aligned = !self.ctx.data.same_tokens(&teacher.config.data);
+        let tokens = if aligned {
+            aligned_positions(tokens, &self.ctx.data, &teacher.config.data, None)
+        } else {
+            tokens
+        };
+        let config = RunConfig {
+            kind: RunKind::Logits,
+            model: teacher.config.model.clone(),
+            tokens,
+            data: DataConfig {
+                seed,
+                ..teacher.config.data.clone()
+            },
+            train: None,
+            tune: None,
+            distill: None,
+            logits: Some(LogitsConfig {
+                teacher: teacher.id.clone(),
+                truncation,
+                reads,
+                views,
+                aligned,
+                students: aligned.then(|| self.ctx.data(0)),
+                precision: if bf16 {
+                    TeacherPrecision::Bf16
+                } else {
+                    TeacherPrecision::F32
+                },
+            }),
+            backend: self.ctx.sweep.file.backend,
+        };
+        let name = format!(
+            "logits-{}-{}{}{}{}{}",
+            teacher.name.trim_start_matches("teacher-"),
+            if sampled > 0 { "sampled" } else { "k" },
+            truncation.top_k,
+            if bucket { "-tail" } else { "" },
+            if bf16 { "-bf16" } else { "" },
+            if shuffled {
+                String::new()
+            } else {
+                self.ctx.seed_suffix(seed)
+            }
+        );
+        let flops = cost::forward_flops(teacher.params.non_embedding, tokens);
+        let deps = vec![teacher.id.clone()];
+        self.push(config, name, deps, flops)
+    }
+
+    /// Adds student `p`, depending on its logit store (or, online, its teacher) and on the
+    /// baselines its rate is tuned on.
+    fn push_student(&mut self, p: PendingStudent, store_ids: &HashMap<StoreKey, RunId>) {
+        let teacher = &self.runs[p.teacher];
+        let n_s = p.config.model.shape.params().non_embedding;
+        let mut flops = cost::training_flops(n_s, p.config.tokens);
+        let dependency = match p.store_key {
+            Some(key) => store_ids[&key].clone(),
+            None => {
+                // a teacher of another tokenizer reads the same bytes in its own tokens
+                let positions = if self.ctx.data.same_tokens(&teacher.config.data) {
+                    p.config.tokens
+                } else {
+                    aligned_positions(p.config.tokens, &self.ctx.data, &teacher.config.data, None)
+                };
+                flops += cost::forward_flops(teacher.params.non_embedding, positions);
+                teacher.id.clone()
+            }
+        };
+        let mut depends_on = vec![dependency];
+        depends_on.extend(p.tuned_on);
+        self.students
+            .push(make_run(p.config, p.name, depends_on, flops));
     }
 
     fn finish(mut self) -> Result<Expansion, SpecError> {
@@ -1254,6 +1256,72 @@ fn top_k_key(k: TopK) -> u64 {
     match k {
         TopK::Keep(k) => k,
         TopK::All => u64::MAX,
+    }
+}
+
+/// The error for sampled targets from teacher `t`, whose tokenizer is not its students'.
+fn cross_sampled_error(sweep: &Sweep, t: &GroupModel) -> SpecError {
+    sweep
+        .error_at(
+            t.span.clone(),
+            &t.key,
+            format!(
+                "teacher `{}` has another tokenizer than its students, and sampled targets are not aligned across tokenizers",
+                t.spec.label
+            ),
+        )
+        .with_hint("use `targets = \"top_k\"` with this teacher")
+}
+
+/// What a student of `student_n` distilled from `teacher` (of `teacher_n`) on `tokens` costs
+/// without sharing: the teacher's training, its forward passes and the student's training.
+fn naive_pair_flops(teacher: &Run, teacher_n: u64, student_n: u64, tokens: u64) -> f64 {
+    // a tuned teacher also trains its candidates
+    let tuned = teacher.config.tune.as_ref();
+    let teacher_train = teacher.flops * (1 + tuned.map_or(0, |t| t.candidates.len())) as f64;
+    let online = cost::forward_flops(teacher_n, tokens);
+    teacher_train + online + cost::training_flops(student_n, tokens)
+}
+
+/// The stores the offline students read, each with what its students ask of it.
+fn store_readers(pending: &[PendingStudent]) -> BTreeMap<StoreKey, StoreReaders> {
+    let mut stores: BTreeMap<StoreKey, StoreReaders> = BTreeMap::new();
+    for p in pending {
+        if let (Some(key), Some(d)) = (p.store_key, &p.config.distill) {
+            let entry = stores.entry(key).or_default();
+            let tokens = entry.reads.entry(p.config.data.seed).or_insert(0);
+            *tokens = (*tokens).max(p.config.tokens);
+            entry.widest = entry.widest.max(top_k_key(d.truncation.top_k));
+            entry.bucket |= d.truncation.missing == Missing::Bucket;
+            if !entry.views.contains(&d.truncation) {
+                entry.views.push(d.truncation);
+            }
+        }
+    }
+    stores
+}
+
+/// The truncation a store keeps: its readers' widest top-k, the whole nucleus, sampled
+/// targets when `sampled` is a k, and the tail when a reader keeps it.
+fn store_truncation(widest: u64, sampled: u64, bucket: bool) -> Truncation {
+    let top_k = if widest == u64::MAX {
+        TopK::All
+    } else {
+        TopK::Keep(widest)
+    };
+    Truncation {
+        top_p: TopP(1.0),
+        top_k,
+        targets: if sampled > 0 {
+            Targets::Sampled
+        } else {
+            Targets::TopK
+        },
+        missing: if bucket {
+            Missing::Bucket
+        } else {
+            Missing::Renormalise
+        },
     }
 }
 

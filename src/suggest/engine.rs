@@ -207,14 +207,71 @@ pub fn suggest(
     goal: Goal,
     unconverged: &[Unconverged],
 ) -> Result<Suggestion, SuggestError> {
-    let budget = goal.budget;
     if fits.capacity_gaps.is_empty() {
         return Err(SuggestError::Nothing(
             "no capacity-gap curve yet (no finished students): run the sweep, then suggest".into(),
         ));
     }
-    let mut groups: Vec<Group> = fits
-        .capacity_gaps
+    let mut groups = groups_of(fits);
+    let before: Vec<Option<Outlook>> = groups.iter().map(|g| outlook(g, None)).collect();
+    let mut state = Progress {
+        text: source.to_string(),
+        known: current.runs.iter().map(|r| r.id.clone()).collect(),
+        runs: 0,
+        seconds: 0.0,
+    };
+    let mut candidates = candidates(&groups, current);
+    candidates.extend(seed_candidates(&state.text, &groups));
+    candidates.extend(longer_budget(unconverged));
+    let (mut steps, mut passed_over) = (Vec::new(), Vec::new());
+    loop {
+        let round = choose(candidates, path, calibration, &goal, &state, &groups);
+        passed_over.extend(round.passed_over);
+        candidates = round.still;
+        let Some(Chosen {
+            candidate: c,
+            priced,
+            value,
+            ..
+        }) = round.best
+        else {
+            break;
+        };
+        for (i, t, s) in &priced.students {
+            groups[*i].design.push((*t, *s));
+        }
+        state.runs += priced.new_runs.len();
+        state.seconds += priced.seconds;
+        state
+            .known
+            .extend(priced.new_runs.iter().map(|r| r.id.clone()));
+        steps.push(Step {
+            edit: priced.edit,
+            why: c.why,
+            new_runs: priced.new_runs.iter().map(|r| r.name.clone()).collect(),
+            seconds: priced.seconds,
+            narrowing: value.narrowing,
+            bracketing: value.bracketing,
+            value: value.value,
+        });
+        state.text = priced.text;
+        if steps.len() >= MAX_STEPS {
+            break;
+        }
+        candidates = next_candidates(candidates, &groups, &steps, current, &state.text);
+    }
+    Ok(Suggestion {
+        passed_over: last_reasons(passed_over, &steps),
+        groups: group_outlooks(&groups, &before),
+        steps,
+        sweep_text: state.text,
+    })
+}
+
+/// Each capacity-gap group of the fits as the planner starts it: its curve model and its
+/// measured design.
+fn groups_of(fits: &SweepFits) -> Vec<Group<'_>> {
+    fits.capacity_gaps
         .iter()
         .map(|g| Group {
             gap: g,
@@ -229,130 +286,202 @@ pub fn suggest(
                 Optimum::Interior { ci: Some(_), .. }
             ),
         })
-        .collect();
-    let before: Vec<Option<Outlook>> = groups.iter().map(|g| outlook(g, None)).collect();
-    let mut known: BTreeSet<RunId> = current.runs.iter().map(|r| r.id.clone()).collect();
-    let mut text = source.to_string();
-    let mut candidates = candidates(&groups, current);
-    candidates.extend(seed_candidates(&text, &groups));
-    candidates.extend(longer_budget(unconverged));
-    let (mut steps, mut passed_over) = (Vec::new(), Vec::new());
-    let (mut runs_used, mut seconds_used) = (0usize, 0.0f64);
-    loop {
-        let mut best: Option<(f64, Candidate, Priced, [f64; 3])> = None;
-        let mut still = Vec::new();
-        for c in candidates.drain(..) {
-            let priced = match price(path, &text, c.edit, &known, &groups, calibration) {
-                Ok(p) if p.new_runs.is_empty() => {
-                    passed_over.push((c.edit.to_string(), "adds no run".into()));
-                    continue;
-                }
-                Ok(p) => p,
-                Err(e) => {
-                    passed_over.push((c.edit.to_string(), e));
-                    continue;
-                }
-            };
-            let fits_budget = match budget {
-                Budget::Runs(n) => runs_used + priced.new_runs.len() <= n,
-                Budget::Seconds(s) => seconds_used + priced.seconds <= s,
-            };
-            if !fits_budget {
-                passed_over.push((
-                    c.edit.to_string(),
-                    format!(
-                        "over the budget ({} runs, {})",
-                        priced.new_runs.len(),
-                        crate::spec::units::format_duration(priced.seconds)
-                    ),
-                ));
+        .collect()
+}
+
+/// Where the suggestion stands between steps: the sweep's text, the runs it plans, and what
+/// the steps so far spend.
+struct Progress {
+    /// The sweep file with the steps so far applied.
+    text: String,
+    /// The runs already planned.
+    known: BTreeSet<RunId>,
+    /// New runs the steps add.
+    runs: usize,
+    /// Their estimated seconds.
+    seconds: f64,
+}
+
+/// What an edit buys.
+#[derive(Debug, Clone, Copy)]
+struct EditValue {
+    /// Expected narrowing of the groups' intervals.
+    narrowing: f64,
+    /// Expected gain in the fraction of simulated sweeps that bracket an optimum.
+    bracketing: f64,
+    /// `narrowing` + [`BRACKET_VALUE`]·`bracketing`.
+    value: f64,
+}
+
+/// The best candidate of a round, priced and valued.
+struct Chosen {
+    /// Its rank: bracketing and longer-budget edits first, then value per hour.
+    score: f64,
+    /// The candidate.
+    candidate: Candidate,
+    /// Its runs and their price.
+    priced: Priced,
+    /// What it buys.
+    value: EditValue,
+}
+
+/// One round of choosing: the best candidate, those kept for the next round, and those passed
+/// over with the reason.
+struct Round {
+    /// The candidate to take, if any is worth it.
+    best: Option<Chosen>,
+    /// Candidates worth keeping for the next round.
+    still: Vec<Candidate>,
+    /// Candidates dropped, and why.
+    passed_over: Vec<(String, String)>,
+}
+
+/// Prices and values every candidate against the sweep as it stands and picks the best one
+/// within the budget.
+fn choose(
+    candidates: Vec<Candidate>,
+    path: &Path,
+    calibration: &Calibration,
+    goal: &Goal,
+    state: &Progress,
+    groups: &[Group],
+) -> Round {
+    let mut best: Option<Chosen> = None;
+    let mut still = Vec::new();
+    let mut passed_over = Vec::new();
+    for c in candidates {
+        let priced = match price(path, &state.text, c.edit, &state.known, groups, calibration) {
+            Ok(p) if p.new_runs.is_empty() => {
+                passed_over.push((c.edit.to_string(), "adds no run".into()));
                 continue;
             }
-            let (mut narrowing, mut bracketing) = (0.0, 0.0);
-            for (i, g) in groups.iter().enumerate() {
-                let extra: Vec<(f64, u64)> = priced
-                    .students
-                    .iter()
-                    .filter(|s| s.0 == i)
-                    .map(|s| (s.1, s.2))
-                    .collect();
-                if extra.is_empty() {
-                    continue; // the edit adds nothing to this group: it cannot change
-                }
-                let (n, b) = g.gain(&goal, outlook(g, None), outlook(g, Some(&extra)));
-                narrowing += n;
-                bracketing += b;
+            Ok(p) => p,
+            Err(e) => {
+                passed_over.push((c.edit.to_string(), e));
+                continue;
             }
-            let value = narrowing + BRACKET_VALUE * bracketing;
-            // Bracketing edits first (there is no interval to shrink until the grid holds the
-            // optimum), then value per hour.
-            // A longer budget before either: a curve of unconverged runs is not worth extending.
-            let first = match c.edit {
-                Edit::AddStudentBudget { .. } => 2e12,
-                _ if c.brackets => 1e12,
-                _ => 0.0,
-            };
-            let score = first + value / (priced.seconds.max(1.0) / 3600.0);
-            if c.brackets || value > 0.01 {
-                if best.as_ref().is_none_or(|b| score > b.0) {
-                    if let Some((_, old, _, _)) = best.take() {
-                        still.push(old);
-                    }
-                    best = Some((score, c, priced, [narrowing, bracketing, value]));
-                } else {
-                    still.push(c);
-                }
-            } else {
-                let why = match goal.target_width {
-                    Some(w) => format!("does not narrow any expected interval wider than {w}×"),
-                    None => "does not narrow any expected interval".into(),
-                };
-                passed_over.push((c.edit.to_string(), why));
-            }
-        }
-        candidates = still;
-        let Some((_, c, priced, [narrowing, bracketing, value])) = best else {
-            break;
         };
-        for (i, t, s) in &priced.students {
-            groups[*i].design.push((*t, *s));
+        if let Some(why) = over_budget(goal.budget, state, &priced) {
+            passed_over.push((c.edit.to_string(), why));
+            continue;
         }
-        runs_used += priced.new_runs.len();
-        seconds_used += priced.seconds;
-        known.extend(priced.new_runs.iter().map(|r| r.id.clone()));
-        steps.push(Step {
-            edit: priced.edit,
-            why: c.why,
-            new_runs: priced.new_runs.iter().map(|r| r.name.clone()).collect(),
-            seconds: priced.seconds,
-            narrowing,
-            bracketing,
-            value,
-        });
-        text = priced.text;
-        if steps.len() >= MAX_STEPS {
-            break;
-        }
-        // A new grid point can open new candidates (teachers between it and its neighbours),
-        // and each seed edit moves on to the next seed, as the file now stands.
-        candidates
-            .retain(|c| !matches!(c.edit, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. }));
-        for c in candidates_after(&groups, &steps, current) {
-            if !candidates.iter().any(|k| k.edit == c.edit) {
-                candidates.push(c);
+        let value = edit_value(groups, goal, &priced);
+        let score = score(&c, value.value, &priced);
+        if c.brackets || value.value > 0.01 {
+            if best.as_ref().is_none_or(|b| score > b.score) {
+                if let Some(old) = best.take() {
+                    still.push(old.candidate);
+                }
+                best = Some(Chosen {
+                    score,
+                    candidate: c,
+                    priced,
+                    value,
+                });
+            } else {
+                still.push(c);
             }
+        } else {
+            let why = match goal.target_width {
+                Some(w) => format!("does not narrow any expected interval wider than {w}×"),
+                None => "does not narrow any expected interval".into(),
+            };
+            passed_over.push((c.edit.to_string(), why));
         }
-        candidates.extend(seed_candidates(&text, &groups));
     }
-    // A candidate re-offered after a step is passed over once, for its last reason.
+    Round {
+        best,
+        still,
+        passed_over,
+    }
+}
+
+/// Why `priced` does not fit in what is left of `budget`, or `None` when it does.
+fn over_budget(budget: Budget, state: &Progress, priced: &Priced) -> Option<String> {
+    let fits_budget = match budget {
+        Budget::Runs(n) => state.runs + priced.new_runs.len() <= n,
+        Budget::Seconds(s) => state.seconds + priced.seconds <= s,
+    };
+    (!fits_budget).then(|| {
+        format!(
+            "over the budget ({} runs, {})",
+            priced.new_runs.len(),
+            crate::spec::units::format_duration(priced.seconds)
+        )
+    })
+}
+
+/// What the students `priced` adds buy across the groups they join.
+fn edit_value(groups: &[Group], goal: &Goal, priced: &Priced) -> EditValue {
+    let (mut narrowing, mut bracketing) = (0.0, 0.0);
+    for (i, g) in groups.iter().enumerate() {
+        let extra: Vec<(f64, u64)> = priced
+            .students
+            .iter()
+            .filter(|s| s.0 == i)
+            .map(|s| (s.1, s.2))
+            .collect();
+        if extra.is_empty() {
+            continue; // the edit adds nothing to this group: it cannot change
+        }
+        let (n, b) = g.gain(goal, outlook(g, None), outlook(g, Some(&extra)));
+        narrowing += n;
+        bracketing += b;
+    }
+    EditValue {
+        narrowing,
+        bracketing,
+        value: narrowing + BRACKET_VALUE * bracketing,
+    }
+}
+
+/// A candidate's rank: bracketing edits first (there is no interval to shrink until the grid
+/// holds the optimum), then value per hour; a longer budget before either (a curve of
+/// unconverged runs is not worth extending).
+fn score(c: &Candidate, value: f64, priced: &Priced) -> f64 {
+    let first = match c.edit {
+        Edit::AddStudentBudget { .. } => 2e12,
+        _ if c.brackets => 1e12,
+        _ => 0.0,
+    };
+    first + value / (priced.seconds.max(1.0) / 3600.0)
+}
+
+/// The candidates after a step: a new grid point can open new candidates (teachers between it
+/// and its neighbours), and each seed edit moves on to the next seed, as the file now stands.
+fn next_candidates(
+    mut candidates: Vec<Candidate>,
+    groups: &[Group],
+    steps: &[Step],
+    current: &Plan,
+    text: &str,
+) -> Vec<Candidate> {
+    candidates.retain(|c| !matches!(c.edit, Edit::AddSeed { .. } | Edit::AddStudentSeed { .. }));
+    for c in candidates_after(groups, steps, current) {
+        if !candidates.iter().any(|k| k.edit == c.edit) {
+            candidates.push(c);
+        }
+    }
+    candidates.extend(seed_candidates(text, groups));
+    candidates
+}
+
+/// The candidates passed over, each once for its last reason, less those a step took.
+fn last_reasons(mut passed_over: Vec<(String, String)>, steps: &[Step]) -> Vec<(String, String)> {
     let mut seen = std::collections::HashSet::new();
     passed_over.reverse();
     passed_over.retain(|(edit, _)| seen.insert(edit.clone()));
     passed_over.reverse();
     passed_over.retain(|(edit, _)| !steps.iter().any(|s| s.edit.to_string() == *edit));
-    let groups_out = groups
+    passed_over
+}
+
+/// Each group's interval now, and its expected width (or bracketing) before and after the
+/// steps.
+fn group_outlooks(groups: &[Group], before: &[Option<Outlook>]) -> Vec<GroupOutlook> {
+    groups
         .iter()
-        .zip(&before)
+        .zip(before)
         .map(|(g, b)| {
             let after = outlook(g, None);
             let widths = g
@@ -376,13 +505,7 @@ pub fn suggest(
                     .flatten(),
             }
         })
-        .collect();
-    Ok(Suggestion {
-        steps,
-        sweep_text: text,
-        groups: groups_out,
-        passed_over,
-    })
+        .collect()
 }
 
 /// The simulated outlook of a group's design plus `extra` students (`None` without a U-shaped

@@ -113,10 +113,43 @@ pub fn run_bench(
             spec.logits_top_p
         )));
     }
-    let total_steps = spec.warmup + spec.steps.max(1);
+    let total_steps = total_steps(spec);
     let tokens_per_step = spec.context * spec.batch_seqs;
     let model = TransformerConfig::new(spec.shape, spec.context as usize);
-    let data_config = DataConfig {
+    let data_config = bench_data_config(spec);
+    let train_config = bench_train_config(spec, total_steps);
+    let tokens = total_steps * tokens_per_step;
+    let prepared = data::prepare(&data_config, scratch, &scratch.join("cache"), tokens)?;
+    let step_s = match spec.logits_top_k {
+        None => train_step_times(
+            model,
+            &data_config,
+            &train_config,
+            &prepared,
+            device,
+            backend,
+            scratch,
+        )?,
+        Some(k) => logit_step_times(&model, &data_config, &prepared, spec, k, device, backend)?,
+    };
+    Ok(bench_result(
+        spec,
+        backend,
+        device_name,
+        tokens_per_step,
+        &step_s,
+    ))
+}
+
+/// The steps a bench runs: its warm-up and at least one measured step.
+fn total_steps(spec: &BenchSpec) -> u64 {
+    spec.warmup + spec.steps.max(1)
+}
+
+/// The data settings of a bench: the synthetic corpus at the spec's vocabulary, context and
+/// batch.
+fn bench_data_config(spec: &BenchSpec) -> DataConfig {
+    DataConfig {
         corpus: CorpusKind::Synthetic,
         path: None,
         text_column: None,
@@ -134,8 +167,13 @@ pub fn run_bench(
         val_path: None,
         split: 0,
         follow: None,
-    };
-    let train_config = TrainConfig {
+    }
+}
+
+/// The loop settings of a bench: `total_steps` at a constant rate, logging every step and
+/// never checkpointing.
+fn bench_train_config(spec: &BenchSpec, total_steps: u64) -> TrainConfig {
+    TrainConfig {
         lr: Schedule::constant(1e-4),
         weight_decay: 0.1,
         betas: [0.9, 0.95],
@@ -147,62 +185,89 @@ pub fn run_bench(
         precision: spec.precision,
         head_chunk: None,
         micro_batch_seqs: None,
+    }
+}
+
+/// The wall seconds of each training step, from the loop every run uses.
+fn train_step_times(
+    model: TransformerConfig,
+    data_config: &DataConfig,
+    train_config: &TrainConfig,
+    prepared: &data::Prepared,
+    device: &Device,
+    backend: Backend,
+    scratch: &Path,
+) -> Result<Vec<f64>, BenchError> {
+    let stop = AtomicBool::new(false);
+    let job = TrainJob {
+        run_id: "bench",
+        model,
+        data_config,
+        train: train_config,
+        data: prepared,
+        device,
+        backend,
+        checkpoint: &scratch.join("bench.ckpt"),
+        stop: &stop,
     };
-    let tokens = total_steps * tokens_per_step;
-    let prepared = data::prepare(&data_config, scratch, &scratch.join("cache"), tokens)?;
-    let step_s = match spec.logits_top_k {
-        None => {
-            let stop = AtomicBool::new(false);
-            let job = TrainJob {
-                run_id: "bench",
-                model,
-                data_config: &data_config,
-                train: &train_config,
-                data: &prepared,
+    let mut times = Vec::new();
+    let mut last = 0.0;
+    train(&job, &mut NextToken, &mut |event| {
+        if let TrainEvent::Step { wall_s, .. } = event {
+            times.push(wall_s - last);
+            last = wall_s;
+        }
+    })?;
+    let _ = std::fs::remove_file(scratch.join("bench.ckpt"));
+    Ok(times)
+}
+
+/// The wall seconds of each teacher logit pass truncated to top-k `k` and the spec's top-p.
+fn logit_step_times(
+    model: &TransformerConfig,
+    data_config: &DataConfig,
+    prepared: &data::Prepared,
+    spec: &BenchSpec,
+    k: TopK,
+    device: &Device,
+    backend: Backend,
+) -> Result<Vec<f64>, BenchError> {
+    let teacher = init_model(model, data_config.seed, device);
+    let batcher = Batcher::new(
+        &prepared.train,
+        spec.context as usize,
+        spec.batch_seqs as usize,
+        1,
+        false,
+    )
+    .ok_or_else(|| BenchError::Shape("the synthetic corpus is too short".into()))?;
+    let on = TruncateOn::for_backend(backend);
+    Ok((0..total_steps(spec))
+        .map(|step| {
+            let start = Instant::now();
+            let kept = teacher_support(
+                &teacher,
+                &batcher.batch(step),
                 device,
-                backend,
-                checkpoint: &scratch.join("bench.ckpt"),
-                stop: &stop,
-            };
-            let mut times = Vec::new();
-            let mut last = 0.0;
-            train(&job, &mut NextToken, &mut |event| {
-                if let TrainEvent::Step { wall_s, .. } = event {
-                    times.push(wall_s - last);
-                    last = wall_s;
-                }
-            })?;
-            let _ = std::fs::remove_file(scratch.join("bench.ckpt"));
-            times
-        }
-        Some(k) => {
-            let teacher = init_model(&model, data_config.seed, device);
-            let batcher = Batcher::new(
-                &prepared.train,
-                spec.context as usize,
-                spec.batch_seqs as usize,
-                1,
-                false,
-            )
-            .ok_or_else(|| BenchError::Shape("the synthetic corpus is too short".into()))?;
-            let on = TruncateOn::for_backend(backend);
-            (0..total_steps)
-                .map(|step| {
-                    let start = Instant::now();
-                    let kept = teacher_support(
-                        &teacher,
-                        &batcher.batch(step),
-                        device,
-                        spec.logits_top_p,
-                        k,
-                        on,
-                    );
-                    std::hint::black_box(kept);
-                    start.elapsed().as_secs_f64()
-                })
-                .collect()
-        }
-    };
+                spec.logits_top_p,
+                k,
+                on,
+            );
+            std::hint::black_box(kept);
+            start.elapsed().as_secs_f64()
+        })
+        .collect())
+}
+
+/// The bench's result from its step times: the median after the warm-up, throughput and
+/// utilization.
+fn bench_result(
+    spec: &BenchSpec,
+    backend: Backend,
+    device_name: &str,
+    tokens_per_step: u64,
+    step_s: &[f64],
+) -> BenchResult {
     let warmup = (spec.warmup as usize).min(step_s.len());
     let mut measured = step_s[warmup..].to_vec();
     measured.sort_by(f64::total_cmp);
@@ -216,7 +281,7 @@ pub fn run_bench(
         Some(_) => forward_flops_per_token(&spec.shape, spec.context),
     };
     let used = Utilization::of(tokens_per_s, flops_per_token, device_name);
-    Ok(BenchResult {
+    BenchResult {
         mode: if spec.logits_top_k.is_some() {
             "logits"
         } else {
@@ -242,5 +307,5 @@ pub fn run_bench(
         truncation: spec
             .logits_top_k
             .map(|k| format!("top-k {k}, top-p {}", spec.logits_top_p)),
-    })
+    }
 }

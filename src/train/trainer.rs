@@ -251,13 +251,7 @@ pub fn train(
         good_steps: state.loss_scale_good_steps,
     });
     let (context, rows) = (cfg.context as usize, cfg.batch_seqs as usize);
-    let batcher = Batcher::new(&job.data.train, context, rows, cfg.seed, job.data.shuffle)
-        .ok_or_else(|| {
-            TrainError::NoData(format!(
-                "the training split has fewer than {} tokens",
-                context + 1
-            ))
-        })?;
+    let batcher = train_batcher(job, context, rows)?;
     let steps = train.steps;
     let tokens_per_step = (context * rows) as u64;
     let head_chunk = train.head_chunk_for(model.vocab());
@@ -270,25 +264,24 @@ pub fn train(
     let session = Instant::now();
     let wall_before = state.wall_s;
     let wall = |s: &Instant| wall_before + s.elapsed().as_secs_f64();
-    let (mut interval_loss, mut interval_steps, mut interval_start) =
-        (state.log_loss_sum, state.log_steps, Instant::now());
-    let mut timed_steps = 0u64; // steps of this session in the interval, for tokens/s
-    let mut last = (f64::NAN, f64::NAN, f64::NAN);
+    let mut interval = Interval {
+        loss: state.log_loss_sum,
+        steps: state.log_steps,
+        start: Instant::now(),
+        timed_steps: 0, // steps of this session in the interval, for tokens/s
+    };
+    let mut last = LastLosses {
+        train: f64::NAN,
+        val: f64::NAN,
+        val_bpb: f64::NAN,
+    };
     let first = state.step;
     // batches are built ahead on another thread while the step runs
     let trained = prefetch(batcher, first..steps, |batches| -> Result<(), TrainError> {
         for (step, batch) in (first..steps).zip(batches) {
             if job.stop.load(Ordering::Relaxed) {
-                state = CheckpointState {
-                    step,
-                    tokens: step * tokens_per_step,
-                    wall_s: wall(&session),
-                    log_loss_sum: interval_loss,
-                    log_steps: interval_steps,
-                    loss_scale: scaler.map(|s| s.scale),
-                    loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
-                    ..state
-                };
+                let wall_s = wall(&session);
+                state = checkpoint_state(state, step, tokens_per_step, wall_s, &interval, scaler);
                 checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
                 return Err(TrainError::Interrupted { step });
             }
@@ -309,35 +302,25 @@ pub fn train(
                 },
                 &ad,
             )?;
-            interval_loss += loss;
-            interval_steps += 1;
-            timed_steps += 1;
+            interval.add(loss);
             let done = step + 1;
             if done % train.log_every == 0 || done == steps {
-                let secs = interval_start.elapsed().as_secs_f64().max(1e-9);
-                let mean = interval_loss / interval_steps as f64;
-                last.0 = mean;
+                let secs = interval.start.elapsed().as_secs_f64().max(1e-9);
+                let mean = interval.loss / interval.steps as f64;
+                last.train = mean;
                 on_event(TrainEvent::Step {
                     step: done,
                     tokens: done * tokens_per_step,
                     loss: mean,
                     lr,
-                    tokens_per_s: (timed_steps * tokens_per_step) as f64 / secs,
+                    tokens_per_s: (interval.timed_steps * tokens_per_step) as f64 / secs,
                     wall_s: wall(&session),
                 });
-                (interval_loss, interval_steps, interval_start) = (0.0, 0, Instant::now());
-                timed_steps = 0;
+                interval.restart();
             }
             if done % eval_every == 0 || done == steps {
-                let (loss, bpb) = evaluate(
-                    &model.valid(),
-                    &job.data.val,
-                    context,
-                    job.device,
-                    job.data.info.val_bytes_per_token,
-                );
-                last.1 = loss;
-                last.2 = bpb;
+                let (loss, bpb) = evaluate_val(&model.valid(), job, context);
+                (last.val, last.val_bpb) = (loss, bpb);
                 on_event(TrainEvent::Eval {
                     step: done,
                     tokens: done * tokens_per_step,
@@ -347,16 +330,8 @@ pub fn train(
                 });
             }
             if done % train.checkpoint_every == 0 || done == steps {
-                state = CheckpointState {
-                    step: done,
-                    tokens: done * tokens_per_step,
-                    wall_s: wall(&session),
-                    log_loss_sum: interval_loss,
-                    log_steps: interval_steps,
-                    loss_scale: scaler.map(|s| s.scale),
-                    loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
-                    ..state
-                };
+                let wall_s = wall(&session);
+                state = checkpoint_state(state, done, tokens_per_step, wall_s, &interval, scaler);
                 checkpoint::save(job.checkpoint, &state, &model, Some(&optim))?;
                 on_event(TrainEvent::Checkpoint { step: done });
             }
@@ -366,27 +341,112 @@ pub fn train(
     trained?;
     let wall_s = wall(&session);
     let model = model.valid();
-    let (val_loss, val_bpb) = if last.1.is_nan() {
-        evaluate(
-            &model,
-            &job.data.val,
-            context,
-            job.device,
-            job.data.info.val_bytes_per_token,
-        )
+    let (val_loss, val_bpb) = if last.val.is_nan() {
+        evaluate_val(&model, job, context)
     } else {
-        (last.1, last.2)
+        (last.val, last.val_bpb)
     };
     Ok(TrainOutcome {
         model,
         val_loss,
         val_bpb,
-        train_loss: last.0,
+        train_loss: last.train,
         steps,
         tokens: steps * tokens_per_step,
         wall_s,
         tokens_per_s: (steps * tokens_per_step) as f64 / wall_s.max(1e-9),
     })
+}
+
+/// The batches of `job`'s training split, or an error when it is shorter than one sequence.
+fn train_batcher<'a>(
+    job: &'a TrainJob,
+    context: usize,
+    rows: usize,
+) -> Result<Batcher<'a>, TrainError> {
+    let cfg = job.data_config;
+    Batcher::new(&job.data.train, context, rows, cfg.seed, job.data.shuffle).ok_or_else(|| {
+        TrainError::NoData(format!(
+            "the training split has fewer than {} tokens",
+            context + 1
+        ))
+    })
+}
+
+/// The running logging interval: its summed loss and steps (carried across a resume) and
+/// this session's share of it, for tokens/s.
+struct Interval {
+    /// Summed training loss since the last log line.
+    loss: f64,
+    /// Steps since the last log line.
+    steps: u64,
+    /// When this session's part of the interval began.
+    start: Instant,
+    /// Steps of this session in the interval.
+    timed_steps: u64,
+}
+
+impl Interval {
+    /// Counts one step's loss.
+    fn add(&mut self, loss: f64) {
+        self.loss += loss;
+        self.steps += 1;
+        self.timed_steps += 1;
+    }
+
+    /// Starts a new interval after a log line.
+    fn restart(&mut self) {
+        (self.loss, self.steps, self.start) = (0.0, 0, Instant::now());
+        self.timed_steps = 0;
+    }
+}
+
+/// The last losses reported: the training loss of the last interval and the last held-out
+/// evaluation.
+struct LastLosses {
+    /// Mean training loss over the last logging interval.
+    train: f64,
+    /// Held-out loss (nats/token).
+    val: f64,
+    /// Held-out bits per byte.
+    val_bpb: f64,
+}
+
+/// `state` brought to `step`: its tokens, wall time, the logging interval under way and the
+/// loss scale, so a resume continues exactly.
+fn checkpoint_state(
+    state: CheckpointState,
+    step: u64,
+    tokens_per_step: u64,
+    wall_s: f64,
+    interval: &Interval,
+    scaler: Option<LossScale>,
+) -> CheckpointState {
+    CheckpointState {
+        step,
+        tokens: step * tokens_per_step,
+        wall_s,
+        log_loss_sum: interval.loss,
+        log_steps: interval.steps,
+        loss_scale: scaler.map(|s| s.scale),
+        loss_scale_good_steps: scaler.map_or(0, |s| s.good_steps),
+        ..state
+    }
+}
+
+/// The held-out loss and bits per byte of `model` on `job`'s validation split.
+fn evaluate_val(
+    model: &dyn crate::model::LanguageModel,
+    job: &TrainJob,
+    context: usize,
+) -> (f64, f64) {
+    evaluate(
+        model,
+        &job.data.val,
+        context,
+        job.device,
+        job.data.info.val_bytes_per_token,
+    )
 }
 
 /// How one optimiser step updates the model.

@@ -18,11 +18,13 @@ struct Crate {
     reexports: BTreeMap<(ModPath, String), ModPath>,
 }
 
-fn src() -> PathBuf {
+/// The library's source folder.
+pub(super) fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file under `dir`, in sorted order.
+pub(super) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

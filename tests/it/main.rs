@@ -18,6 +18,7 @@ mod fit_laws;
 mod gc;
 mod hf_fixture;
 mod hf_interop;
+mod house;
 mod ids;
 mod kernels;
 mod layers;
