@@ -3,6 +3,8 @@
 //! them, and with `--write` save the follow-up sweep file that `run` executes into the same
 //! database.
 
+use anyhow::Context;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -135,7 +137,7 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
                 .join(", ")
         );
         std::fs::write(out, header + &s.sweep_text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!(
             "\nwrote {}\nnext: pdsweep run {}   then: pdsweep fit {}; pdsweep suggest {}",
             out.display(),
@@ -200,7 +202,7 @@ fn confirm(
     print!("{}", render_prediction(&prediction));
     if let Some(out) = &cmd.predict {
         std::fs::write(out, serde_json::to_string_pretty(&prediction)? + "\n")
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!(
             "\nwrote the prediction to {} (commit it before the round runs)",
             out.display()
@@ -219,7 +221,7 @@ fn confirm(
             out.display()
         );
         std::fs::write(out, header + &text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!("wrote the round's sweep file to {}", out.display());
     }
     Ok(())
