@@ -7,13 +7,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// A file that could not be written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot write `{}`: {reason}", path.display())]
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write `{}`", path.display())]
 pub struct WriteError {
     /// The file (or the folder that could not be made).
     pub path: PathBuf,
     /// What the operating system said.
-    pub reason: String,
+    #[source]
+    pub source: std::io::Error,
 }
 
 /// A temporary path beside `path` (`NAME.tmpPID-N`: its extension replaced), unique per process
@@ -42,9 +43,9 @@ pub fn is_temp_of(name: &str, stem: &str) -> bool {
 
 /// Writes `parts` to `path` through a temporary file in the same folder, fsync and rename.
 pub fn write_atomic(path: &Path, parts: &[&[u8]]) -> Result<(), WriteError> {
-    let fail = |p: &Path, e: std::io::Error| WriteError {
+    let fail = |p: &Path, source: std::io::Error| WriteError {
         path: p.to_path_buf(),
-        reason: e.to_string(),
+        source,
     };
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(|e| fail(dir, e))?;

@@ -945,6 +945,7 @@ impl WorkerArgs {
 
 /// `pdsweep suggest`.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("prediction_kind").args(["confirm", "student"])))]
 pub struct SuggestArgs {
     /// The sweep file (its finished runs are fitted; its text is what the follow-up edits).
     pub sweep: PathBuf,
@@ -972,9 +973,24 @@ pub struct SuggestArgs {
     /// `21,22,23`); with `--predict` the prediction file, with `--write` the round's sweep file.
     #[arg(long, value_name = "SEEDS", value_parser = parse_seed_list, conflicts_with_all = ["runs", "hours", "target_width"])]
     pub confirm: Option<SeedList>,
-    /// Write the confirmation round's prediction here (JSON; `fit --check` reads it).
-    #[arg(long, value_name = "FILE", requires = "confirm")]
+    /// Pre-register the optimal teacher of a student not yet run, of this many non-embedding
+    /// parameters (e.g. `76440`, as `plan` prints N; a teacher-budget sweep): its optimal
+    /// teacher loss and, at each teacher budget, its optimal teacher size, extrapolated from
+    /// the measured students with intervals; with `--predict` the prediction file.
+    #[arg(long, value_name = "N", value_parser = parse_student_params, conflicts_with_all = ["confirm", "runs", "hours", "target_width"])]
+    pub student: Option<f64>,
+    /// Write the prediction of `--confirm` or `--student` here (JSON; `fit --check` reads it).
+    #[arg(long, value_name = "FILE", requires = "prediction_kind")]
     pub predict: Option<PathBuf>,
+}
+
+/// A student size for `suggest --student`: a count (`76440`, `76.4K`).
+fn parse_student_params(text: &str) -> Result<f64, String> {
+    let n = pdsweep::spec::units::parse_count(text)?;
+    if n == 0 {
+        return Err("a student has at least one parameter".into());
+    }
+    Ok(n as f64)
 }
 
 /// Seeds given as a list or ranges (`--confirm`).
@@ -1026,6 +1042,7 @@ impl SuggestArgs {
             write: self.write,
             bootstrap: self.bootstrap,
             confirm: self.confirm.map(|s| s.0),
+            student: self.student,
             predict: self.predict,
         }
     }

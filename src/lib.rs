@@ -11,6 +11,7 @@ pub mod atomic;
 pub mod data;
 pub mod digest;
 pub mod distill;
+pub mod error;
 pub mod fit;
 pub mod generate;
 pub mod hf;

@@ -20,7 +20,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", pdsweep::error::render(err.chain()));
             ExitCode::from(exit_code(&err))
         }
     }

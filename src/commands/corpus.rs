@@ -54,7 +54,7 @@ fn user_error(e: DataError) -> anyhow::Error {
         | DataError::Invalid { .. }
         | DataError::Missing { .. }
         | DataError::TooSmall(_)
-        | DataError::Tokenizer(_) => UsageError(e.to_string()).into(),
+        | DataError::Tokenizer(_) => UsageError(pdsweep::error::chain(&e)).into(),
         other => other.into(),
     }
 }

@@ -111,9 +111,13 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             let db_path = locate_db(&cmd.target, &cmd.results)?;
             let mut db = SweepDb::open(&db_path)?;
             let mut runs = finished_runs(&db)?;
-            let prediction = match &cmd.check {
-                Some(path) => Some(pdsweep::suggest::read_prediction(path)?),
+            let student_prediction = match &cmd.check {
+                Some(path) => pdsweep::suggest::read_student_prediction(path)?,
                 None => None,
+            };
+            let prediction = match (&cmd.check, &student_prediction) {
+                (Some(path), None) => Some(pdsweep::suggest::read_prediction(path)?),
+                _ => None,
             };
             if let Some(seeds) = cmd.seeds.as_ref().or(prediction.as_ref().map(|p| &p.seeds)) {
                 runs = of_seeds(runs, seeds)?;
@@ -156,6 +160,15 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                 skipped: fits.skipped.clone(),
                 released: fits.released.clone(),
             }));
+            if let Some(prediction) = &student_prediction {
+                let checks = pdsweep::suggest::check_student(prediction, &fits.teacher_budgets);
+                if cmd.json {
+                    println!("{}", serde_json::to_string_pretty(&checks)?);
+                } else {
+                    print!("{}", student_check_report(prediction, &checks));
+                }
+                return Ok(());
+            }
             if let Some(prediction) = &prediction {
                 let checks = pdsweep::suggest::check(prediction, &fits.capacity_gaps);
                 if cmd.json {
@@ -181,6 +194,51 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A student prediction against the student's fit, one line per predicted quantity.
+fn student_check_report(
+    prediction: &pdsweep::suggest::StudentPrediction,
+    checks: &[pdsweep::suggest::QuantityCheck],
+) -> String {
+    use pdsweep::spec::units::format_count;
+    let mut out = format!(
+        "student of {} parameters against the prediction made {} ({} finished runs then):\n",
+        format_count(prediction.student_params),
+        prediction.made_from.made_at,
+        prediction.made_from.finished_runs
+    );
+    for c in checks {
+        let size = !c.what.starts_with("optimal teacher loss");
+        let v = |x: f64| {
+            if size {
+                format_count(x)
+            } else {
+                format!("{x:.3}")
+            }
+        };
+        let predicted = c
+            .predicted
+            .as_ref()
+            .map_or("no prediction".to_string(), |p| {
+                format!("{} [{}, {}]", v(p.at), v(p.interval[0]), v(p.interval[1]))
+            });
+        let verdict = match c.inside {
+            Some(true) => "INSIDE",
+            Some(false) => "OUTSIDE",
+            None => "not checkable",
+        };
+        let measured = match (c.at, c.ci) {
+            (Some(at), Some([lo, hi])) => format!("{} [{}, {}]", v(at), v(lo), v(hi)),
+            (Some(at), None) => v(at),
+            _ => c.measured.clone(),
+        };
+        out += &format!(
+            "  {}: predicted {predicted}, measured {measured}: {verdict}\n",
+            c.what
+        );
+    }
+    out
 }
 
 /// A confirmation round against its prediction, one block per group.

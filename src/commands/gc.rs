@@ -5,6 +5,8 @@
 //! teacher's held-out loss), so a later plan that needs the store re-creates it. It takes the
 //! sweep's lease alone, so it never runs beside `pdsweep run` or `pdsweep slurm`.
 
+use anyhow::Context;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -93,7 +95,7 @@ pub fn gc(cmd: GcCommand) -> anyhow::Result<()> {
     }
     for o in &orphans {
         std::fs::remove_dir_all(&o.path)
-            .map_err(|e| anyhow::anyhow!("cannot remove `{}`: {e}", o.path.display()))?;
+            .with_context(|| format!("cannot remove `{}`", o.path.display()))?;
         if o.name.is_some() {
             db.replan_logits(&o.id)?;
         }
@@ -121,8 +123,7 @@ fn orphans(
         db.runs()?.into_iter().map(|r| (r.id, r.name)).collect();
     let mut out = Vec::new();
     for entry in entries {
-        let entry =
-            entry.map_err(|e| anyhow::anyhow!("cannot read `{}`: {e}", logits.display()))?;
+        let entry = entry.with_context(|| format!("cannot read `{}`", logits.display()))?;
         // a store's folder is named by the run that wrote it
         let id = RunId::from_stored(entry.file_name().to_string_lossy().to_string());
         let path = layout.logit_store(&id);

@@ -84,14 +84,15 @@ pub fn sample(cmd: SampleCommand) -> anyhow::Result<()> {
         .with_context(|| format!("run `{}` has an unreadable configuration", row.name))?;
     let device = Device::flex();
     let model = load_model(&config, &row.id, &layout, &device)
-        .map_err(|e| anyhow::anyhow!("run `{}`: {e}", row.name))?;
+        .map_err(anyhow::Error::from_boxed)
+        .with_context(|| format!("run `{}`", row.name))?;
     let text = TextOf::new(&config, layout.sweep_dir(), &layout.cache())
-        .map_err(|e| anyhow::anyhow!("run `{}`: {e}", row.name))?;
+        .with_context(|| format!("run `{}`", row.name))?;
     let prompts = match &cmd.prompt {
         PromptSource::Text(t) => vec![text.encode(t).map_err(UsageError)?],
         PromptSource::HeldOut { count, tokens } => {
-            let prepared = run_data(&config, &layout)
-                .map_err(|e| anyhow::anyhow!("run `{}`: {e}", row.name))?;
+            let prepared =
+                run_data(&config, &layout).with_context(|| format!("run `{}`", row.name))?;
             let p = held_out_prefixes(&prepared, *count, *tokens);
             if p.is_empty() {
                 return Err(UsageError(format!(

@@ -3,6 +3,8 @@
 //! them, and with `--write` save the follow-up sweep file that `run` executes into the same
 //! database.
 
+use anyhow::Context;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -34,7 +36,9 @@ pub struct SuggestCommand {
     pub bootstrap: usize,
     /// Pre-register a confirmation round of these new seeds instead of searching.
     pub confirm: Option<Vec<u64>>,
-    /// Where to write the confirmation round's prediction.
+    /// Pre-register the optimal teacher of a student of this many parameters.
+    pub student: Option<f64>,
+    /// Where to write the prediction.
     pub predict: Option<PathBuf>,
 }
 
@@ -102,6 +106,9 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
     if let Some(seeds) = &cmd.confirm {
         return confirm(&cmd, &sweep, seeds, &fits, &runs, &db_path);
     }
+    if let Some(params) = cmd.student {
+        return predict_student(&cmd, &sweep, params, &fits, &runs, &db_path);
+    }
     let students: Vec<StoredRun> = match db.current_plan()? {
         Some(plan) => db.plan_runs(plan)?,
         None => db.runs()?,
@@ -135,7 +142,7 @@ pub fn suggest(cmd: SuggestCommand) -> anyhow::Result<()> {
                 .join(", ")
         );
         std::fs::write(out, header + &s.sweep_text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!(
             "\nwrote {}\nnext: pdsweep run {}   then: pdsweep fit {}; pdsweep suggest {}",
             out.display(),
@@ -157,8 +164,7 @@ fn confirm(
     runs: &[FinishedRun],
     db_path: &std::path::Path,
 ) -> anyhow::Result<()> {
-    use pdsweep::suggest::{Edit, Provenance, apply, predict};
-    use sha2::{Digest, Sha256};
+    use pdsweep::suggest::{Edit, apply, predict};
     let used: std::collections::BTreeSet<u64> = runs
         .iter()
         .filter(|r| {
@@ -182,25 +188,12 @@ fn confirm(
         )
         .into());
     }
-    let mut lines: Vec<String> = runs
-        .iter()
-        .map(|r| format!("{} {:?}", r.id, r.loss))
-        .collect();
-    lines.sort();
-    let made_from = Provenance {
-        made_at: pdsweep::report::load::now_utc(),
-        pdsweep: env!("CARGO_PKG_VERSION").into(),
-        sweep: cmd.sweep.display().to_string(),
-        sweep_sha256: hex(&Sha256::digest(sweep.source.as_bytes())),
-        database: db_path.display().to_string(),
-        finished_runs: runs.len(),
-        runs_sha256: hex(&Sha256::digest(lines.join("\n").as_bytes())),
-    };
+    let made_from = provenance(cmd, sweep, runs, db_path);
     let prediction = predict(&fits.capacity_gaps, seeds, made_from);
     print!("{}", render_prediction(&prediction));
     if let Some(out) = &cmd.predict {
         std::fs::write(out, serde_json::to_string_pretty(&prediction)? + "\n")
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!(
             "\nwrote the prediction to {} (commit it before the round runs)",
             out.display()
@@ -219,10 +212,125 @@ fn confirm(
             out.display()
         );
         std::fs::write(out, header + &text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", out.display()))?;
+            .with_context(|| format!("cannot write {}", out.display()))?;
         println!("wrote the round's sweep file to {}", out.display());
     }
     Ok(())
+}
+
+/// What a prediction is made from: the sweep file and the finished runs, by digest.
+fn provenance(
+    cmd: &SuggestCommand,
+    sweep: &Sweep,
+    runs: &[FinishedRun],
+    db_path: &std::path::Path,
+) -> pdsweep::suggest::Provenance {
+    use sha2::{Digest, Sha256};
+    let mut lines: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{} {:?}", r.id, r.loss))
+        .collect();
+    lines.sort();
+    pdsweep::suggest::Provenance {
+        made_at: pdsweep::report::load::now_utc(),
+        pdsweep: env!("CARGO_PKG_VERSION").into(),
+        sweep: cmd.sweep.display().to_string(),
+        sweep_sha256: hex(&Sha256::digest(sweep.source.as_bytes())),
+        database: db_path.display().to_string(),
+        finished_runs: runs.len(),
+        runs_sha256: hex(&Sha256::digest(lines.join("\n").as_bytes())),
+    }
+}
+
+/// `suggest --student N`: the optimal teacher of a student not yet run, printed, and written
+/// with `--predict` (commit it before the student runs; `fit --check` reads it after).
+fn predict_student(
+    cmd: &SuggestCommand,
+    sweep: &Sweep,
+    params: f64,
+    fits: &SweepFits,
+    runs: &[FinishedRun],
+    db_path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let made_from = provenance(cmd, sweep, runs, db_path);
+    let prediction = pdsweep::suggest::predict_student(
+        &fits.teacher_budgets,
+        &fits.capacity_gaps,
+        params,
+        made_from,
+        sweep.file.seed,
+    )
+    .map_err(|e| UsageError(pdsweep::error::chain(&e)))?;
+    print!("{}", render_student_prediction(&prediction));
+    if let Some(out) = &cmd.predict {
+        std::fs::write(out, serde_json::to_string_pretty(&prediction)? + "\n")
+            .with_context(|| format!("cannot write {}", out.display()))?;
+        println!(
+            "\nwrote the prediction to {} (commit it before the student runs)",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// A student prediction as the researcher reads it before the run.
+fn render_student_prediction(p: &pdsweep::suggest::StudentPrediction) -> String {
+    let mut out = format!(
+        "prediction for a student of {} parameters on {} tokens ({} finished runs fitted):\n",
+        format_count(p.student_params),
+        format_count(p.student_tokens),
+        p.made_from.finished_runs
+    );
+    let line = |what: &str, e: Option<&pdsweep::suggest::Extrapolated>, size: bool| {
+        let v = |x: f64| {
+            if size {
+                format_count(x)
+            } else {
+                format!("{x:.3}")
+            }
+        };
+        match e {
+            Some(e) => format!(
+                "  {what}: {} [{}, {}] (from {} measured students)\n",
+                v(e.at),
+                v(e.interval[0]),
+                v(e.interval[1]),
+                e.from.len()
+            ),
+            None => {
+                format!("  {what}: no prediction (fewer than two measured optima with intervals)\n")
+            }
+        }
+    };
+    out += &line(
+        "optimal teacher loss (nats/token)",
+        p.by_loss.as_ref(),
+        false,
+    );
+    for b in &p.budgets {
+        let tokens = format_count(b.teacher_tokens);
+        out += &line(
+            &format!("optimal teacher size at {tokens} teacher tokens"),
+            b.by_size.as_ref(),
+            true,
+        );
+        match &b.size_of_loss {
+            Some(s) => {
+                out += &format!(
+                    "    the size reaching that loss at {tokens}: {} [{}, {}]\n",
+                    format_count(s.at),
+                    format_count(s.interval[0]),
+                    format_count(s.interval[1])
+                )
+            }
+            None => {
+                out += &format!(
+                    "    the size reaching that loss at {tokens}: beyond the measured teachers\n"
+                )
+            }
+        }
+    }
+    out
 }
 
 fn hex(bytes: &[u8]) -> String {

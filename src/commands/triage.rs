@@ -270,7 +270,7 @@ mod tests {
         assert_eq!((t.bpb, t.ci), (2.48, Some([2.45, 2.51])));
         assert_eq!(parse_target("2.5").unwrap().ci, None);
         for bad in ["", "x", "2.5:2.6:2.7", "-1", "2:1"] {
-            let e = parse_target(bad).unwrap_err().to_string();
+            let e = pdsweep::error::chain(&parse_target(bad).unwrap_err());
             assert!(e.contains("BPB:LO:HI"), "{bad}: {e}");
         }
     }

@@ -68,7 +68,7 @@ pub struct TokenWriter {
 fn write_error(path: &Path, e: impl std::fmt::Display) -> DataError {
     DataError::Write {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 
@@ -208,18 +208,18 @@ impl TokenFile {
     /// Opens the file at `path`, checking its header and length (and, for a version 1 file,
     /// its checksum); [`TokenFile::verify`] checks the tokens of a version 2 file.
     pub fn open(path: &Path) -> Result<TokenFile, DataError> {
-        let corrupt = |reason: &str| DataError::CorruptCache {
+        let corrupt = |check: &str| DataError::CorruptCache {
             path: path.to_path_buf(),
-            reason: reason.into(),
+            source: check.to_string().into(),
         };
         let file = fs::File::open(path).map_err(|e| DataError::Missing {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         // SAFETY: the cache is written once by rename and never modified in place.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| DataError::Missing {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         let version = match map.get(..8) {
             Some(m) if m == MAGIC => 2,
@@ -321,17 +321,21 @@ impl TokenFile {
             let read = self
                 .file
                 .read_exact_at(&mut buffer[..n], HEADER as u64 + start);
-            let reason = match read {
-                Err(e) => format!("chunk {i} cannot be read: {e}"),
+            let source: crate::error::Cause = match read {
+                Err(e) => Box::new(ChunkUnreadable {
+                    chunk: i,
+                    source: e,
+                }),
                 Ok(()) if xxh3_64(&buffer[..n]) != want => format!(
                     "chunk {i} (tokens from {}) does not match its checksum",
                     i as u64 * per
-                ),
+                )
+                .into(),
                 Ok(()) => continue,
             };
             return Err(DataError::CorruptCache {
                 path: self.path.clone(),
-                reason,
+                source,
             });
         }
         for c in &self.checked {
@@ -361,21 +365,21 @@ impl TokenFile {
         let read = self
             .file
             .read_exact_at(&mut bytes, (HEADER + first * self.width) as u64);
-        let reason = match read {
-            Err(e) => format!("chunk {i} cannot be read: {e}"),
+        let source: crate::error::Cause = match read {
+            Err(e) => Box::new(ChunkUnreadable { chunk: i, source: e }),
             Ok(()) if xxh3_64(&bytes) != want => format!(
                 "chunk {i} (tokens from {first}) does not match its checksum (found on reading it; delete the file to rebuild the cache)"
-            ),
-            Ok(()) => String::new(),
+            )
+            .into(),
+            Ok(()) => {
+                done.store(true, Ordering::Relaxed);
+                return Ok(());
+            }
         };
-        if !reason.is_empty() {
-            return Err(DataError::CorruptCache {
-                path: self.path.clone(),
-                reason,
-            });
-        }
-        done.store(true, Ordering::Relaxed);
-        Ok(())
+        Err(DataError::CorruptCache {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     /// Tokens `start..end` copied out, after checking the chunks they lie in (each once per
@@ -424,6 +428,15 @@ impl TokenFile {
     }
 }
 
+/// A chunk of a token cache that the operating system could not read.
+#[derive(Debug, thiserror::Error)]
+#[error("chunk {chunk} cannot be read")]
+struct ChunkUnreadable {
+    chunk: usize,
+    #[source]
+    source: std::io::Error,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,15 +457,11 @@ mod tests {
         let mut bytes = fs::read(&path).unwrap();
         bytes[HEADER + 2 * 2_500_000] ^= 1;
         fs::write(&path, &bytes).unwrap();
-        let err = TokenFile::open(&path)
-            .unwrap()
-            .verify()
-            .unwrap_err()
-            .to_string();
+        let err = crate::error::chain(&TokenFile::open(&path).unwrap().verify().unwrap_err());
         assert!(err.contains("chunk 2") && err.contains("t.bin"), "{err}");
         bytes.truncate(bytes.len() - 5);
         fs::write(&path, &bytes).unwrap();
-        let err = TokenFile::open(&path).unwrap_err().to_string();
+        let err = crate::error::chain(&TokenFile::open(&path).unwrap_err());
         assert!(err.contains("partial copy"), "{err}");
     }
 
@@ -477,10 +486,7 @@ mod tests {
         let file = TokenFile::open(&path).unwrap();
         file.verify_once().unwrap(); // the stamp still matches
         assert_eq!(file.try_slice(0, 1000).unwrap(), tokens[..1000]);
-        let err = file
-            .try_slice(2_400_000, 2_400_064)
-            .unwrap_err()
-            .to_string();
+        let err = crate::error::chain(&file.try_slice(2_400_000, 2_400_064).unwrap_err());
         assert!(
             err.contains("chunk 2") && err.contains("t.bin") && err.contains("on reading"),
             "{err}"

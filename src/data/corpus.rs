@@ -73,7 +73,7 @@ pub fn find_files(data: &DataConfig, base_dir: &Path) -> Result<CorpusFiles, Dat
                 key,
                 written: written.to_string(),
                 resolved: path,
-                reason: e.short_reason(),
+                source: e.into_cause(),
             })
     };
     let (train, path) = find("path", data.path.as_deref().unwrap_or_default())?;
@@ -144,7 +144,7 @@ pub fn prepare_text(
                 build(data, &files, &paths, base_dir, cache_dir)?;
                 open_cached(&paths.tokens, &paths.facts)?.ok_or_else(|| DataError::Write {
                     path: paths.tokens.clone(),
-                    reason: "the token cache vanished right after it was written".into(),
+                    source: "the token cache vanished right after it was written".into(),
                 })?
             }
         }
@@ -223,11 +223,11 @@ fn lock(cache_dir: &Path, key: &str) -> Result<fs::File, DataError> {
     let path = cache_dir.join(format!("tokens-{key}.lock"));
     let fail = |e: std::io::Error| DataError::Write {
         path: path.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     };
     fs::create_dir_all(cache_dir).map_err(|e| DataError::Write {
         path: cache_dir.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     let file = fs::OpenOptions::new()
         .create(true)
@@ -254,7 +254,7 @@ fn open_cached(
     let facts = match fs::read(facts_path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| DataError::CorruptCache {
             path: facts_path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?,
         // Written before the tokens; absent only if removed by hand: rebuild both.
         Err(_) => return Ok(None),
@@ -354,7 +354,7 @@ pub fn run_tokenizer(
             let Some(path) = tokenizer_json(data, base_dir, cache_dir) else {
                 return Err(DataError::Missing {
                     path: cache_dir.to_path_buf(),
-                    reason: "the run's trained tokenizer is not in the token cache (run the sweep first)"
+                    source: "the run's trained tokenizer is not in the token cache (run the sweep first)"
                         .into(),
                 });
             };
@@ -396,13 +396,13 @@ fn corpus_tokenizer(
             let path = base_dir.join(&file.path);
             let bytes = fs::read(&path).map_err(|e| DataError::Missing {
                 path: path.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
             if hex(&Sha256::digest(&bytes)) != file.sha256 {
                 return Err(DataError::Tokenizer(format!(
                     "`{}` changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again",
                     path.display()
-                )));
+                ).into()));
             }
             Tokenizer::from_file(&path)
         }
@@ -658,7 +658,7 @@ pub fn split_record(
                     .map(Some)
                     .map_err(|e| DataError::CorruptCache {
                         path: p.to_path_buf(),
-                        reason: e.to_string(),
+                        source: e.into(),
                     })
             }
             Err(_) => Ok(None),
@@ -674,7 +674,7 @@ pub fn split_record(
     build(data, &files, &paths, base_dir, cache_dir)?;
     read(&paths.split)?.ok_or_else(|| DataError::Write {
         path: paths.split.clone(),
-        reason: "the split record vanished right after it was written".into(),
+        source: "the split record vanished right after it was written".into(),
     })
 }
 
@@ -696,7 +696,7 @@ pub fn byte_index(
                 .inexact
                 .as_deref()
                 .unwrap_or("its tokens are not the text's bytes")
-        )));
+        ).into()));
     }
     let tokenizer = run_tokenizer(data, base_dir, cache_dir)?
         .ok_or_else(|| DataError::Tokenizer("the synthetic corpus has no bytes to align".into()))?;
@@ -767,7 +767,7 @@ fn write(
     };
     let record_json = serde_json::to_vec(&record).map_err(|e| DataError::Write {
         path: paths.split.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     write_atomic(&paths.split, &[&record_json])?;
     let facts = CorpusFacts {
@@ -780,7 +780,7 @@ fn write(
     };
     let json = serde_json::to_vec_pretty(&facts).map_err(|e| DataError::Write {
         path: paths.facts.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     write_atomic(&paths.facts, &[&json])?;
     writer.finish(split.train.len(), val_bytes)

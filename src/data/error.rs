@@ -2,16 +2,19 @@
 
 use std::path::PathBuf;
 
+use crate::error::Cause;
+
 /// A problem reading, tokenising or caching a corpus.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The corpus path (or a file in it) cannot be read.
-    #[error("cannot read corpus `{}`: {reason}\n\nhint: check `[corpus] path` (relative to the sweep file)", path.display())]
+    #[error("cannot read corpus `{}`\n\nhint: check `[corpus] path` (relative to the sweep file)", path.display())]
     Missing {
         /// The path.
         path: PathBuf,
         /// What the operating system said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The corpus holds nothing usable.
     #[error("corpus `{}` is empty: {what}", path.display())]
@@ -22,34 +25,37 @@ pub enum DataError {
         what: String,
     },
     /// A file is not what its kind says.
-    #[error("corpus file `{}` is invalid: {reason}", path.display())]
+    #[error("corpus file `{}` is invalid", path.display())]
     Invalid {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
-        reason: String,
+        /// What is wrong: the parser's error, or the check that failed.
+        #[source]
+        source: Cause,
     },
     /// Training or applying the tokenizer failed.
-    #[error("tokenizer failed: {0}")]
-    Tokenizer(String),
+    #[error("tokenizer failed")]
+    Tokenizer(#[source] Cause),
     /// A cache file is damaged; it is refused (delete it to rebuild).
-    #[error("token cache `{}` is corrupt: {reason}\n\nhint: delete the file; it is rebuilt from the corpus", path.display())]
+    #[error("token cache `{}` is corrupt\n\nhint: delete the file; it is rebuilt from the corpus", path.display())]
     CorruptCache {
         /// The cache file.
         path: PathBuf,
         /// What check failed.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// Writing a cache file failed.
-    #[error("cannot write `{}`: {reason}", path.display())]
+    #[error("cannot write `{}`", path.display())]
     Write {
         /// The file.
         path: PathBuf,
         /// What the operating system said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// `[corpus] path` (or `val_path`) cannot be used.
-    #[error("`[corpus] {key}` = `{written}` cannot be used: {reason} (resolved to `{}`)\n\nhint: `{key}` is relative to the folder of the sweep file", resolved.display())]
+    #[error("`[corpus] {key}` = `{written}` (resolved to `{}`) cannot be used\n\nhint: `{key}` is relative to the folder of the sweep file", resolved.display())]
     CorpusPath {
         /// `path` or `val_path`.
         key: &'static str,
@@ -58,7 +64,8 @@ pub enum DataError {
         /// The path it resolves to.
         resolved: PathBuf,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The corpus is too small for the run.
     #[error("{0}")]
@@ -66,12 +73,13 @@ pub enum DataError {
 }
 
 impl DataError {
-    /// The reason without the path (for messages that name the path themselves).
-    pub fn short_reason(&self) -> String {
+    /// What is wrong without the path, as a cause for a message that names the path itself:
+    /// the operating system's error of a corpus that cannot be read, this error otherwise.
+    pub fn into_cause(self) -> Cause {
         match self {
-            DataError::Missing { reason, .. } => reason.clone(),
-            DataError::Empty { what, .. } => what.clone(),
-            other => other.to_string(),
+            DataError::Missing { source, .. } => source,
+            DataError::Empty { what, .. } => what.into(),
+            other => Box::new(other),
         }
     }
 }
@@ -80,7 +88,7 @@ impl From<crate::atomic::WriteError> for DataError {
     fn from(e: crate::atomic::WriteError) -> Self {
         DataError::Write {
             path: e.path,
-            reason: e.reason,
+            source: Box::new(e.source),
         }
     }
 }

@@ -73,7 +73,7 @@ impl<'t> Encoder<'t> {
                     "documents end with the tokenizer's end-of-document token (`separator = \"eos\"`), \
                      and this tokenizer has none of {}; set `[corpus] separator = \"blank_line\"`",
                     END_OF_DOCUMENT.join(", ")
-                ))
+                ).into())
             })?),
         };
         Ok(Encoder {
@@ -124,10 +124,13 @@ impl<'t> Encoder<'t> {
             _ => {}
         }
         if let Some(&id) = tokens.iter().find(|&&t| u64::from(t) >= self.vocab) {
-            return Err(DataError::Tokenizer(format!(
-                "token id {id} (in `{source}`) is outside the models' vocabulary of {}",
-                self.vocab
-            )));
+            return Err(DataError::Tokenizer(
+                format!(
+                    "token id {id} (in `{source}`) is outside the models' vocabulary of {}",
+                    self.vocab
+                )
+                .into(),
+            ));
         }
         let expected = text.len() as u64 + if ends { self.separator_bytes() } else { 0 };
         let got = self.bytes_of(&tokens);
@@ -161,7 +164,7 @@ impl Scratch {
             .open(path)
             .map_err(|e| DataError::Write {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         Ok(Scratch {
             path: path.to_path_buf(),
@@ -173,7 +176,7 @@ impl Scratch {
     fn fail(&self, e: std::io::Error) -> DataError {
         DataError::Write {
             path: self.path.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         }
     }
 

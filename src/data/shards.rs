@@ -15,6 +15,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use super::error::DataError;
+use crate::error::Cause;
 use crate::spec::CorpusKind;
 
 /// One document of a corpus.
@@ -65,7 +66,7 @@ fn extension_of(kind: CorpusKind) -> Option<&'static str> {
 fn missing(path: &Path, e: impl std::fmt::Display) -> DataError {
     DataError::Missing {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 
@@ -175,7 +176,12 @@ impl Documents {
                     Ok(0) => return None,
                     Ok(_) if buffer.trim().is_empty() => continue,
                     Ok(_) => return Some(json_line(path, *line, buffer, &self.column)),
-                    Err(e) => return Some(Err(invalid(path, format!("line {line}: {e}")))),
+                    Err(e) => {
+                        return Some(Err(invalid(
+                            path,
+                            crate::error::context(format!("line {line}"), e),
+                        )));
+                    }
                 }
             },
             OpenShard::Rows { path, rows, groups } => loop {
@@ -260,10 +266,10 @@ pub fn read_documents(
     Ok(docs)
 }
 
-fn invalid(path: &Path, reason: impl Into<String>) -> DataError {
+fn invalid(path: &Path, source: impl Into<Cause>) -> DataError {
     DataError::Invalid {
         path: path.to_path_buf(),
-        reason: reason.into(),
+        source: source.into(),
     }
 }
 
@@ -279,7 +285,7 @@ fn open_bytes(path: &Path) -> Result<Box<dyn Read + Send>, DataError> {
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file))),
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::new(file)
-                .map_err(|e| invalid(path, format!("not a zstd stream: {e}")))?,
+                .map_err(|e| invalid(path, crate::error::context("not a zstd stream", e)))?,
         ),
     })
 }
@@ -295,7 +301,7 @@ fn read_text(path: &Path) -> Result<String, DataError> {
     let mut bytes = Vec::new();
     open_bytes(path)?
         .read_to_end(&mut bytes)
-        .map_err(|e| invalid(path, format!("cannot be read: {e}")))?;
+        .map_err(|e| invalid(path, crate::error::context("cannot be read", e)))?;
     String::from_utf8(bytes).map_err(|e| {
         invalid(
             path,
@@ -312,7 +318,7 @@ fn json_line(path: &Path, line: usize, text: &str, field: &str) -> Result<Docume
     let mut de = serde_json::Deserializer::from_str(text);
     let found = serde::de::DeserializeSeed::deserialize(TextField(field), &mut de)
         .and_then(|found| de.end().map(|()| found))
-        .map_err(|e| invalid(path, format!("line {line}: {e}")))?;
+        .map_err(|e| invalid(path, crate::error::context(format!("line {line}"), e)))?;
     let text =
         found.ok_or_else(|| invalid(path, format!("line {line}: no string field `{field}`")))?;
     Ok(Document {
@@ -359,7 +365,7 @@ fn row_groups(path: &Path, column: &str) -> Result<VecDeque<(usize, usize)>, Dat
     let mut reader = ParquetReader::new(file);
     let schema = reader
         .schema()
-        .map_err(|e| invalid(path, format!("not a parquet file: {e}")))?;
+        .map_err(|e| invalid(path, crate::error::context("not a parquet file", e)))?;
     let field = schema
         .get(column)
         .ok_or_else(|| invalid(path, format!("no column `{column}`")))?;
@@ -371,9 +377,7 @@ fn row_groups(path: &Path, column: &str) -> Result<VecDeque<(usize, usize)>, Dat
     ) {
         return Err(invalid(path, format!("column `{column}` is not text")));
     }
-    let metadata = reader
-        .get_metadata()
-        .map_err(|e| invalid(path, e.to_string()))?;
+    let metadata = reader.get_metadata().map_err(|e| invalid(path, e))?;
     let mut start = 0;
     Ok(metadata
         .row_groups
@@ -401,7 +405,7 @@ fn parquet_rows(
         .with_columns(Some(vec![column.to_string()]))
         .with_slice(Some((start, len)))
         .finish()
-        .map_err(|e| invalid(path, e.to_string()))?;
+        .map_err(|e| invalid(path, e))?;
     let strings = frame
         .column(column)
         .and_then(|c| c.str())
@@ -457,9 +461,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl");
         fs::write(&path, "{\"text\": \"ok\"}\n{\"body\": \"no text\"}\n").unwrap();
-        let err = read_documents(&[path], CorpusKind::Jsonl, "text")
-            .unwrap_err()
-            .to_string();
+        let err =
+            crate::error::chain(&read_documents(&[path], CorpusKind::Jsonl, "text").unwrap_err());
         assert!(
             err.contains("x.jsonl") && err.contains("line 2") && err.contains("`text`"),
             "{err}"
@@ -486,9 +489,8 @@ mod tests {
             read_documents(std::slice::from_ref(&path), CorpusKind::Parquet, "text").unwrap();
         let read: Vec<String> = docs.into_iter().map(|d| d.text).collect();
         assert_eq!(read, texts);
-        let err = read_documents(&[path], CorpusKind::Parquet, "id")
-            .unwrap_err()
-            .to_string();
+        let err =
+            crate::error::chain(&read_documents(&[path], CorpusKind::Parquet, "id").unwrap_err());
         assert!(err.contains("is not text"), "{err}");
     }
 }

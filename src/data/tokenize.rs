@@ -54,8 +54,8 @@ pub fn end_of_document(tokenizer: &HfTokenizer) -> Option<u32> {
         .find_map(|name| tokenizer.token_to_id(name))
 }
 
-fn tokenizer_error(e: impl std::fmt::Display) -> DataError {
-    DataError::Tokenizer(e.to_string())
+fn tokenizer_error(e: impl Into<crate::error::Cause>) -> DataError {
+    DataError::Tokenizer(e.into())
 }
 
 impl Tokenizer {
@@ -86,7 +86,7 @@ impl Tokenizer {
             .map(|t| Tokenizer::Bpe(Box::new(t)))
             .map_err(|e| DataError::CorruptCache {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             })
     }
 
@@ -94,7 +94,9 @@ impl Tokenizer {
     pub fn from_file(path: &Path) -> Result<Tokenizer, DataError> {
         HfTokenizer::from_file(path)
             .map(|t| Tokenizer::File(Box::new(t)))
-            .map_err(|e| DataError::Tokenizer(format!("`{}`: {e}", path.display())))
+            .map_err(|e| {
+                DataError::Tokenizer(crate::error::context(format!("`{}`", path.display()), e))
+            })
     }
 
     /// Saves a BPE tokenizer as JSON (nothing to save for the byte tokenizer).
@@ -104,7 +106,7 @@ impl Tokenizer {
             Tokenizer::Bpe(t) | Tokenizer::File(t) => {
                 t.save(path, false).map_err(|e| DataError::Write {
                     path: path.to_path_buf(),
-                    reason: e.to_string(),
+                    source: e.into(),
                 })
             }
         }

@@ -287,7 +287,7 @@ pub fn write_store(
         }
         std::fs::create_dir_all(dir).map_err(|e| ShardError::Write {
             path: dir.into(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         write_shard(&dir.join(shard_name(windows)), header, windows, &encoded)?;
     }
@@ -632,7 +632,7 @@ mod tests {
         let unread = (0..windows)
             .find(|w| !reader.held().unwrap().contains(w))
             .unwrap();
-        let err = reader.windows(&[unread]).unwrap_err().to_string();
+        let err = crate::error::chain(&reader.windows(&[unread]).unwrap_err());
         assert!(err.contains(&format!("window {unread}")), "{err}");
         // a third seed computes only the windows it adds; earlier shards are untouched
         let more = [

@@ -144,7 +144,7 @@ fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, ShardError> {
         Err(e) => {
             return Err(ShardError::Refused {
                 path: dir.into(),
-                reason: format!("cannot list the store folder: {e}"),
+                source: crate::error::context("cannot list the store folder", e),
             });
         }
     };

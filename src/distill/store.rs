@@ -48,6 +48,7 @@
 //! header or size does not match what the reader expects is refused with its path; each
 //! window's block is checked against its digest when it is read.
 
+use crate::error::Cause;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -225,26 +226,29 @@ struct ShardHeader {
 #[derive(Debug, thiserror::Error)]
 pub enum ShardError {
     /// Writing failed.
-    #[error("cannot write logit shard `{}`: {reason}", path.display())]
+    #[error("cannot write logit shard `{}`", path.display())]
     Write {
         /// The shard.
         path: PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The shard is damaged or belongs to another store; it is never used.
-    #[error("logit shard `{}` is refused: {reason}\n\nhint: delete the store folder; the `logits` run writes it again", path.display())]
+    #[error("logit shard `{}` is refused\n\nhint: delete the store folder; the `logits` run writes it again", path.display())]
     Refused {
         /// The shard.
         path: PathBuf,
         /// Which check failed.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A student's positions could not be aligned with its teacher's (another tokenizer).
-    #[error("cannot align the teacher's positions with the student's: {reason}")]
+    #[error("cannot align the teacher's positions with the student's")]
     Align {
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A student asked for a window its store does not hold.
     #[error("the logit store `{}` holds no logits for window {window} (its logit pass covers the windows of the students it was planned for)\n\nhint: plan the sweep again (`pdsweep run` does): the logit pass then extends the store", dir.display())]
@@ -431,9 +435,9 @@ pub fn write_shard(
     windows: &[u64],
     blocks: &[Vec<u8>],
 ) -> Result<(), ShardError> {
-    let fail = |reason: String| ShardError::Write {
+    let fail = |reason: Cause| ShardError::Write {
         path: path.into(),
-        reason,
+        source: reason,
     };
     if windows.len() != blocks.len() || windows.windows(2).any(|w| w[0] >= w[1]) {
         return Err(fail("windows must be ascending, one block each".into()));
@@ -442,7 +446,7 @@ pub fn write_shard(
         store: header.clone(),
         windows: windows.to_vec(),
     })
-    .map_err(|e| fail(e.to_string()))?;
+    .map_err(|e| fail(e.into()))?;
     let digests: Vec<u8> = blocks.iter().flat_map(Sha256::digest).collect();
     let mut hasher = Sha256::new();
     hasher.update(&json);
@@ -451,7 +455,7 @@ pub fn write_shard(
     let len = (json.len() as u32).to_le_bytes();
     let mut parts: Vec<&[u8]> = vec![MAGIC, &len, &sha, &json, &digests];
     parts.extend(blocks.iter().map(|b| b.as_slice()));
-    write_atomic(path, &parts).map_err(|e| fail(e.to_string()))
+    write_atomic(path, &parts).map_err(|e| fail(e.into()))
 }
 
 /// A verified shard: its header and digest table; blocks are read on demand, one window at a
@@ -476,19 +480,17 @@ impl Shard {
     /// store `expected`.
     pub fn open(path: &Path, expected: &StoreHeader) -> Result<Shard, ShardError> {
         use std::io::Read;
-        let refuse = |reason: String| ShardError::Refused {
+        let refuse = |reason: Cause| ShardError::Refused {
             path: path.into(),
-            reason,
+            source: reason,
         };
-        let mut file = std::fs::File::open(path).map_err(|e| refuse(e.to_string()))?;
-        let size = file.metadata().map_err(|e| refuse(e.to_string()))?.len();
+        let mut file = std::fs::File::open(path).map_err(|e| refuse(e.into()))?;
+        let size = file.metadata().map_err(|e| refuse(e.into()))?.len();
         let mut preamble = [0u8; PREAMBLE];
         file.read_exact(&mut preamble)
             .map_err(|_| refuse("not a pdsweep logit shard (too short)".into()))?;
         if &preamble[..8] != MAGIC {
-            return Err(refuse(
-                "not a pdsweep logit shard of this version (an older store is re-written by its logit pass: `pdsweep gc` removes it)".into(),
-            ));
+            return Err(refuse("not a pdsweep logit shard of this version (an older store is re-written by its logit pass: `pdsweep gc` removes it)".into()));
         }
         let h = u32::from_le_bytes([preamble[8], preamble[9], preamble[10], preamble[11]]) as u64;
         if PREAMBLE as u64 + h > size {
@@ -496,9 +498,9 @@ impl Shard {
         }
         let mut json = vec![0u8; h as usize];
         file.read_exact(&mut json)
-            .map_err(|e| refuse(format!("truncated header: {e}")))?;
-        let header: ShardHeader =
-            serde_json::from_slice(&json).map_err(|e| refuse(format!("bad header: {e}")))?;
+            .map_err(|e| refuse(crate::error::context("truncated header", e)))?;
+        let header: ShardHeader = serde_json::from_slice(&json)
+            .map_err(|e| refuse(crate::error::context("bad header", e)))?;
         let n = header.windows.len() as u64;
         let table_end = PREAMBLE as u64 + h + 32 * n;
         if table_end > size {
@@ -506,7 +508,7 @@ impl Shard {
         }
         let mut table = vec![0u8; 32 * n as usize];
         file.read_exact(&mut table)
-            .map_err(|e| refuse(format!("truncated digest table: {e}")))?;
+            .map_err(|e| refuse(crate::error::context("truncated digest table", e)))?;
         let mut hasher = Sha256::new();
         hasher.update(&json);
         hasher.update(&table);
@@ -514,10 +516,9 @@ impl Shard {
             return Err(refuse("checksum mismatch (the file is damaged)".into()));
         }
         if &header.store != expected {
-            return Err(refuse(format!(
-                "it was written for another store ({:?})",
-                header.store
-            )));
+            return Err(refuse(
+                format!("it was written for another store ({:?})", header.store).into(),
+            ));
         }
         if header.windows.windows(2).any(|w| w[0] >= w[1]) {
             return Err(refuse("its windows are not ascending".into()));
@@ -525,12 +526,15 @@ impl Shard {
         let s = &header.store;
         let block_bytes = s.layout().block_bytes(s.window_positions);
         if size != table_end + n * block_bytes {
-            return Err(refuse(format!(
-                "{size} bytes, not the {} of {n} windows of {} positions × top-{}",
-                table_end + n * block_bytes,
-                s.window_positions,
-                s.top_k
-            )));
+            return Err(refuse(
+                format!(
+                    "{size} bytes, not the {} of {n} windows of {} positions × top-{}",
+                    table_end + n * block_bytes,
+                    s.window_positions,
+                    s.top_k
+                )
+                .into(),
+            ));
         }
         let digests = table
             .chunks(32)
@@ -565,35 +569,43 @@ impl Shard {
     /// Reads, verifies and decodes the `i`-th window this shard holds.
     pub fn block(&mut self, i: usize) -> Result<Vec<Kept>, ShardError> {
         use std::io::{Read, Seek, SeekFrom};
-        let refuse = |reason: String| ShardError::Refused {
+        let refuse = |reason: Cause| ShardError::Refused {
             path: self.path.clone(),
-            reason,
+            source: reason,
         };
         let digest = self
             .digests
             .get(i)
-            .ok_or_else(|| refuse(format!("no block {i}")))?;
+            .ok_or_else(|| refuse(format!("no block {i}").into()))?;
         let mut bytes = vec![0u8; self.block_bytes as usize];
         let at = self.payload_at + i as u64 * self.block_bytes;
         let file = match &mut self.file {
             Some(file) => file,
             None => self.file.insert(
                 std::fs::File::open(&self.path)
-                    .map_err(|e| refuse(format!("cannot open it again: {e}")))?,
+                    .map_err(|e| refuse(crate::error::context("cannot open it again", e)))?,
             ),
         };
         file.seek(SeekFrom::Start(at))
             .and_then(|_| file.read_exact(&mut bytes))
-            .map_err(|e| refuse(format!("cannot read window {}: {e}", self.windows[i])))?;
+            .map_err(|e| {
+                refuse(crate::error::context(
+                    format!("cannot read window {}", self.windows[i]),
+                    e,
+                ))
+            })?;
         if Sha256::digest(&bytes)[..] != digest[..] {
-            return Err(refuse(format!(
-                "window {} does not match its checksum (the file is damaged)",
-                self.windows[i]
-            )));
+            return Err(refuse(
+                format!(
+                    "window {} does not match its checksum (the file is damaged)",
+                    self.windows[i]
+                )
+                .into(),
+            ));
         }
         let h = &self.header;
         decode_block(&bytes, h.window_positions as usize, &h.layout())
-            .ok_or_else(|| refuse(format!("window {} does not decode", self.windows[i])))
+            .ok_or_else(|| refuse(format!("window {} does not decode", self.windows[i]).into()))
     }
 }
 
@@ -759,7 +771,7 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let mut shard = Shard::open(&path, &header()).unwrap();
         assert!(shard.block(0).is_ok());
-        let err = shard.block(1).unwrap_err().to_string();
+        let err = crate::error::chain(&shard.block(1).unwrap_err());
         assert!(
             err.contains("shard-a.bin") && err.contains("window 9") && err.contains("checksum"),
             "{err}"
@@ -768,7 +780,7 @@ mod tests {
         bytes[n - 2] ^= 0x10;
         bytes[50] ^= 0x01;
         std::fs::write(&path, &bytes).unwrap();
-        let err = Shard::open(&path, &header()).unwrap_err().to_string();
+        let err = crate::error::chain(&Shard::open(&path, &header()).unwrap_err());
         assert!(
             err.contains("checksum mismatch") || err.contains("bad header"),
             "{err}"

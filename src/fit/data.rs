@@ -1,6 +1,7 @@
 //! Data to fit: supervised points (N, D, L) and distillation points (N_S, D_S, L_T, L̃_S, L_S),
 //! read from any CSV with a column mapping and checked cell by cell, or built in code.
 
+use crate::error::Cause;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -106,9 +107,9 @@ impl ColumnMap {
         let known = roles(law);
         let mut map = BTreeMap::new();
         for entry in spec.split(',').filter(|e| !e.trim().is_empty()) {
-            let bad = |reason: String| FitError::Columns {
+            let bad = |reason: Cause| FitError::Columns {
                 entry: entry.trim().to_string(),
-                reason,
+                source: reason,
                 roles: known.join(", "),
             };
             let (role, column) = entry.split_once('=').ok_or_else(|| bad("no `=`".into()))?;
@@ -116,7 +117,8 @@ impl ColumnMap {
             if !known.contains(&role) {
                 return Err(bad(format!(
                     "`{role}` is not a column role of the {law} law"
-                )));
+                )
+                .into()));
             }
             if column.is_empty() {
                 return Err(bad("empty column name".into()));
@@ -159,20 +161,20 @@ pub fn read_csv(
     columns: &ColumnMap,
     supervised: Option<SupervisedSource>,
 ) -> Result<Vec<DataPoint>, FitError> {
-    let read_err = |reason: String| FitError::Read {
+    let read_err = |reason: Cause| FitError::Read {
         path: path.to_path_buf(),
-        reason,
+        source: reason,
     };
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::Headers)
         .from_path(path)
-        .map_err(|e| read_err(e.to_string()))?;
+        .map_err(|e| read_err(e.into()))?;
     let header = Header {
         path,
         columns,
         names: reader
             .headers()
-            .map_err(|e| read_err(e.to_string()))?
+            .map_err(|e| read_err(e.into()))?
             .iter()
             .map(str::to_string)
             .collect(),
@@ -188,7 +190,7 @@ pub fn read_csv(
     };
     let mut out = Vec::new();
     for record in reader.records() {
-        let record = record.map_err(|e| read_err(e.to_string()))?;
+        let record = record.map_err(|e| read_err(e.into()))?;
         out.push(point_of(&header, &record, &cols, supervised)?);
     }
     Ok(out)
@@ -311,14 +313,14 @@ fn cell(header: &Header, record: &csv::StringRecord, i: usize) -> Result<f64, Fi
         problem,
     };
     if text.is_empty() {
-        return Err(bad("is empty"));
+        return Err(bad("is empty".into()));
     }
-    let v: f64 = text.parse().map_err(|_| bad("is not a number"))?;
+    let v: f64 = text.parse().map_err(|_| bad("is not a number".into()))?;
     if !v.is_finite() {
-        return Err(bad("is not a finite number"));
+        return Err(bad("is not a finite number".into()));
     }
     if v <= 0.0 {
-        return Err(bad("must be positive"));
+        return Err(bad("must be positive".into()));
     }
     Ok(v)
 }
@@ -436,10 +438,10 @@ pub fn check_fittable(
     source: &str,
     points: &[DataPoint],
 ) -> Result<(Support, Vec<String>), FitError> {
-    let too_little = |reason: String| FitError::TooLittleData {
+    let too_little = |reason: Cause| FitError::TooLittleData {
         law: law.to_string(),
         source_name: source.to_string(),
-        reason,
+        source: reason,
     };
     for p in points {
         let vals = [
@@ -450,9 +452,9 @@ pub fn check_fittable(
             p.supervised_loss,
         ];
         if vals.iter().flatten().any(|v| !v.is_finite() || *v <= 0.0) {
-            return Err(too_little(format!(
-                "a point has a non-positive or non-finite value: {p:?}"
-            )));
+            return Err(too_little(
+                format!("a point has a non-positive or non-finite value: {p:?}").into(),
+            ));
         }
         if law.is_distill() && (p.teacher_loss.is_none() || p.supervised_loss.is_none()) {
             return Err(too_little(
@@ -463,11 +465,14 @@ pub fn check_fittable(
     let s = Support::of(law, points);
     let k = s.params;
     if s.distinct <= k {
-        return Err(too_little(format!(
-            "{} for {k} parameters; at least {} distinct points are needed",
-            s.points_text(),
-            k + 1
-        )));
+        return Err(too_little(
+            format!(
+                "{} for {k} parameters; at least {} distinct points are needed",
+                s.points_text(),
+                k + 1
+            )
+            .into(),
+        ));
     }
     let size = if law.is_distill() {
         "student size"
@@ -475,9 +480,10 @@ pub fn check_fittable(
         "model size"
     };
     if s.sizes < 2 {
-        return Err(too_little(format!(
-            "every point has the same {size}, so the size exponent cannot be fitted"
-        )));
+        return Err(too_little(
+            format!("every point has the same {size}, so the size exponent cannot be fitted")
+                .into(),
+        ));
     }
     if law.is_distill() && s.teacher_losses < 2 {
         return Err(too_little(
@@ -558,15 +564,15 @@ mod tests {
             ("params,tokens,loss\n1e6,1e9,abc\n", "`abc` is not a number"),
         ] {
             let f = csv(text);
-            let err = read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None)
-                .unwrap_err()
-                .to_string();
+            let err = crate::error::chain(
+                &read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None).unwrap_err(),
+            );
             assert!(err.contains(want), "{err}");
         }
         let f = csv("params,tokens,lossy\n1,1,1\n");
-        let err = read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None)
-            .unwrap_err()
-            .to_string();
+        let err = crate::error::chain(
+            &read_csv(f.path(), LawKind::Chinchilla, &ColumnMap::default(), None).unwrap_err(),
+        );
         assert!(
             err.contains("no column `loss`") && err.contains("hint:"),
             "{err}"
@@ -582,9 +588,7 @@ mod tests {
         let pts: Vec<_> = (0..10)
             .map(|i| DataPoint::supervised(1e6, 1e9 * (i + 1) as f64, 3.0))
             .collect();
-        let err = check_fittable(LawKind::Chinchilla, "x", &pts)
-            .unwrap_err()
-            .to_string();
+        let err = crate::error::chain(&check_fittable(LawKind::Chinchilla, "x", &pts).unwrap_err());
         assert!(err.contains("same model size"), "{err}");
     }
 }

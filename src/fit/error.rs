@@ -1,18 +1,20 @@
 //! Errors of fitting: bad input data (naming the file, column and row), too little data for a
 //! law, and failures of the optimiser or the database behind a sweep fit.
 
+use crate::error::Cause;
 use std::path::PathBuf;
 
 /// A problem fitting a law or answering a recommendation.
 #[derive(Debug, thiserror::Error)]
 pub enum FitError {
     /// The data file could not be read or parsed as CSV.
-    #[error("cannot read data file `{}`: {reason}", path.display())]
+    #[error("cannot read data file `{}`", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A column the law needs is not in the file.
     #[error("data file `{}` has no column `{column}` (needed as `{role}`); its columns are {available}\n\nhint: map it with `--columns \"{role}=NAME\"`", path.display())]
@@ -42,25 +44,27 @@ pub enum FitError {
     },
     /// `--columns` could not be understood.
     #[error(
-        "cannot read `--columns` entry `{entry}`: {reason}\n\nhint: write `ROLE=COLUMN` pairs separated by commas, e.g. `--columns \"params=Model Size,tokens=Training Tokens,loss=loss\"`; roles: {roles}"
+        "cannot read `--columns` entry `{entry}`\n\nhint: write `ROLE=COLUMN` pairs separated by commas, e.g. `--columns \"params=Model Size,tokens=Training Tokens,loss=loss\"`; roles: {roles}"
     )]
     Columns {
         /// The offending entry.
         entry: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: Cause,
         /// The roles the law accepts.
         roles: String,
     },
     /// Too few points (or too few distinct sizes) to fit the law.
-    #[error("cannot fit the {law} law to {source_name}: {reason}")]
+    #[error("cannot fit the {law} law to {source_name}")]
     TooLittleData {
         /// The law.
         law: String,
         /// The file or scope the points came from.
         source_name: String,
         /// What is missing.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A setting (grid, delta, size) is out of range.
     #[error("{0}")]
@@ -79,12 +83,13 @@ pub enum FitError {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     /// A stored fit could not be decoded.
-    #[error("cannot decode stored fit `{key}`: {reason}")]
+    #[error("cannot decode stored fit `{key}`")]
     Decode {
         /// The fit's scope key.
         key: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 

@@ -116,11 +116,7 @@ impl StoredFit {
 }
 
 fn to_json<T: Serialize>(v: &T) -> Result<String, FitError> {
-    serde_json::to_string(v).map_err(|e| {
-        FitError::Store(StoreError::Encode {
-            reason: e.to_string(),
-        })
-    })
+    serde_json::to_string(v).map_err(|e| FitError::Store(StoreError::Encode { source: e }))
 }
 
 /// Writes `records` in one transaction.
@@ -307,13 +303,13 @@ pub fn stored_fits(db: &SweepDb) -> Result<Vec<StoredFit>, FitError> {
                 let decode = |s: &str| {
                     serde_json::from_str::<Value>(s).map_err(|e| FitError::Decode {
                         key: key.clone(),
-                        reason: e.to_string(),
+                        source: e,
                     })
                 };
                 let samples: Vec<Vec<f64>> = match samples {
                     Some(s) => serde_json::from_str(&s).map_err(|e| FitError::Decode {
                         key: key.clone(),
-                        reason: e.to_string(),
+                        source: e,
                     })?,
                     None => Vec::new(),
                 };

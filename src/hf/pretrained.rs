@@ -33,7 +33,7 @@ pub fn read_config(dir: &Path) -> Result<(ReleasedConfig, String), HfError> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(|e| HfError::Read {
         path: path.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     let config = families::parse(&text).map_err(|e| HfError::Config {
         path: path.clone(),
@@ -50,7 +50,7 @@ impl PretrainedModel {
         if !dir.is_dir() {
             return Err(HfError::Read {
                 path: dir.to_path_buf(),
-                reason: "not a folder (expected a Hugging Face model folder with config.json and model.safetensors)".into(),
+                source: "not a folder (expected a Hugging Face model folder with config.json and model.safetensors)".into(),
             });
         }
         let (config, config_sha256) = read_config(dir)?;
@@ -91,7 +91,7 @@ pub fn load_model(
     if sha != config_sha256 {
         return Err(HfError::Weights {
             path: dir.join("config.json"),
-            reason: "it changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again; the changed teacher becomes a new run".into(),
+            source: "it changed since the sweep was planned\n\nhint: run `pdsweep plan` (or `run`) again; the changed teacher becomes a new run".into(),
         });
     }
     let mut files = WeightFiles::open(dir)?;
@@ -104,7 +104,7 @@ pub fn load_model(
             Err(reason) => {
                 return Err(files.take_error().unwrap_or(HfError::Weights {
                     path: dir.to_path_buf(),
-                    reason,
+                    source: reason.into(),
                 }));
             }
         };
@@ -132,7 +132,7 @@ fn load_decoder(
     let decoder = decoder.map_err(|reason| {
         error.unwrap_or(HfError::Weights {
             path: dir.to_path_buf(),
-            reason,
+            source: reason.into(),
         })
     })?;
     let vocab = naming.vocab_tensors();

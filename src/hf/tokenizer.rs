@@ -43,11 +43,11 @@ impl TokenizerFile {
     pub fn read(path: &Path) -> Result<TokenizerFile, HfError> {
         let bytes = std::fs::read(path).map_err(|e| HfError::Read {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| HfError::Tokenizer {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         let vocab = tokenizer
             .get_vocab(true)
@@ -57,7 +57,7 @@ impl TokenizerFile {
         if vocab == 0 {
             return Err(HfError::Tokenizer {
                 path: path.to_path_buf(),
-                reason: "it has an empty vocabulary".into(),
+                source: "it has an empty vocabulary".into(),
             });
         }
         Ok(TokenizerFile {
@@ -78,7 +78,7 @@ impl TokenizerFile {
         let load = |p: &Path| {
             Tokenizer::from_file(p).map_err(|e| HfError::Tokenizer {
                 path: p.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             })
         };
         Ok(load(&self.path)?.get_vocab(true) == load(&other.path)?.get_vocab(true))

@@ -3,6 +3,7 @@
 //! BF16 become f32); their content hash; and `model.safetensors` (f32) for exported models.
 //! The format is read with the `safetensors` crate, which validates headers and offsets.
 
+use crate::error::Cause;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -64,7 +65,7 @@ pub fn weight_file_paths(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
         };
         return Err(HfError::Weights {
             path: dir.to_path_buf(),
-            reason: format!("no `{SINGLE}` and no `{INDEX}`{hint}"),
+            source: format!("no `{SINGLE}` and no `{INDEX}`{hint}").into(),
         });
     }
     let map = shard_map(&index)?;
@@ -74,16 +75,16 @@ pub fn weight_file_paths(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
 
 /// The `weight_map` of an index: tensor name → shard file name.
 fn shard_map(index: &Path) -> Result<BTreeMap<String, String>, HfError> {
-    let bad = |reason: String| HfError::Weights {
+    let bad = |reason: Cause| HfError::Weights {
         path: index.to_path_buf(),
-        reason,
+        source: reason,
     };
     let text = std::fs::read_to_string(index).map_err(|e| HfError::Read {
         path: index.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not valid JSON: {e}")))?;
+        serde_json::from_str(&text).map_err(|e| bad(crate::error::context("not valid JSON", e)))?;
     let map = value["weight_map"]
         .as_object()
         .ok_or_else(|| bad("no `weight_map` table".into()))?;
@@ -94,7 +95,8 @@ fn shard_map(index: &Path) -> Result<BTreeMap<String, String>, HfError> {
             }
             _ => Err(bad(format!(
                 "`weight_map` entry `{k}` names `{v}`, not a .safetensors file of this folder"
-            ))),
+            )
+            .into())),
         })
         .collect()
 }
@@ -102,22 +104,22 @@ fn shard_map(index: &Path) -> Result<BTreeMap<String, String>, HfError> {
 fn open_file(path: &Path) -> Result<File, HfError> {
     let file = std::fs::File::open(path).map_err(|e| HfError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     // SAFETY: weight files are read-only inputs; a file changed while mapped is the user's
     // doing and at worst gives wrong values, which the content hash of the plan records.
     let map = unsafe { Mmap::map(&file) }.map_err(|e| HfError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     let (header_len, metadata) =
         SafeTensors::read_metadata(&map).map_err(|e| HfError::Weights {
             path: path.to_path_buf(),
-            reason: format!("not a valid safetensors file: {e}"),
+            source: crate::error::context("not a valid safetensors file", e),
         })?;
     SafeTensors::deserialize(&map).map_err(|e| HfError::Weights {
         path: path.to_path_buf(),
-        reason: format!("not a valid safetensors file: {e}"),
+        source: crate::error::context("not a valid safetensors file", e),
     })?;
     Ok(File {
         path: path.to_path_buf(),
@@ -141,7 +143,8 @@ impl WeightFiles {
                 if let Some(j) = index.insert(name.clone(), i) {
                     return Err(HfError::Weights {
                         path: f.path.clone(),
-                        reason: format!("tensor `{name}` is also in `{}`", files[j].path.display()),
+                        source: format!("tensor `{name}` is also in `{}`", files[j].path.display())
+                            .into(),
                     });
                 }
             }
@@ -153,7 +156,8 @@ impl WeightFiles {
                 if found.is_none_or(|p| !p.ends_with(file)) {
                     return Err(HfError::Weights {
                         path: dir.join(file),
-                        reason: format!("the index lists tensor `{name}` here, but it is not"),
+                        source: format!("the index lists tensor `{name}` here, but it is not")
+                            .into(),
                     });
                 }
             }
@@ -178,23 +182,24 @@ impl WeightFiles {
         let Some(&i) = self.index.get(name) else {
             return Err(HfError::Weights {
                 path: self.dir.clone(),
-                reason: format!("tensor `{name}` is missing"),
+                source: format!("tensor `{name}` is missing").into(),
             });
         };
         let f = &self.files[i];
         let info = f.metadata.info(name).ok_or_else(|| HfError::Weights {
             path: f.path.clone(),
-            reason: format!("tensor `{name}` is missing"),
+            source: format!("tensor `{name}` is missing").into(),
         })?;
         let start = 8 + f.header_len + info.data_offsets.0;
         let end = 8 + f.header_len + info.data_offsets.1;
         let bytes = &f.map[start..end];
         let data = to_f32(info.dtype, bytes).ok_or_else(|| HfError::Weights {
             path: f.path.clone(),
-            reason: format!(
+            source: format!(
                 "tensor `{name}` is stored as `{:?}`; pdsweep reads F32, F16 and BF16",
                 info.dtype
-            ),
+            )
+            .into(),
         })?;
         Ok((info.shape.clone(), data))
     }
@@ -233,9 +238,9 @@ impl WeightFiles {
             if head != embed {
                 return Err(HfError::Weights {
                     path: self.file_of(head_name),
-                    reason: format!(
+                    source: format!(
                         "config.json ties the output head to the embedding (`tie_word_embeddings`), but tensor `{head_name}` differs from `{embed_name}`"
-                    ),
+                    ).into(),
                 });
             }
             self.used.insert(head_name.into());
@@ -247,7 +252,7 @@ impl WeightFiles {
         match extra {
             Some(name) => Err(HfError::Weights {
                 path: self.file_of(name),
-                reason: format!("tensor `{name}` is not part of {model}"),
+                source: format!("tensor `{name}` is not part of {model}").into(),
             }),
             None => Ok(()),
         }
@@ -264,7 +269,7 @@ impl WeightFiles {
     pub(crate) fn error_at(&self, name: &str, reason: String) -> HfError {
         HfError::Weights {
             path: self.file_of(name),
-            reason,
+            source: reason,
         }
     }
 
@@ -294,9 +299,10 @@ impl WeightFiles {
         if found != shape {
             return Err(HfError::Weights {
                 path: self.file_of(name),
-                reason: format!(
+                source: format!(
                     "tensor `{name}` has shape {found:?}, but config.json implies {shape:?}"
-                ),
+                )
+                .into(),
             });
         }
         Ok(data)
@@ -359,7 +365,7 @@ pub fn weights_sha256(dir: &Path) -> Result<String, HfError> {
         .map(|p| {
             let meta = std::fs::metadata(p).map_err(|e| HfError::Read {
                 path: p.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
             let canonical = p.canonicalize().unwrap_or_else(|_| p.clone());
             Ok((canonical, meta.len(), meta.modified().ok()))
@@ -381,7 +387,7 @@ pub fn weights_sha256(dir: &Path) -> Result<String, HfError> {
         hasher.update(len.to_le_bytes());
         let read_error = |e: std::io::Error| HfError::Read {
             path: path.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         };
         let mut file = std::fs::File::open(path).map_err(read_error)?;
         loop {
@@ -403,9 +409,9 @@ pub fn weights_sha256(dir: &Path) -> Result<String, HfError> {
 
 /// Writes `tensors` (f32) as one safetensors file at `path`, through a temporary file.
 pub fn write_safetensors(path: &Path, tensors: &[NamedTensor]) -> Result<(), HfError> {
-    let fail = |reason: String| HfError::Write {
+    let fail = |reason: Cause| HfError::Write {
         path: path.to_path_buf(),
-        reason,
+        source: reason,
     };
     let bytes: Vec<Vec<u8>> = tensors
         .iter()
@@ -417,13 +423,12 @@ pub fn write_safetensors(path: &Path, tensors: &[NamedTensor]) -> Result<(), HfE
         .map(|(t, b)| {
             TensorView::new(Dtype::F32, t.shape.clone(), b)
                 .map(|v| (t.name.as_str(), v))
-                .map_err(|e| fail(format!("tensor `{}`: {e}", t.name)))
+                .map_err(|e| fail(crate::error::context(format!("tensor `{}`", t.name), e)))
         })
         .collect::<Result<_, _>>()?;
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let serialized =
-        safetensors::serialize(views, Some(metadata)).map_err(|e| fail(e.to_string()))?;
-    crate::atomic::write_atomic(path, &[&serialized]).map_err(|e| fail(e.to_string()))
+    let serialized = safetensors::serialize(views, Some(metadata)).map_err(|e| fail(e.into()))?;
+    crate::atomic::write_atomic(path, &[&serialized]).map_err(|e| fail(e.into()))
 }
 
 #[cfg(test)]
@@ -459,7 +464,7 @@ mod tests {
             "{wrong}"
         );
         files.tensor("model.norm.weight", &[3]).unwrap();
-        let extra = files.finish(true).unwrap_err().to_string();
+        let extra = crate::error::chain(&files.finish(true).unwrap_err());
         assert!(
             extra.contains("model.layers.0.self_attn.q_proj.bias"),
             "{extra}"

@@ -166,6 +166,9 @@ pub struct RunView {
     pub gain: Option<f64>,
     /// The corpus's training tokens, as the run recorded them (finished runs).
     pub corpus_train_tokens: Option<u64>,
+    /// The unigram entropy (nats per token) of the held-out tokens of the run's corpus, in its
+    /// own tokenizer, as the run recorded it (finished runs).
+    pub corpus_unigram_nats: Option<f64>,
     /// Peak learning rate as planned (a tuned student's is chosen when it starts).
     pub lr_peak: Option<f64>,
     /// Logit passes: their store's measured fidelity, KL(stored ‖ teacher) in nats per
@@ -583,41 +586,130 @@ pub struct RecommendationView {
 
 /// Finished trained runs that ended near the unigram entropy of their corpus: covering less
 /// than [`PLATEAU_SHARE`](crate::plan::PLATEAU_SHARE) of the way from it to the floor (the
-/// supervised law's `E` when fitted and below the unigram entropy, else the sweep's lowest
-/// loss). Their losses say when a run left the plateau, not what it can learn; `plan` warns
-/// of them beforehand from a prior law, this names the runs that did end there.
+/// supervised law's `E` when fitted and below the unigram entropy, else the lowest loss of the
+/// runs on the same tokens). Their losses say when a run left the plateau, not what it can
+/// learn; `plan` warns of them beforehand from a prior law, this names the runs that did end
+/// there.
+///
+/// Losses in nats per token are comparable only within one tokenizer, so each run is held to
+/// its own corpus's unigram entropy and floor: a sweep whose teachers read another tokenizer
+/// (cross-tokenizer distillation) has one line per tokenizer.
 pub fn near_unigram(data: &ReportData) -> Vec<(&RunView, f64)> {
-    let Some(unigram) = data
+    let trained = |r: &&RunView| r.done() && r.kind != RunKind::Logits && r.tokens > 0.0;
+    // the corpus the runs record first is the one the supervised law was fitted on
+    let first = data
         .corpus
         .iter()
         .map(|c| c.unigram_entropy_nats)
-        .find(|u| *u > 0.0)
-    else {
-        return Vec::new();
-    };
-    let trained = |r: &&RunView| r.done() && r.kind != RunKind::Logits && r.tokens > 0.0;
-    let lowest = data
+        .find(|u| *u > 0.0);
+    let unigram_of = |r: &RunView| r.corpus_unigram_nats.filter(|u| *u > 0.0).or(first);
+    let fitted_e = data.fits.supervised.law.as_ref();
+    let fitted_e = fitted_e.and_then(|l| l.params.get("E").copied());
+    let mut unigrams: Vec<f64> = data
         .runs
         .iter()
         .filter(trained)
-        .filter_map(|r| r.val_loss)
-        .fold(f64::INFINITY, f64::min);
-    let fitted_e = data.fits.supervised.law.as_ref();
-    let fitted_e = fitted_e.and_then(|l| l.params.get("E").copied());
-    let floor = crate::plan::measured_floor(fitted_e, unigram, lowest);
-    let Some(line) = crate::plan::plateau_line(unigram, floor) else {
-        return Vec::new();
+        .filter_map(unigram_of)
+        .collect();
+    unigrams.sort_by(f64::total_cmp);
+    unigrams.dedup();
+    let line_of = |unigram: f64| {
+        let lowest = data
+            .runs
+            .iter()
+            .filter(trained)
+            .filter(|r| unigram_of(r) == Some(unigram))
+            .filter_map(|r| r.val_loss)
+            .fold(f64::INFINITY, f64::min);
+        let e = fitted_e.filter(|_| Some(unigram) == first);
+        let floor = crate::plan::measured_floor(e, unigram, lowest);
+        crate::plan::plateau_line(unigram, floor).map(|line| (unigram, line))
     };
+    let lines: Vec<(f64, f64)> = unigrams.into_iter().filter_map(line_of).collect();
     data.runs
         .iter()
         .filter(trained)
-        .filter_map(|r| r.val_loss.filter(|l| *l > line).map(|_| (r, line)))
+        .filter_map(|r| {
+            let unigram = unigram_of(r)?;
+            let &(_, line) = lines.iter().find(|(u, _)| *u == unigram)?;
+            r.val_loss.filter(|l| *l > line).map(|_| (r, line))
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished(id: &str, kind: RunKind, val_loss: f64, unigram: f64) -> RunView {
+        RunView {
+            id: RunId::from_stored(id.to_string()),
+            kind,
+            name: id.to_string(),
+            state: crate::store::RunState::Done,
+            error: None,
+            label: String::new(),
+            seed: 1,
+            params_total: 1000,
+            n: 1000.0,
+            tokens: 1e6,
+            flops: 0.0,
+            teacher: None,
+            distill: String::new(),
+            val_loss: Some(val_loss),
+            val_bpb: None,
+            tokens_per_s: None,
+            wall_s: None,
+            agreement: None,
+            kl_teacher_student: None,
+            gain: None,
+            corpus_train_tokens: None,
+            corpus_unigram_nats: Some(unigram),
+            lr_peak: None,
+            fidelity_kl: None,
+            fidelity_kept_mass: None,
+        }
+    }
+
+    /// Runs of two tokenizers (bytes at 3.2 nats of unigram entropy, a BPE at 6.0) are each
+    /// held to their own corpus: a BPE teacher well below its own unigram entropy is not near
+    /// it, though its loss lies above the byte runs' unigram entropy; the byte run that barely
+    /// left its plateau is.
+    #[test]
+    fn each_run_is_held_to_its_own_tokenizers_unigram_entropy() {
+        let data = ReportData {
+            corpus: vec![
+                CorpusFacts {
+                    key: "bytes".into(),
+                    unigram_entropy_nats: 3.2,
+                    ..CorpusFacts::default()
+                },
+                CorpusFacts {
+                    key: "bpe".into(),
+                    unigram_entropy_nats: 6.0,
+                    ..CorpusFacts::default()
+                },
+            ],
+            runs: vec![
+                finished("b-good", RunKind::Baseline, 1.6, 3.2),
+                finished("b-plateau", RunKind::Baseline, 3.1, 3.2),
+                finished("t-bpe-good", RunKind::Teacher, 3.6, 6.0),
+                finished("t-bpe-plateau", RunKind::Teacher, 5.8, 6.0),
+            ],
+            ..ReportData::default()
+        };
+        let near: Vec<&str> = near_unigram(&data)
+            .iter()
+            .map(|(r, _)| r.id.as_str())
+            .collect();
+        assert_eq!(near, ["b-plateau", "t-bpe-plateau"]);
+        // the lines: 3.2 - 0.25·(3.2 - 1.6) = 2.8 for bytes, 6.0 - 0.25·(6.0 - 3.6) = 5.4 for BPE
+        let lines: Vec<f64> = near_unigram(&data).iter().map(|(_, l)| *l).collect();
+        assert!(
+            (lines[0] - 2.8).abs() < 1e-12 && (lines[1] - 5.4).abs() < 1e-12,
+            "{lines:?}"
+        );
+    }
 
     #[test]
     fn chinchilla_law_predicts_its_formula() {

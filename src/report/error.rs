@@ -1,5 +1,6 @@
 //! Errors of `report` and `export`, each naming the file or figure involved.
 
+use crate::error::Cause;
 use std::path::PathBuf;
 
 use crate::store::StoreError;
@@ -17,44 +18,49 @@ pub enum ReportError {
         path: PathBuf,
     },
     /// A figure could not be drawn.
-    #[error("cannot draw the figure `{figure}`: {reason}")]
+    #[error("cannot draw the figure `{figure}`")]
     Draw {
         /// The figure's name.
         figure: String,
         /// What plotters said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The embedded font could not be loaded.
-    #[error("cannot load the embedded font: {reason}")]
+    #[error("cannot load the embedded font")]
     Font {
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A PNG could not be encoded.
-    #[error("cannot encode the figure `{figure}` as PNG: {reason}")]
+    #[error("cannot encode the figure `{figure}` as PNG")]
     Encode {
         /// The figure's name.
         figure: String,
         /// What the encoder said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// A table could not be built or serialised.
-    #[error("cannot export the `{table}` table as {format}: {reason}")]
+    #[error("cannot export the `{table}` table as {format}")]
     Export {
         /// runs, metrics or fits.
         table: String,
         /// csv, parquet or json.
         format: &'static str,
         /// What polars said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// An output file or folder could not be written.
-    #[error("cannot write `{}`: {reason}", path.display())]
+    #[error("cannot write `{}`", path.display())]
     Write {
         /// The file or folder.
         path: PathBuf,
         /// What the operating system said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 
@@ -63,7 +69,7 @@ impl ReportError {
     pub fn draw(figure: &str, reason: impl std::fmt::Display) -> ReportError {
         ReportError::Draw {
             figure: figure.to_string(),
-            reason: reason.to_string(),
+            source: reason.to_string().into(),
         }
     }
 }

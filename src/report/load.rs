@@ -42,6 +42,7 @@ pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, Re
     let mut runs = run_views(&rows);
     for r in &mut runs {
         r.corpus_train_tokens = facts.get(&r.id).map(|f| f.train_tokens);
+        r.corpus_unigram_nats = facts.get(&r.id).map(|f| f.unigram_entropy_nats);
     }
     attach_fidelity(db, &rows, &mut runs);
     let candidate_ids =
@@ -332,6 +333,7 @@ fn run_views(rows: &[RunRow]) -> Vec<RunView> {
                 kl_teacher_student: r.kl_teacher_student,
                 gain: r.gain,
                 corpus_train_tokens: None,
+                corpus_unigram_nats: None,
                 lr_peak: config["train"]["lr"]["peak"].as_f64(),
                 fidelity_kl: None,
                 fidelity_kept_mass: None,

@@ -13,9 +13,10 @@ use super::style::{self, FONT_BYTES, FONT_FAMILY};
 /// Names the figure in a drawing error raised inside it.
 fn named(figure: &str, e: ReportError) -> ReportError {
     match e {
-        ReportError::Draw { figure: f, reason } if f.is_empty() => {
-            ReportError::draw(figure, reason)
-        }
+        ReportError::Draw { figure: f, source } if f.is_empty() => ReportError::Draw {
+            figure: figure.to_string(),
+            source,
+        },
         other => other,
     }
 }
@@ -120,7 +121,7 @@ pub fn render(figure: &dyn Figure) -> Result<Rendered, ReportError> {
 fn encode_png(name: &str, rgb: &[u8], (w, h): (u32, u32)) -> Result<Vec<u8>, ReportError> {
     let fail = |e: png::EncodingError| ReportError::Encode {
         figure: name.to_string(),
-        reason: e.to_string(),
+        source: e.into(),
     };
     let mut out = Vec::new();
     {

@@ -18,7 +18,7 @@ impl OutputDir {
     pub fn create(dir: &Path) -> Result<OutputDir, ReportError> {
         std::fs::create_dir_all(dir).map_err(|e| ReportError::Write {
             path: dir.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         Ok(OutputDir {
             dir: dir.to_path_buf(),
@@ -37,7 +37,7 @@ impl OutputDir {
         let tmp = self.dir.join(format!(".{name}.tmp-{}", std::process::id()));
         let fail = |p: &Path, e: std::io::Error| ReportError::Write {
             path: p.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         };
         let result = (|| {
             let mut file = std::fs::File::create(&tmp)?;

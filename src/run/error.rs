@@ -1,6 +1,7 @@
 //! Errors that stop an execution (a single run's failure does not: it is recorded and the
 //! others go on), and errors of the places results are recorded.
 
+use crate::error::Cause;
 use std::path::PathBuf;
 
 use crate::spec::Backend;
@@ -20,12 +21,13 @@ pub enum RunError {
     #[error(transparent)]
     Backend(#[from] BackendError),
     /// A stored run configuration cannot be read (written by another version?).
-    #[error("run `{id}` has an unreadable configuration in the sweep database: {reason}")]
+    #[error("run `{id}` has an unreadable configuration in the sweep database")]
     Config {
         /// Run id.
         id: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// `--devices` was given for a backend that has no device indices.
     #[error(
@@ -44,14 +46,15 @@ pub enum RecordError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A run's own result file could not be written or read (Slurm jobs record there).
-    #[error("cannot {action} `{}`: {reason}", path.display())]
+    #[error("cannot {action} `{}`", path.display())]
     File {
         /// What pdsweep was doing.
         action: &'static str,
         /// The file.
         path: PathBuf,
         /// What the operating system (or the parser) said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 
@@ -59,12 +62,12 @@ impl RecordError {
     pub(crate) fn file(
         action: &'static str,
         path: &std::path::Path,
-        reason: impl ToString,
+        source: impl Into<Cause>,
     ) -> Self {
         RecordError::File {
             action,
             path: path.to_path_buf(),
-            reason: reason.to_string(),
+            source: source.into(),
         }
     }
 }

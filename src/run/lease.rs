@@ -5,6 +5,7 @@
 //! [`RENEW_EVERY`]; a lease not renewed for [`STALE_AFTER`], or held by a dead process of this
 //! host, is taken over.
 
+use crate::error::Cause;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,14 +97,15 @@ pub enum LeaseError {
         wanted: Holder,
     },
     /// The lease file could not be written or read.
-    #[error("cannot {action} the sweep's lease `{}`: {reason}", path.display())]
+    #[error("cannot {action} the sweep's lease `{}`", path.display())]
     Io {
         /// What pdsweep was doing.
         action: &'static str,
         /// The lease file.
         path: PathBuf,
         /// What the operating system said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 
@@ -154,7 +156,7 @@ impl Lease {
         std::fs::create_dir_all(layout.root()).map_err(|e| LeaseError::Io {
             action: "create the folder of",
             path: path.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         for _ in 0..20 {
             match read(&path)? {
@@ -196,7 +198,7 @@ impl Lease {
             None => Err(LeaseError::Io {
                 action: "take",
                 path,
-                reason: "it keeps changing hands".into(),
+                source: "it keeps changing hands".into(),
             }),
         }
     }
@@ -276,7 +278,7 @@ fn read(path: &Path) -> Result<Option<LeaseInfo>, LeaseError> {
         Err(e) => Err(LeaseError::Io {
             action: "read",
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         }),
     }
 }
@@ -286,7 +288,7 @@ fn create_new(path: &Path, info: &LeaseInfo) -> Result<bool, LeaseError> {
     let io = |e: std::io::Error| LeaseError::Io {
         action: "create",
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     };
     // Write a private file, then link it into place: link fails if the name exists, also on
     // NFS, where O_EXCL is not reliable everywhere.
@@ -311,7 +313,7 @@ fn write(path: &Path, info: &LeaseInfo) -> Result<(), LeaseError> {
             LeaseError::Io {
                 action: "write",
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             }
         })
 }

@@ -97,7 +97,7 @@ pub fn resolve(
         };
         let candidate: RunConfig = serde_json::from_str(&json).map_err(|e| RunError::Config {
             id: id.to_string(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         let Some(peak) = candidate.train.as_ref().map(|t| t.lr.peak()) else {
             continue;

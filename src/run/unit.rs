@@ -101,7 +101,7 @@ impl UnitRun {
             Some(Err(reason)) => {
                 return Err(RunError::Config {
                     id: self.id.to_string(),
-                    reason: reason.clone(),
+                    source: reason.clone().into(),
                 });
             }
             None => {}
@@ -135,6 +135,6 @@ fn teacher_of(config: &RunConfig) -> Option<&RunId> {
 fn parse_config(id: &RunId, json: &str) -> Result<RunConfig, RunError> {
     serde_json::from_str(json).map_err(|e| RunError::Config {
         id: id.to_string(),
-        reason: e.to_string(),
+        source: e.into(),
     })
 }

@@ -3,6 +3,7 @@
 //! the sweep database and reused, so a second `fit` measures only what finished since. A run
 //! whose model cannot be loaded is skipped with the reason, never failing the rest.
 
+use crate::error::Cause;
 use std::collections::{BTreeMap, BTreeSet};
 
 use burn::tensor::Device;
@@ -35,12 +36,13 @@ pub enum SimilarityError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A stored run configuration does not parse.
-    #[error("run `{run}` has a configuration this pdsweep cannot read: {reason}")]
+    #[error("run `{run}` has a configuration this pdsweep cannot read")]
     Config {
         /// The run.
         run: String,
         /// What went wrong.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 
@@ -104,7 +106,8 @@ pub fn measure(
         let mut ctx = match Teacher::load(t_row, layout, settings, &device) {
             Ok(ctx) => ctx,
             Err(reason) => {
-                out.skipped.push((t_row.name.clone(), reason));
+                out.skipped
+                    .push((t_row.name.clone(), crate::error::chain(reason.as_ref())));
                 continue;
             }
         };
@@ -118,7 +121,9 @@ pub fn measure(
                     have.insert((record.run_id.clone(), record.reference_id.clone()));
                     out.new += 1;
                 }
-                Err(reason) => out.skipped.push((row.name.clone(), reason)),
+                Err(reason) => out
+                    .skipped
+                    .push((row.name.clone(), crate::error::chain(reason.as_ref()))),
             }
         }
     }
@@ -139,8 +144,9 @@ struct Teacher {
     context: usize,
 }
 
-fn config_of(row: &RunRow) -> Result<RunConfig, String> {
-    serde_json::from_str(&row.config_json).map_err(|e| format!("unreadable configuration: {e}"))
+fn config_of(row: &RunRow) -> Result<RunConfig, Cause> {
+    serde_json::from_str(&row.config_json)
+        .map_err(|e| crate::error::context("unreadable configuration", e))
 }
 
 impl Teacher {
@@ -149,7 +155,7 @@ impl Teacher {
         layout: &SweepLayout,
         settings: &Settings,
         device: &Device,
-    ) -> Result<Teacher, String> {
+    ) -> Result<Teacher, Cause> {
         let config = config_of(row)?;
         let model = load_model(&config, &row.id, layout, device)?;
         let prepared = run_data(&config, layout)?;
@@ -161,8 +167,7 @@ impl Teacher {
             return Err("the held-out split is shorter than one prefix".into());
         }
         let symbols = |t: &[u32]| text.symbols(t);
-        let continuations = continuations(&model, &prefixes, settings, &symbols, device)
-            .map_err(|e| e.to_string())?;
+        let continuations = continuations(&model, &prefixes, settings, &symbols, device)?;
         Ok(Teacher {
             id: row.id.clone(),
             model,
@@ -182,7 +187,7 @@ impl Teacher {
         layout: &SweepLayout,
         settings: &Settings,
         device: &Device,
-    ) -> Result<Record, String> {
+    ) -> Result<Record, Cause> {
         let (similarity, tokens) = if row.id == self.id {
             let token = TokenSimilarity {
                 agreement: 1.0,
@@ -200,8 +205,7 @@ impl Teacher {
                 return self.measure_across(row, &config, &model, layout, settings, device);
             }
             let symbols = |t: &[u32]| self.text.symbols(t);
-            let mine = continuations(&model, &self.prefixes, settings, &symbols, device)
-                .map_err(|e| e.to_string())?;
+            let mine = continuations(&model, &self.prefixes, settings, &symbols, device)?;
             let token = token_similarity(
                 &model,
                 &self.model,
@@ -232,7 +236,7 @@ impl Teacher {
         layout: &SweepLayout,
         settings: &Settings,
         device: &Device,
-    ) -> Result<Record, String> {
+    ) -> Result<Record, Cause> {
         let text = TextOf::new(config, layout.sweep_dir(), &layout.cache())?;
         if !text.is_text() || !self.text.is_text() {
             return Err("its tokens are not its teacher's and there is no text to compare".into());
@@ -245,14 +249,13 @@ impl Teacher {
                 let mut tokens = text.encode(&self.text.text(p))?;
                 tokens.drain(..tokens.len().saturating_sub(keep));
                 if tokens.is_empty() {
-                    return Err("a held-out prefix encodes to no tokens of its own".to_string());
+                    return Err("a held-out prefix encodes to no tokens of its own".into());
                 }
                 Ok(tokens)
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, Cause>>()?;
         let symbols = |t: &[u32]| text.symbols(t);
-        let mine = continuations(model, &prefixes, settings, &symbols, device)
-            .map_err(|e| e.to_string())?;
+        let mine = continuations(model, &prefixes, settings, &symbols, device)?;
         let token = TokenSimilarity {
             agreement: f64::NAN,
             jsd: f64::NAN,

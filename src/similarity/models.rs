@@ -3,6 +3,8 @@
 //! the tokenizer that turns its tokens back into text. What `pdsweep sample` and the
 //! distillation degree read.
 
+use crate::data::DataError;
+use crate::error::Cause;
 use std::path::Path;
 
 use burn::tensor::Device;
@@ -20,31 +22,27 @@ pub fn load_model(
     id: &RunId,
     layout: &SweepLayout,
     device: &Device,
-) -> Result<Transformer, String> {
+) -> Result<Transformer, Cause> {
     if let Some(source) = &config.model.pretrained {
         let dir = layout.sweep_dir().join(&source.path);
         let arch = config.model.transformer(config.data.context);
-        let model = crate::hf::load_model(&dir, &arch, &source.config_sha256, device)
-            .map_err(|e| e.to_string())?;
+        let model = crate::hf::load_model(&dir, &arch, &source.config_sha256, device)?;
         return model.into_transformer().ok_or_else(|| {
-            format!(
+            Cause::from(format!(
                 "`{}` runs as the released decoder (any architecture but a plain LLaMA): sampling from it and the distillation degree need pdsweep's own decoder with a key/value cache, which such teachers do not run yet",
                 dir.display()
-            )
+            ))
         });
     }
     let path = layout.checkpoint(id);
-    let loaded = checkpoint::load(&path, id.as_str())
-        .map_err(|e| e.to_string())?
+    let loaded = checkpoint::load(&path, id.as_str())?
         .ok_or_else(|| format!("checkpoint `{}` is missing", path.display()))?;
-    loaded
-        .model(config.init_model(device))
-        .map_err(|e| format!("checkpoint `{}`: {e}", path.display()))
+    Ok(loaded.model(config.init_model(device))?)
 }
 
 /// The run's data (its held-out split is what prefixes come from).
-pub fn run_data(config: &RunConfig, layout: &SweepLayout) -> Result<Prepared, String> {
-    data::prepare(&config.data, layout.sweep_dir(), &layout.cache(), 0).map_err(|e| e.to_string())
+pub fn run_data(config: &RunConfig, layout: &SweepLayout) -> Result<Prepared, DataError> {
+    data::prepare(&config.data, layout.sweep_dir(), &layout.cache(), 0)
 }
 
 /// Tokens to text and to the symbols similarity compares (bytes of the text; the ids
@@ -55,9 +53,12 @@ pub struct TextOf {
 
 impl TextOf {
     /// The text of run `config`'s tokens.
-    pub fn new(config: &RunConfig, sweep_dir: &Path, cache_dir: &Path) -> Result<TextOf, String> {
-        let tokenizer =
-            data::run_tokenizer(&config.data, sweep_dir, cache_dir).map_err(|e| e.to_string())?;
+    pub fn new(
+        config: &RunConfig,
+        sweep_dir: &Path,
+        cache_dir: &Path,
+    ) -> Result<TextOf, DataError> {
+        let tokenizer = data::run_tokenizer(&config.data, sweep_dir, cache_dir)?;
         Ok(TextOf { tokenizer })
     }
 

@@ -74,9 +74,7 @@ pub fn read(db: &SweepDb, key: &str) -> Result<Vec<Record>, StoreError> {
 /// Stores `record` under settings `key` (replacing an earlier one of the same model,
 /// reference and settings).
 pub fn write(db: &SweepDb, key: &str, record: &Record) -> Result<(), StoreError> {
-    let encode = |e: serde_json::Error| StoreError::Encode {
-        reason: e.to_string(),
-    };
+    let encode = |e: serde_json::Error| StoreError::Encode { source: e };
     let result = serde_json::to_string(&record.similarity).map_err(encode)?;
     let samples = serde_json::to_string(&record.samples).map_err(encode)?;
     db.conn()

@@ -1,5 +1,6 @@
 //! Errors about a sweep file, each pointing at the file, line, column and key to fix.
 
+use crate::error::Cause;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -52,12 +53,13 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     /// The file could not be read at all.
-    #[error("cannot read sweep file `{}`: {reason}", path.display())]
+    #[error("cannot read sweep file `{}`", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// What the operating system said.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The file was read but something in it is wrong.
     #[error("{0}")]

@@ -17,7 +17,7 @@ impl Sweep {
     pub fn load(path: &Path) -> Result<Sweep, SpecError> {
         let source = std::fs::read_to_string(path).map_err(|e| SpecError::Read {
             path: path.to_path_buf(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
         Sweep::parse(path, source)
     }

@@ -65,7 +65,7 @@ impl SweepDb {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDir {
                 path: dir.to_path_buf(),
-                reason: e.to_string(),
+                source: e,
             })?;
         }
         let fail = |e: rusqlite::Error| StoreError::sql(path, "open", e);
@@ -82,7 +82,7 @@ impl SweepDb {
             .to_latest(&mut conn)
             .map_err(|e| StoreError::Migrate {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e,
             })?;
         Ok(SweepDb {
             conn,

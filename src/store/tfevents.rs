@@ -381,7 +381,7 @@ mod tests {
         let last = flipped.len() - 6;
         flipped[last] ^= 0xff;
         std::fs::write(&path, &flipped).unwrap();
-        let err = read_scalars(&path).unwrap_err().to_string();
+        let err = crate::error::chain(&read_scalars(&path).unwrap_err());
         assert!(err.contains("damaged at byte"), "{err}");
     }
 }

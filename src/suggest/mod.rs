@@ -20,6 +20,7 @@ mod engine;
 mod error;
 mod expected;
 mod prediction;
+mod student;
 
 pub use edit::{Edit, apply};
 pub use engine::{Budget, Goal, GroupOutlook, Step, Suggestion, Unconverged, suggest};
@@ -28,4 +29,9 @@ pub use expected::{CurveModel, expected_width};
 pub use prediction::{
     CheckError, GroupCheck, GroupPrediction, PREDICTION_FORMAT, Prediction, Provenance, check,
     predict, read_prediction,
+};
+pub use student::{
+    Anchor, BudgetPrediction, Extrapolated, QuantityCheck, STUDENT_PREDICTION_KIND,
+    StudentPrediction, StudentPredictionError, check_student, predict_student,
+    read_student_prediction,
 };

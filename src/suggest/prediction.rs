@@ -12,6 +12,7 @@
 //! were finished, and a digest of their ids and losses), so a reader can tell the prediction
 //! was made before the round's results existed.
 
+use crate::error::Cause;
 use serde::{Deserialize, Serialize};
 
 use super::expected::{CurveModel, expected_width};
@@ -156,28 +157,32 @@ pub struct GroupCheck {
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     /// The file is not a prediction of this format.
-    #[error("`{path}` is not a pdsweep prediction file: {reason}")]
+    #[error("`{path}` is not a pdsweep prediction file")]
     Unreadable {
         /// The file.
         path: String,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
 }
 
 /// Reads a prediction file.
 pub fn read_prediction(path: &std::path::Path) -> Result<Prediction, CheckError> {
-    let fail = |reason: String| CheckError::Unreadable {
+    let fail = |reason: Cause| CheckError::Unreadable {
         path: path.display().to_string(),
-        reason,
+        source: reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-    let p: Prediction = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.into()))?;
+    let p: Prediction = serde_json::from_str(&text).map_err(|e| fail(e.into()))?;
     if p.format != PREDICTION_FORMAT {
-        return Err(fail(format!(
-            "format {} (this pdsweep reads {PREDICTION_FORMAT})",
-            p.format
-        )));
+        return Err(fail(
+            format!(
+                "format {} (this pdsweep reads {PREDICTION_FORMAT})",
+                p.format
+            )
+            .into(),
+        ));
     }
     Ok(p)
 }

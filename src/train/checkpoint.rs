@@ -16,7 +16,8 @@ use burn::tensor::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::atomic::write_atomic;
+use crate::atomic::{WriteError, write_atomic};
+use crate::error::Cause;
 use crate::model::Transformer;
 
 const MAGIC: &[u8; 8] = b"PDSCKPT1";
@@ -52,20 +53,22 @@ pub struct CheckpointState {
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
     /// Writing failed (disk full, permissions).
-    #[error("cannot write checkpoint `{}`: {reason}", path.display())]
+    #[error("cannot write checkpoint `{}`", path.display())]
     Write {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The file is damaged or not a checkpoint; it is never used.
-    #[error("checkpoint `{}` is corrupt: {reason}\n\nhint: delete it to restart the run from scratch", path.display())]
+    #[error("checkpoint `{}` is corrupt\n\nhint: delete it to restart the run from scratch", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
-        /// Which check failed.
-        reason: String,
+        /// Which check failed, or the error reading it.
+        #[source]
+        source: Cause,
     },
     /// The file belongs to another run.
     #[error("checkpoint `{}` belongs to run `{found}`, not `{expected}`", path.display())]
@@ -86,25 +89,25 @@ pub fn save(
     model: &Transformer,
     optim: Option<&ModuleOptimizer>,
 ) -> Result<(), CheckpointError> {
-    let fail = |reason: String| CheckpointError::Write {
+    let fail = |source: Cause| CheckpointError::Write {
         path: path.to_path_buf(),
-        reason,
+        source,
     };
-    let json = serde_json::to_vec(state).map_err(|e| fail(e.to_string()))?;
+    let json = serde_json::to_vec(state).map_err(|e| fail(e.into()))?;
     let model_bytes = model
         .clone()
         .into_record()
         .into_bytes()
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| fail(e.into()))?;
     let optim_bytes = match optim {
-        Some(o) => o.into_bytes().map_err(|e| fail(e.to_string()))?.to_vec(),
+        Some(o) => o.into_bytes().map_err(|e| fail(e.into()))?.to_vec(),
         None => Vec::new(),
     };
-    write_sections(path, &json, &model_bytes, &optim_bytes).map_err(fail)
+    write_sections(path, &json, &model_bytes, &optim_bytes).map_err(|e| fail(e.source.into()))
 }
 
 /// Writes the three sections under a header (magic, lengths, SHA-256), atomically.
-fn write_sections(path: &Path, json: &[u8], model: &[u8], optim: &[u8]) -> Result<(), String> {
+fn write_sections(path: &Path, json: &[u8], model: &[u8], optim: &[u8]) -> Result<(), WriteError> {
     let mut hasher = Sha256::new();
     for part in [json, model, optim] {
         hasher.update(part);
@@ -115,21 +118,21 @@ fn write_sections(path: &Path, json: &[u8], model: &[u8], optim: &[u8]) -> Resul
         header.extend_from_slice(&(len as u64).to_le_bytes());
     }
     header.extend_from_slice(&hasher.finalize());
-    write_atomic(path, &[&header, json, model, optim]).map_err(|e| e.to_string())
+    write_atomic(path, &[&header, json, model, optim])
 }
 
 /// The SHA-256 (hex) of a checkpoint's content, read from its header: what a logit store
 /// records to prove which teacher it came from.
 pub fn content_hash(path: &Path) -> Result<String, CheckpointError> {
     use std::io::Read;
-    let corrupt = |reason: String| CheckpointError::Corrupt {
+    let corrupt = |source: Cause| CheckpointError::Corrupt {
         path: path.to_path_buf(),
-        reason,
+        source,
     };
     let mut header = [0u8; HEADER];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut header))
-        .map_err(|e| corrupt(e.to_string()))?;
+        .map_err(|e| corrupt(e.into()))?;
     if &header[..8] != MAGIC {
         return Err(corrupt("not a pdsweep checkpoint".into()));
     }
@@ -153,16 +156,16 @@ pub fn load(path: &Path, run_id: &str) -> Result<Option<Loaded>, CheckpointError
         Err(e) => {
             return Err(CheckpointError::Corrupt {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             });
         }
     };
-    let corrupt = |reason: &str| CheckpointError::Corrupt {
+    let corrupt = |source: Cause| CheckpointError::Corrupt {
         path: path.to_path_buf(),
-        reason: reason.into(),
+        source,
     };
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err(corrupt("not a pdsweep checkpoint"));
+        return Err(corrupt("not a pdsweep checkpoint".into()));
     }
     let len_at = |i: usize| {
         u64::from_le_bytes(bytes[8 + 8 * i..16 + 8 * i].try_into().unwrap_or_default()) as usize
@@ -172,14 +175,16 @@ pub fn load(path: &Path, run_id: &str) -> Result<Option<Loaded>, CheckpointError
         .checked_add(model_len)
         .and_then(|n| n.checked_add(optim_len));
     if total.is_none_or(|t| HEADER + t != bytes.len()) {
-        return Err(corrupt("its length does not match its header (truncated?)"));
+        return Err(corrupt(
+            "its length does not match its header (truncated?)".into(),
+        ));
     }
     if Sha256::digest(&bytes[HEADER..])[..] != bytes[32..64] {
-        return Err(corrupt("checksum mismatch"));
+        return Err(corrupt("checksum mismatch".into()));
     }
     let body = &bytes[HEADER..];
     let state: CheckpointState =
-        serde_json::from_slice(&body[..json_len]).map_err(|e| corrupt(&e.to_string()))?;
+        serde_json::from_slice(&body[..json_len]).map_err(|e| corrupt(e.into()))?;
     if state.run_id != run_id {
         return Err(CheckpointError::WrongRun {
             path: path.to_path_buf(),
@@ -211,28 +216,26 @@ pub fn relabel(
         run_id: to.to_string(),
         ..loaded.state
     };
-    let fail = |reason: String| CheckpointError::Write {
+    let fail = |source: Cause| CheckpointError::Write {
         path: dst.to_path_buf(),
-        reason,
+        source,
     };
-    let json = serde_json::to_vec(&state).map_err(|e| fail(e.to_string()))?;
+    let json = serde_json::to_vec(&state).map_err(|e| fail(e.into()))?;
     write_sections(dst, &json, &loaded.model, &loaded.optim)
-        .map_err(fail)
+        .map_err(|e| fail(e.source.into()))
         .map(Some)
 }
 
 impl Loaded {
     /// Applies the stored weights to `model` (built with the run's shape).
     pub fn model(&self, model: Transformer) -> Result<Transformer, CheckpointError> {
-        let corrupt = |e: String| CheckpointError::Corrupt {
+        let corrupt = |source: Cause| CheckpointError::Corrupt {
             path: self.path.clone(),
-            reason: e,
+            source,
         };
         let record = ModuleRecord::from_bytes(Bytes::from_bytes_vec(self.model.clone()))
-            .map_err(|e| corrupt(e.to_string()))?;
-        model
-            .try_load_record(record)
-            .map_err(|e| corrupt(e.to_string()))
+            .map_err(|e| corrupt(e.into()))?;
+        model.try_load_record(record).map_err(|e| corrupt(e.into()))
     }
 
     /// Applies the stored optimiser state to `optim`.
@@ -244,7 +247,7 @@ impl Loaded {
             .from_bytes(Bytes::from_bytes_vec(self.optim.clone()))
             .map_err(|e| CheckpointError::Corrupt {
                 path: self.path.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })
     }
 }

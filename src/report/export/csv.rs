@@ -26,7 +26,7 @@ impl Exporter for Csv {
                     .map_err(|e| ReportError::Export {
                         table: name.to_string(),
                         format: "csv",
-                        reason: e.to_string(),
+                        source: e.into(),
                     })?;
                 Ok((format!("{name}.csv"), bytes))
             })

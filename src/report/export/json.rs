@@ -1,6 +1,7 @@
 //! JSON export: one file, `export.json`, holding one array of row objects per table:
 //! `{"runs": [...], "metrics": [...], "fits": [...], "similarity": [...], "degrees": [...]}`.
 
+use crate::error::Cause;
 use polars::prelude::{JsonFormat, JsonWriter, SerWriter};
 use serde_json::{Map, Value};
 
@@ -18,10 +19,10 @@ impl Exporter for Json {
     fn files(&self, tables: &mut Tables) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
         let mut object = Map::new();
         for (name, df) in tables.named() {
-            let fail = |reason: String| ReportError::Export {
+            let fail = |reason: Cause| ReportError::Export {
                 table: name.to_string(),
                 format: "json",
-                reason,
+                source: reason,
             };
             let rows = if df.width() == 0 || df.height() == 0 {
                 Value::Array(Vec::new())
@@ -30,8 +31,8 @@ impl Exporter for Json {
                 JsonWriter::new(&mut bytes)
                     .with_json_format(JsonFormat::Json)
                     .finish(df)
-                    .map_err(|e| fail(e.to_string()))?;
-                serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?
+                    .map_err(|e| fail(e.into()))?;
+                serde_json::from_slice(&bytes).map_err(|e| fail(e.into()))?
             };
             object.insert(name.to_string(), rows);
         }
@@ -39,7 +40,7 @@ impl Exporter for Json {
             serde_json::to_vec_pretty(&Value::Object(object)).map_err(|e| ReportError::Export {
                 table: "all".into(),
                 format: "json",
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         Ok(vec![("export.json".to_string(), text)])
     }

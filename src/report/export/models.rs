@@ -36,7 +36,7 @@ pub struct ExportSummary {
 fn read_error(path: &Path, e: impl std::fmt::Display) -> HfError {
     HfError::Read {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 
@@ -155,7 +155,7 @@ fn export_run(
         .map_err(|e| read_error(&ckpt, e))?;
     std::fs::create_dir_all(dir).map_err(|e| HfError::Write {
         path: dir.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     let s = &config.model.shape;
     let llama = LlamaConfig {
@@ -199,7 +199,7 @@ fn export_run(
 fn write(path: &Path, bytes: &[u8]) -> Result<(), HfError> {
     crate::atomic::write_atomic(path, &[bytes]).map_err(|e| HfError::Write {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source: e.into(),
     })
 }
 

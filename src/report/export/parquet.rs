@@ -25,7 +25,7 @@ impl Exporter for Parquet {
                     .map_err(|e| ReportError::Export {
                         table: name.to_string(),
                         format: "parquet",
-                        reason: e.to_string(),
+                        source: e.into(),
                     })?;
                 Ok((format!("{name}.parquet"), bytes))
             })

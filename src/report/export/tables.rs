@@ -40,7 +40,7 @@ fn frame(table: &str, columns: Vec<Column>) -> Result<DataFrame, ReportError> {
     DataFrame::new_infer_height(columns).map_err(|e| ReportError::Export {
         table: table.to_string(),
         format: "a table",
-        reason: e.to_string(),
+        source: e.into(),
     })
 }
 

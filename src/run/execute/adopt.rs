@@ -37,7 +37,7 @@ pub(crate) fn adopt(ctx: &Ctx, candidate: &RunId) -> Step {
     let start = Instant::now();
     let model = match adopted_model(ctx, candidate) {
         Ok(m) => m,
-        Err(reason) => return Step::Failed(reason),
+        Err(why) => return Step::Failed(why),
     };
     let (val_loss, val_bpb) = train::evaluate(
         &model,
@@ -53,22 +53,17 @@ pub(crate) fn adopt(ctx: &Ctx, candidate: &RunId) -> Step {
 
 /// Relabels `candidate`'s checkpoint as the teacher's and loads the model from it; the error
 /// names the checkpoint that is missing or damaged.
-fn adopted_model(ctx: &Ctx, candidate: &RunId) -> Result<Transformer, String> {
+fn adopted_model(ctx: &Ctx, candidate: &RunId) -> Result<Transformer, crate::error::Cause> {
     let id = &ctx.run.id;
     let layout = &ctx.env.layout;
     let (src, dst) = (layout.checkpoint(candidate), layout.checkpoint(id));
-    checkpoint::relabel(&src, candidate.as_str(), &dst, id.as_str())
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "the checkpoint of candidate `{candidate}` (`{}`) disappeared",
-                src.display()
-            )
-        })?;
-    let loaded = checkpoint::load(&dst, id.as_str())
-        .map_err(|e| e.to_string())?
+    checkpoint::relabel(&src, candidate.as_str(), &dst, id.as_str())?.ok_or_else(|| {
+        format!(
+            "the checkpoint of candidate `{candidate}` (`{}`) disappeared",
+            src.display()
+        )
+    })?;
+    let loaded = checkpoint::load(&dst, id.as_str())?
         .ok_or_else(|| format!("checkpoint `{}` is missing", dst.display()))?;
-    loaded
-        .model(ctx.config.init_model(&ctx.device))
-        .map_err(|e| e.to_string())
+    Ok(loaded.model(ctx.config.init_model(&ctx.device))?)
 }

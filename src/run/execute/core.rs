@@ -2,6 +2,7 @@
 //! configuration, data, device), how it begins (recorded as begun, data prepared), how its work
 //! ended ([`Step`]), its result row, and how its end is recorded.
 
+use crate::error::Cause;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -84,18 +85,49 @@ impl Drop for PeakWindow {
     }
 }
 
-/// Begins `run`: its configuration read, recorded as begun, its data prepared; `Err` with the
-/// reason it fails otherwise.
+/// What preparing part of a run came to: ready, or the run fails for this cause (recorded with
+/// the run, and the sweep goes on). What stops the whole execution is a [`RunError`], outside.
+pub(crate) enum Attempt<T> {
+    /// The part is ready.
+    Ready(T),
+    /// The run fails.
+    Failed(Cause),
+}
+
+impl<T> Attempt<T> {
+    /// The next part, prepared from this one when it is ready.
+    pub(crate) fn and_then<U>(self, next: impl FnOnce(T) -> Attempt<U>) -> Attempt<U> {
+        match self {
+            Attempt::Ready(t) => next(t),
+            Attempt::Failed(why) => Attempt::Failed(why),
+        }
+    }
+}
+
+impl<T, E: Into<Cause>> From<Result<T, E>> for Attempt<T> {
+    fn from(result: Result<T, E>) -> Self {
+        match result {
+            Ok(t) => Attempt::Ready(t),
+            Err(e) => Attempt::Failed(e.into()),
+        }
+    }
+}
+
+/// Begins `run`: its configuration read, recorded as begun, its data prepared; failed with the
+/// cause otherwise.
 pub(crate) fn begin<'a>(
     run: &'a UnitRun,
     env: &'a ExecEnv,
     device: &Device,
     recorder: &mut dyn Recorder,
     on_event: &mut dyn FnMut(RunEvent),
-) -> Result<Result<Ctx<'a>, String>, RunError> {
+) -> Result<Attempt<Ctx<'a>>, RunError> {
     if let Some(Err(reason)) = &run.tuned {
         recorder.begin(&run.id)?;
-        return Ok(Err(format!("learning rate: {reason}")));
+        return Ok(Attempt::Failed(crate::error::context(
+            "learning rate",
+            reason.clone(),
+        )));
     }
     let config = run.config()?;
     recorder.begin(&run.id)?;
@@ -107,14 +139,14 @@ pub(crate) fn begin<'a>(
     let (sweep_dir, cache) = (env.layout.sweep_dir(), env.layout.cache());
     let prepared = match data::prepare(&config.data, sweep_dir, &cache, config.tokens) {
         Ok(p) => p,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Attempt::Failed(e.into())),
     };
     on_event(RunEvent::DataReady {
         id: run.id.clone(),
         name: run.name.clone(),
         info: prepared.info.clone(),
     });
-    Ok(Ok(Ctx {
+    Ok(Attempt::Ready(Ctx {
         run,
         config,
         device: device.clone(),
@@ -162,7 +194,7 @@ pub(crate) fn end(
 /// How a run's work ended (recording errors aside).
 pub(crate) enum Step {
     Done(RunResult),
-    Failed(String),
+    Failed(Cause),
     Interrupted,
 }
 
@@ -231,7 +263,7 @@ pub(crate) fn trained(
     let outcome = match result {
         Ok(o) => o,
         Err(TrainError::Interrupted { .. }) => return Step::Interrupted,
-        Err(e) => return Step::Failed(e.to_string()),
+        Err(e) => return Step::Failed(e.into()),
     };
     let mut row = result_row(
         ctx,
@@ -283,17 +315,20 @@ impl Ctx<'_> {
     }
 }
 
+/// Records `run` as failed for `why` (the cause and its causes, one message) and tells the
+/// caller; the sweep goes on.
 pub(crate) fn fail(
     recorder: &mut dyn Recorder,
     run: &UnitRun,
-    error: &str,
+    why: &Cause,
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Outcome, RunError> {
-    recorder.fail(&run.id, error)?;
+    let error = crate::error::chain(why.as_ref());
+    recorder.fail(&run.id, &error)?;
     on_event(RunEvent::Failed {
         id: run.id.clone(),
         name: run.name.clone(),
-        error: error.to_string(),
+        error,
     });
     Ok(Outcome::Failed)
 }

@@ -1,7 +1,7 @@
 //! A `logits` run: the finished teacher's pass over the student token stream into the logit
 //! store, with its progress as training events and the store's size and truncation recorded.
 
-use super::core::{Ctx, Step, add_extra, result_row};
+use super::core::{Attempt, Ctx, Step, add_extra, result_row};
 use super::teacher::{in_precision, load_teacher};
 use crate::distill::{TruncateOn, logits_run};
 use crate::run::error::{RecordError, RunError};
@@ -19,12 +19,12 @@ pub(crate) fn logits_pass(
         return Ok(Step::Failed("logits run has no store settings".into()));
     };
     let (teacher, sha) = match load_teacher(ctx, &logits.teacher)? {
-        Ok(t) => t,
-        Err(reason) => return Ok(Step::Failed(reason)),
+        Attempt::Ready(t) => t,
+        Attempt::Failed(why) => return Ok(Step::Failed(why)),
     };
     let teacher = match in_precision(ctx, teacher, logits.precision) {
         Ok(t) => t,
-        Err(reason) => return Ok(Step::Failed(reason)),
+        Err(why) => return Ok(Step::Failed(why)),
     };
     let Some(spec) = ctx.config.store_spec() else {
         return Ok(Step::Failed("logits run has no store settings".into()));
@@ -33,7 +33,7 @@ pub(crate) fn logits_pass(
     let aligned = match logits.students.as_ref() {
         Some(students) => match aligned_windows(ctx, students, &spec) {
             Ok(a) => Some(a),
-            Err(reason) => return Ok(Step::Failed(reason)),
+            Err(why) => return Ok(Step::Failed(why)),
         },
         None => None,
     };
@@ -48,7 +48,7 @@ pub(crate) fn logits_pass(
         Some((_, _, needed)) => needed.clone(),
         None => match logits_run::windows_needed(spec.reads, &ctx.prepared, spec.data.context) {
             Ok(n) => n,
-            Err(e) => return Ok(Step::Failed(e.to_string())),
+            Err(e) => return Ok(Step::Failed(e.into())),
         },
     };
     let id = ctx.run.id.clone();
@@ -112,7 +112,7 @@ pub(crate) fn logits_pass(
     let summary = match written {
         Ok(s) => s,
         Err(logits_run::LogitsError::Interrupted) => return Ok(Step::Interrupted),
-        Err(e) => return Ok(Step::Failed(e.to_string())),
+        Err(e) => return Ok(Step::Failed(e.into())),
     };
     let context = ctx.config.data.context as usize;
     let (val_loss, val_bpb) = train::evaluate(
@@ -181,11 +181,10 @@ fn aligned_windows(
         String,
         std::collections::BTreeSet<u64>,
     ),
-    String,
+    crate::error::Cause,
 > {
     let (dir, cache) = (ctx.env.layout.sweep_dir(), ctx.env.layout.cache());
-    let student_prepared =
-        crate::data::prepare(students, dir, &cache, 0).map_err(|e| e.to_string())?;
+    let student_prepared = crate::data::prepare(students, dir, &cache, 0)?;
     let (aligner, sha) = super::teacher::aligner(
         students,
         &student_prepared,
@@ -194,8 +193,7 @@ fn aligned_windows(
         ctx.env,
     )?;
     let student_windows =
-        logits_run::windows_needed(spec.reads, &student_prepared, students.context)
-            .map_err(|e| e.to_string())?;
+        logits_run::windows_needed(spec.reads, &student_prepared, students.context)?;
     let needed = aligner.teacher_windows(student_windows);
     Ok((aligner, sha, needed))
 }

@@ -18,14 +18,13 @@ pub fn load(
     source: &PretrainedSource,
     sweep_dir: &Path,
     device: &Device,
-) -> Result<(TeacherModel, String), String> {
+) -> Result<(TeacherModel, String), crate::hf::HfError> {
     let dir = sweep_dir.join(&source.path);
     // a teacher trained with BOS sees it before every window: one position more
     let bos = u64::from(source.bos.is_some());
     let arch = config.model.transformer(config.data.context + bos);
     crate::hf::load_model(&dir, &arch, &source.config_sha256, device)
         .map(|model| (model.with_bos(source.bos), source.weights_sha256.clone()))
-        .map_err(|e| e.to_string())
 }
 
 /// What measuring a pre-trained teacher gave.
@@ -47,7 +46,7 @@ pub fn measure(
     sweep_dir: &Path,
     data: &Prepared,
     device: &Device,
-) -> Result<Measured, String> {
+) -> Result<Measured, crate::hf::HfError> {
     let start = Instant::now();
     let (model, _) = load(config, source, sweep_dir, device)?;
     let (val_loss, val_bpb) = crate::train::evaluate(

@@ -3,7 +3,8 @@
 //! pass writes its store) and ends; a panic inside is recorded as its failure.
 
 use super::core::{
-    Ctx, ExecEnv, Outcome, Step, add_extra, begin, end, fail, panic_reason, result_row, trained,
+    Attempt, Ctx, ExecEnv, Outcome, Step, add_extra, begin, end, fail, panic_reason, result_row,
+    trained,
 };
 use super::{adopt, logits, pretrained, teacher};
 use crate::model::LanguageModel;
@@ -33,7 +34,12 @@ pub(crate) fn execute_guarded(
         }),
         Err(panic) => {
             let reason = panic_reason(panic.as_ref());
-            fail(recorder, run, &format!("crashed: {reason}"), on_event)
+            fail(
+                recorder,
+                run,
+                &format!("crashed: {reason}").into(),
+                on_event,
+            )
         }
     }
 }
@@ -46,8 +52,8 @@ fn execute_one(
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Outcome, RunError> {
     let ctx = match begin(run, env, device, recorder, on_event)? {
-        Ok(ctx) => ctx,
-        Err(reason) => return fail(recorder, run, &reason, on_event),
+        Attempt::Ready(ctx) => ctx,
+        Attempt::Failed(why) => return fail(recorder, run, &why, on_event),
     };
     let outcome = match ctx.config.kind {
         RunKind::Teacher if ctx.config.model.pretrained.is_some() => Ok(pretrained_run(&ctx)),
@@ -67,12 +73,12 @@ fn student_run(
     on_event: &mut dyn FnMut(RunEvent),
 ) -> Result<Step, RunError> {
     let teacher = match teacher::student_teacher(ctx)? {
-        Ok(t) => t,
-        Err(reason) => return Ok(Step::Failed(reason)),
+        Attempt::Ready(t) => t,
+        Attempt::Failed(why) => return Ok(Step::Failed(why)),
     };
     let mut objective = match teacher::student_objective(ctx, &teacher)? {
-        Ok(o) => o,
-        Err(reason) => return Ok(Step::Failed(reason)),
+        Attempt::Ready(o) => o,
+        Attempt::Failed(why) => return Ok(Step::Failed(why)),
     };
     // agreement compares the two models token by token: one vocabulary only
     let agreement = objective
@@ -93,7 +99,7 @@ fn student_run(
         add_extra(row, extra);
     }
     match objective.targets.error {
-        Some(e) => Ok(Step::Failed(e.to_string())),
+        Some(e) => Ok(Step::Failed(e.into())),
         None => Ok(step),
     }
 }
@@ -114,7 +120,7 @@ fn pretrained_run(ctx: &Ctx) -> Step {
             add_extra(&mut row, extra);
             Step::Done(row)
         }
-        Err(reason) => Step::Failed(reason),
+        Err(e) => Step::Failed(e.into()),
     }
 }
 

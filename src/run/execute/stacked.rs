@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 
 use burn::tensor::Device;
 
-use super::core::{Ctx, ExecEnv, Outcome, Step, begin, end, fail, panic_reason, trained};
+use super::core::{Attempt, Ctx, ExecEnv, Outcome, Step, begin, end, fail, panic_reason, trained};
 use super::teacher::{student_objective, student_teacher};
 use crate::model::{LanguageModel, TeacherModel};
 use crate::plan::{RunId, RunKind};
@@ -36,9 +36,10 @@ impl MemberObjective<'_> {
     }
 
     /// The store error a distillation objective kept, if any (the run fails with it).
-    fn error(&self) -> Option<String> {
+    /// The error the teacher's targets stopped on, if any.
+    fn take_error(&mut self) -> Option<crate::distill::store::ShardError> {
         match self {
-            MemberObjective::Distill(o) => o.targets.error.as_ref().map(ToString::to_string),
+            MemberObjective::Distill(o) => o.targets.error.take(),
             MemberObjective::NextToken(_) => None,
         }
     }
@@ -73,17 +74,17 @@ pub(crate) fn execute_stack(
     let mut members: Vec<Begun> = Vec::with_capacity(n);
     for (i, run) in unit.runs.iter().enumerate() {
         let ctx = match begin(run, env, device, recorder, on_event)? {
-            Ok(ctx) => ctx,
-            Err(reason) => {
-                outcomes[i] = Some(fail(recorder, run, &reason, on_event)?);
+            Attempt::Ready(ctx) => ctx,
+            Attempt::Failed(why) => {
+                outcomes[i] = Some(fail(recorder, run, &why, on_event)?);
                 continue;
             }
         };
         let teacher = if ctx.config.kind == RunKind::Student {
             match student_teacher(&ctx)? {
-                Ok(t) => Some(t),
-                Err(reason) => {
-                    outcomes[i] = Some(fail(recorder, run, &reason, on_event)?);
+                Attempt::Ready(t) => Some(t),
+                Attempt::Failed(why) => {
+                    outcomes[i] = Some(fail(recorder, run, &why, on_event)?);
                     continue;
                 }
             }
@@ -100,16 +101,16 @@ pub(crate) fn execute_stack(
             outcomes[*i] = Some(fail(
                 recorder,
                 ctx.run,
-                "run has no training settings",
+                &"run has no training settings".into(),
                 on_event,
             )?);
             continue;
         }
         let objective = match teacher {
             Some(teacher) => match student_objective(ctx, teacher)? {
-                Ok(o) => MemberObjective::Distill(o),
-                Err(reason) => {
-                    outcomes[*i] = Some(fail(recorder, ctx.run, &reason, on_event)?);
+                Attempt::Ready(o) => MemberObjective::Distill(o),
+                Attempt::Failed(why) => {
+                    outcomes[*i] = Some(fail(recorder, ctx.run, &why, on_event)?);
                     continue;
                 }
             },
@@ -127,12 +128,14 @@ pub(crate) fn execute_stack(
     // 4. each member's end
     let stacked = training.len();
     for ((i, ctx, teacher), (objective, result)) in
-        training.iter().zip(objectives.iter().zip(results))
+        training.iter().zip(objectives.iter_mut().zip(results))
     {
-        let step = match (objective.error(), result) {
-            (Some(error), _) => Step::Failed(error),
-            (None, Ok(result)) => with_stack_facts(trained(ctx, result, *teacher), stacked),
-            (None, Err(crash)) => Step::Failed(crash),
+        let step = match (objective.take_error(), result) {
+            (Some(error), _) => Step::Failed(error.into()),
+            (None, MemberResult::Trained(result)) => {
+                with_stack_facts(trained(ctx, result, *teacher), stacked)
+            }
+            (None, MemberResult::Crashed(crash)) => Step::Failed(crash.into()),
         };
         outcomes[*i] = Some(end(ctx, step, recorder, on_event)?);
     }
@@ -142,8 +145,13 @@ pub(crate) fn execute_stack(
         .collect())
 }
 
-/// One member's training outcome, or the reason the whole stack crashed.
-type MemberResult = Result<Result<crate::train::TrainOutcome, crate::train::TrainError>, String>;
+/// How one member's training came out: its own outcome, or the whole stack crashed.
+enum MemberResult {
+    /// The member trained (or its training failed on its own).
+    Trained(Result<crate::train::TrainOutcome, crate::train::TrainError>),
+    /// A panic stopped the stack; the message says why.
+    Crashed(String),
+}
 
 /// Trains the members as one stack, recording every member's events; a panic inside fails
 /// every member with its reason.
@@ -193,14 +201,17 @@ fn train_members(
         return Err(e.into());
     }
     Ok(match attempt {
-        Ok(results) => results.into_iter().map(Ok).collect(),
+        Ok(results) => results.into_iter().map(MemberResult::Trained).collect(),
         Err(panic) => {
             let reason = panic_reason(panic.as_ref());
             let error = format!(
                 "crashed in a stack of {} runs: {reason}\n\nhint: run again with `--stack off --retry-failed` to train them alone",
                 members.len()
             );
-            members.iter().map(|_| Err(error.clone())).collect()
+            members
+                .iter()
+                .map(|_| MemberResult::Crashed(error.clone()))
+                .collect()
         }
     })
 }

@@ -2,11 +2,12 @@
 //! its Hugging Face folder), and a student's objective reading that teacher online or its
 //! logit store offline.
 
-use super::core::Ctx;
+use super::core::{Attempt, Ctx};
 use super::pretrained;
 use crate::data::{self, DataConfig, Prepared};
 use crate::distill::aligned::{Aligner, CrossLoss};
 use crate::distill::{CrossSide, StoreReader, TeacherSource, TruncateOn, logits_run};
+use crate::error::Cause;
 use crate::model::TeacherModel;
 use crate::plan::{RunId, RunKind};
 use crate::run::error::RunError;
@@ -15,55 +16,58 @@ use crate::spec::{DistillMode, TeacherPrecision};
 use crate::train::{self, DistillObjective, checkpoint};
 
 /// The finished teacher run `teacher_id`: its model loaded from its final checkpoint, and the
-/// checkpoint's content hash; `Err` with the reason the run fails otherwise.
+/// checkpoint's content hash; failed with the cause otherwise.
 pub(crate) fn load_teacher(
     ctx: &Ctx,
     teacher_id: &RunId,
-) -> Result<Result<(TeacherModel, String), String>, RunError> {
+) -> Result<Attempt<(TeacherModel, String)>, RunError> {
     let Some(teacher) = ctx.run.related_config(teacher_id)? else {
-        return Ok(Err(format!(
-            "teacher run `{teacher_id}` is not in the sweep database"
-        )));
+        return Ok(Attempt::Failed(
+            format!("teacher run `{teacher_id}` is not in the sweep database").into(),
+        ));
     };
     if let Some(source) = &teacher.model.pretrained {
         let dir = ctx.env.layout.sweep_dir();
-        return Ok(pretrained::load(&teacher, source, dir, &ctx.device));
+        return Ok(pretrained::load(&teacher, source, dir, &ctx.device).into());
     }
     let path = ctx.env.layout.checkpoint(teacher_id);
     let loaded = match checkpoint::load(&path, teacher_id.as_str()) {
         Ok(Some(l)) => l,
         Ok(None) => {
-            return Ok(Err(format!(
-                "teacher checkpoint `{}` is missing",
-                path.display()
-            )));
+            let missing = format!("teacher checkpoint `{}` is missing", path.display());
+            return Ok(Attempt::Failed(missing.into()));
         }
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Attempt::Failed(e.into())),
     };
     let model = match loaded.model(teacher.init_model(&ctx.device)) {
         Ok(m) => m,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Attempt::Failed(e.into())),
     };
     Ok(checkpoint::content_hash(&path)
         .map(|h| (TeacherModel::own(model, teacher.transformer()), h))
-        .map_err(|e| e.to_string()))
+        .into())
 }
 
-/// A student's teacher (loaded from its checkpoint or folder) and its content hash; `Err`
-/// with the reason the run fails otherwise.
-pub(crate) fn student_teacher(
-    ctx: &Ctx,
-) -> Result<Result<(TeacherModel, String), String>, RunError> {
+/// A student's teacher (loaded from its checkpoint or folder) and its content hash; failed
+/// with the cause otherwise.
+pub(crate) fn student_teacher(ctx: &Ctx) -> Result<Attempt<(TeacherModel, String)>, RunError> {
     let Some(distill) = ctx.config.distill.as_ref() else {
-        return Ok(Err("student run has no distillation settings".into()));
+        return Ok(Attempt::Failed(
+            "student run has no distillation settings".into(),
+        ));
     };
     // an offline student reads the store, whose pass ran in the store's precision
     let precision = match distill.mode {
         DistillMode::Online => distill.teacher_precision,
         DistillMode::Offline => TeacherPrecision::F32,
     };
-    Ok(load_teacher(ctx, &distill.teacher)?
-        .and_then(|(teacher, sha)| Ok((in_precision(ctx, teacher, precision)?, sha))))
+    Ok(
+        load_teacher(ctx, &distill.teacher)?.and_then(|(teacher, sha)| {
+            in_precision(ctx, teacher, precision)
+                .map(|t| (t, sha))
+                .into()
+        }),
+    )
 }
 
 /// `teacher` running in `precision` on the run's device; `Err` says why it cannot.
@@ -71,34 +75,35 @@ pub(crate) fn in_precision(
     ctx: &Ctx,
     teacher: TeacherModel,
     precision: TeacherPrecision,
-) -> Result<TeacherModel, String> {
+) -> Result<TeacherModel, Cause> {
     train::precision::check_teacher(&ctx.device, ctx.env.backend, precision)?;
     let activations = train::precision::teacher_activations(ctx.env.backend);
-    teacher.in_precision(precision, activations, &ctx.device)
+    Ok(teacher.in_precision(precision, activations, &ctx.device)?)
 }
 
 /// A student's objective: online from `teacher`, or offline from the logit store it depends
-/// on; `Err` with the reason the run fails otherwise.
+/// on; failed with the cause otherwise.
 pub(crate) fn student_objective<'a>(
     ctx: &'a Ctx,
     teacher: &'a (TeacherModel, String),
-) -> Result<Result<DistillObjective<'a>, String>, RunError> {
+) -> Result<Attempt<DistillObjective<'a>>, RunError> {
+    let failed = |why: String| Ok(Attempt::Failed(why.into()));
     let Some(distill) = ctx.config.distill.as_ref() else {
-        return Ok(Err("student run has no distillation settings".into()));
+        return failed("student run has no distillation settings".into());
     };
     let (teacher, teacher_sha) = (&teacher.0, &teacher.1);
     let Some(teacher_config) = ctx.run.related_config(&distill.teacher)? else {
-        return Ok(Err(format!(
+        return failed(format!(
             "teacher run `{}` is not in the sweep database",
             distill.teacher
-        )));
+        ));
     };
     // a teacher of another tokenizer: its corpus, both streams' bytes, the loss across them
     let crossing = match distill.cross_tokenizer {
         Some(kind) if !ctx.config.data.same_tokens(&teacher_config.data) => {
             match cross_side(ctx, &teacher_config.data, kind, distill) {
                 Ok(c) => Some(c),
-                Err(reason) => return Ok(Err(reason)),
+                Err(why) => return Ok(Attempt::Failed(why)),
             }
         }
         _ => None,
@@ -118,15 +123,15 @@ pub(crate) fn student_objective<'a>(
         },
         DistillMode::Offline => {
             let Some(store_id) = logit_store_of(ctx.run)? else {
-                return Ok(Err("offline student has no logit store dependency".into()));
+                return failed("offline student has no logit store dependency".into());
             };
             let Some(store) = ctx.run.related_config(store_id)? else {
-                return Ok(Err(format!(
+                return failed(format!(
                     "logit store run `{store_id}` is not in the sweep database"
-                )));
+                ));
             };
             let Some(spec) = store.store_spec() else {
-                return Ok(Err(format!("run `{store_id}` is not a logit store")));
+                return failed(format!("run `{store_id}` is not a logit store"));
             };
             let header = logits_run::expected_header(
                 store_id.as_str(),
@@ -141,7 +146,7 @@ pub(crate) fn student_objective<'a>(
     };
     let mut objective = distill.objective(source);
     objective.targets.cross = crossing.map(|(side, _, _)| Box::new(side));
-    Ok(Ok(objective))
+    Ok(Attempt::Ready(objective))
 }
 
 /// A student's side of a teacher of another tokenizer (`teacher_data`): both training streams
@@ -152,10 +157,9 @@ fn cross_side(
     teacher_data: &DataConfig,
     kind: crate::spec::CrossTokenizer,
     distill: &crate::plan::DistillConfig,
-) -> Result<(CrossSide, Prepared, String), String> {
+) -> Result<(CrossSide, Prepared, String), Cause> {
     let (dir, cache) = (ctx.env.layout.sweep_dir(), ctx.env.layout.cache());
-    let teacher_prepared =
-        data::prepare(teacher_data, dir, &cache, 0).map_err(|e| e.to_string())?;
+    let teacher_prepared = data::prepare(teacher_data, dir, &cache, 0)?;
     let (aligner, sha) = aligner(
         &ctx.config.data,
         &ctx.prepared,
@@ -163,11 +167,10 @@ fn cross_side(
         &teacher_prepared,
         ctx.env,
     )?;
-    let vocab_bytes = |d: &DataConfig| -> Result<Vec<Vec<u8>>, String> {
-        let t = data::run_tokenizer(d, dir, &cache)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| "the synthetic corpus has no bytes to align".to_string())?;
-        t.vocab_bytes(d.vocab).map_err(|e| e.to_string())
+    let vocab_bytes = |d: &DataConfig| -> Result<Vec<Vec<u8>>, Cause> {
+        let t = data::run_tokenizer(d, dir, &cache)?
+            .ok_or("the synthetic corpus has no bytes to align")?;
+        Ok(t.vocab_bytes(d.vocab)?)
     };
     let loss = CrossLoss::new(
         kind,
@@ -195,11 +198,9 @@ pub(crate) fn aligner(
     teacher: &DataConfig,
     teacher_prepared: &Prepared,
     env: &super::core::ExecEnv,
-) -> Result<(Aligner, String), String> {
+) -> Result<(Aligner, String), Cause> {
     let (dir, cache) = (env.layout.sweep_dir(), env.layout.cache());
-    let index = |d: &DataConfig, p: &Prepared| {
-        data::byte_index(d, p, dir, &cache).map_err(|e| e.to_string())
-    };
+    let index = |d: &DataConfig, p: &Prepared| data::byte_index(d, p, dir, &cache);
     let aligner = Aligner {
         student: index(student, student_prepared)?,
         teacher: index(teacher, teacher_prepared)?,
@@ -207,7 +208,7 @@ pub(crate) fn aligner(
         teacher_context: teacher.context as usize,
     };
     let json = data::tokenizer_json(teacher, dir, &cache);
-    let sha = logits_run::tokenizer_sha256(json.as_deref()).map_err(|e| e.to_string())?;
+    let sha = logits_run::tokenizer_sha256(json.as_deref())?;
     Ok((aligner, sha))
 }
 

@@ -5,6 +5,7 @@
 //! with its unfinished dependents, since Slurm never revives a failed dependency — until
 //! `max_attempts`. Stopping it leaves the jobs running; running it again re-attaches.
 
+use crate::error::Cause;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -177,12 +178,13 @@ pub enum CoordinatorError {
     #[error(transparent)]
     Slurm(#[from] SlurmError),
     /// A manifest or script could not be written.
-    #[error("cannot write `{}`: {reason}", path.display())]
+    #[error("cannot write `{}`", path.display())]
     Write {
         /// The file.
         path: PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// Another process took the sweep's lease.
     #[error("another process took this sweep's lease `{}`; stopping (the jobs keep running)", path.display())]
@@ -611,20 +613,20 @@ impl Coordinator<'_> {
         let write = |path: &std::path::Path, bytes: &[u8]| {
             write_atomic(path, &[bytes]).map_err(|e| CoordinatorError::Write {
                 path: path.to_path_buf(),
-                reason: e.to_string(),
+                source: e.into(),
             })
         };
         let manifest_json =
             serde_json::to_vec_pretty(&manifest).map_err(|e| CoordinatorError::Write {
                 path: manifest_path.clone(),
-                reason: e.to_string(),
+                source: e.into(),
             })?;
         write(&manifest_path, &manifest_json)?;
         write(&script_path, script.as_bytes())?;
         std::fs::create_dir_all(self.opts.layout.slurm_logs()).map_err(|e| {
             CoordinatorError::Write {
                 path: self.opts.layout.slurm_logs(),
-                reason: e.to_string(),
+                source: e.into(),
             }
         })?;
         let submission = db.slurm_submit(

@@ -4,6 +4,7 @@
 //! the time limit, or SIGTERM from `scancel` or preemption) ends the current step with a
 //! checkpoint; the caller then asks Slurm to requeue the job, which resumes from there.
 
+use crate::error::Cause;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
@@ -18,12 +19,13 @@ use crate::train;
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
     /// The manifest could not be read.
-    #[error("cannot read the job manifest `{}`: {reason}", path.display())]
+    #[error("cannot read the job manifest `{}`", path.display())]
     Manifest {
         /// The manifest.
         path: std::path::PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: Cause,
     },
     /// The manifest has no unit at this index.
     #[error("the job manifest `{}` has no unit of work at index {index}", path.display())]
@@ -40,17 +42,17 @@ pub enum WorkerError {
 
 /// Reads the manifest at `path`.
 pub fn read_manifest(path: &Path) -> Result<Manifest, WorkerError> {
-    let fail = |reason: String| WorkerError::Manifest {
+    let fail = |reason: Cause| WorkerError::Manifest {
         path: path.to_path_buf(),
-        reason,
+        source: reason,
     };
-    let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| fail(e.to_string()))?;
+    let bytes = std::fs::read(path).map_err(|e| fail(e.into()))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| fail(e.into()))?;
     if manifest.version != MANIFEST_VERSION {
         return Err(fail(format!(
             "format version {} (this pdsweep reads {MANIFEST_VERSION}; rebuild the jobs' pdsweep)",
             manifest.version
-        )));
+        ).into()));
     }
     Ok(manifest)
 }
