@@ -42,7 +42,13 @@ pub fn context(context: impl Into<String>, source: impl Into<Cause>) -> Cause {
 /// `err` and all its causes as one message: the first line of each, outermost first, joined by
 /// ": ", then every hint (what follows a blank line in any of them).
 pub fn chain(err: &(dyn Error + 'static)) -> String {
-    render(std::iter::successors(Some(err), |e| e.source()))
+    let mut errors = vec![err];
+    let mut next = err.source();
+    while let Some(e) = next {
+        errors.push(e);
+        next = e.source();
+    }
+    render(errors)
 }
 
 /// [`chain`] for an iterator of errors, outermost first (what `anyhow::Error::chain` yields).

@@ -258,7 +258,7 @@ fn predict_student(
         &fits.capacity_gaps,
         params,
         made_from,
-        sweep.file.seed,
+        sweep.file.seed.0.first().copied().unwrap_or(1),
     )
     .map_err(|e| UsageError(pdsweep::error::chain(&e)))?;
     print!("{}", render_student_prediction(&prediction));

@@ -65,7 +65,7 @@ pub struct TokenWriter {
     table: Vec<u64>,
 }
 
-fn write_error(path: &Path, e: impl std::fmt::Display) -> DataError {
+fn write_error(path: &Path, e: impl Into<crate::error::Cause>) -> DataError {
     DataError::Write {
         path: path.to_path_buf(),
         source: e.into(),
@@ -515,12 +515,7 @@ mod tests {
         );
         bytes[HEADER] ^= 1;
         fs::write(&path, &bytes).unwrap();
-        assert!(
-            TokenFile::open(&path)
-                .unwrap_err()
-                .to_string()
-                .contains("checksum")
-        );
+        assert!(crate::error::chain(&TokenFile::open(&path).unwrap_err()).contains("checksum"));
     }
 
     #[test]

@@ -414,7 +414,8 @@ mod tests {
             let Err(e) = Encoder::new(&t, t.vocab(), Separator::Eos) else {
                 panic!("{t:?} has no end-of-document token");
             };
-            assert!(e.to_string().contains("blank_line"), "{e}");
+            let e = crate::error::chain(&e);
+            assert!(e.contains("blank_line"), "{e}");
         }
     }
 }

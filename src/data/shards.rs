@@ -63,7 +63,7 @@ fn extension_of(kind: CorpusKind) -> Option<&'static str> {
     }
 }
 
-fn missing(path: &Path, e: impl std::fmt::Display) -> DataError {
+fn missing(path: &Path, e: impl Into<Cause>) -> DataError {
     DataError::Missing {
         path: path.to_path_buf(),
         source: e.into(),
@@ -89,7 +89,7 @@ pub fn corpus_files(path: &Path, kind: CorpusKind) -> Result<Vec<PathBuf>, DataE
         let pattern = path.to_string_lossy();
         let matches = glob::glob(&pattern).map_err(|e| missing(path, e))?;
         for entry in matches {
-            let found = entry.map_err(|e| missing(e.path(), e.error()))?;
+            let found = entry.map_err(|e| missing(&e.path().to_path_buf(), e))?;
             if found.is_dir() {
                 collect(&found, extension, &mut files)?;
             } else if shard_compression(&found, extension).is_some() {

@@ -753,10 +753,7 @@ mod tests {
             ..header()
         };
         assert!(
-            Shard::open(&path, &other)
-                .unwrap_err()
-                .to_string()
-                .contains("another store")
+            crate::error::chain(&Shard::open(&path, &other).unwrap_err()).contains("another store")
         );
         // the same teacher run in bf16 wrote another store
         let bf16 = StoreHeader {

@@ -173,7 +173,9 @@ impl TeacherTargets<'_> {
         let targets = match targets {
             Ok(t) => t,
             Err(reason) => {
-                self.error.get_or_insert(ShardError::Align { reason });
+                self.error.get_or_insert(ShardError::Align {
+                    source: reason.into(),
+                });
                 return None;
             }
         };

@@ -44,7 +44,6 @@ pub use sweep::{
     config_key, finished_runs, fit_sweep, law_optimum, nats_per_bpb, tuned_baselines, tuned_rates,
 };
 pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};
-pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};
 pub use triage::{
     Beyond, RankedTeacher, RankingCheck, TriageError, TriageTarget, check_ranking, rank, spearman,
 };

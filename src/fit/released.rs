@@ -126,7 +126,7 @@ pub fn released_checks(
             teacher_loss: mine[0].point.teacher_loss.unwrap_or(f64::NAN),
             trained_teacher_losses: range,
             law_points: points.len(),
-            not_predicted: law_fit.as_ref().err().map(|e| e.to_string()),
+            not_predicted: law_fit.as_ref().err().map(|e| crate::error::chain(e)),
             students: groups(&mine)
                 .into_iter()
                 .map(|g| held_out(&g, &trained, law_fit.as_ref().ok(), supervised))

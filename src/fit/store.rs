@@ -303,13 +303,13 @@ pub fn stored_fits(db: &SweepDb) -> Result<Vec<StoredFit>, FitError> {
                 let decode = |s: &str| {
                     serde_json::from_str::<Value>(s).map_err(|e| FitError::Decode {
                         key: key.clone(),
-                        source: e,
+                        source: e.into(),
                     })
                 };
                 let samples: Vec<Vec<f64>> = match samples {
                     Some(s) => serde_json::from_str(&s).map_err(|e| FitError::Decode {
                         key: key.clone(),
-                        source: e,
+                        source: e.into(),
                     })?,
                     None => Vec::new(),
                 };

@@ -570,7 +570,7 @@ fn supervised_fit(
     )
     .map_err(|e| Skipped {
         what: format!("{} law on teachers and baselines", opts.supervised_law),
-        reason: e.to_string(),
+        reason: crate::error::chain(&e),
     })
 }
 
@@ -654,7 +654,7 @@ fn distill_fits(
             }
             Err(e) => skipped.push(Skipped {
                 what: format!("distillation law for {config}"),
-                reason: e.to_string(),
+                reason: crate::error::chain(&e),
             }),
         }
     }

@@ -269,7 +269,7 @@ impl WeightFiles {
     pub(crate) fn error_at(&self, name: &str, reason: String) -> HfError {
         HfError::Weights {
             path: self.file_of(name),
-            source: reason,
+            source: reason.into(),
         }
     }
 
@@ -317,7 +317,7 @@ impl WeightSource for WeightFiles {
                 Ok(data)
             }
             Err(e) => {
-                let message = e.to_string();
+                let message = crate::error::chain(&e);
                 self.error.get_or_insert(e);
                 Err(message)
             }
@@ -492,7 +492,7 @@ mod tests {
     fn a_folder_without_weights_says_what_it_lacks() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("pytorch_model.bin"), b"x").unwrap();
-        let err = WeightFiles::open(dir.path()).err().unwrap().to_string();
+        let err = crate::error::chain(&WeightFiles::open(dir.path()).err().unwrap());
         assert!(
             err.contains("model.safetensors") && err.contains("pytorch_model.bin"),
             "{err}"

@@ -499,7 +499,7 @@ impl<'a> Context<'a> {
             }
         };
         let weights_sha256 =
-            crate::hf::weights_sha256(&model.dir).map_err(|e| fail(e.to_string()))?;
+            crate::hf::weights_sha256(&model.dir).map_err(|e| fail(crate::error::chain(&e)))?;
         let llama = model.config.as_llama();
         Ok(GroupModel {
             n,

@@ -59,7 +59,9 @@ pub fn register_font() -> Result<(), ReportError> {
             })
     })
     .clone()
-    .map_err(|reason| ReportError::Font { reason })
+    .map_err(|reason| ReportError::Font {
+        source: reason.into(),
+    })
 }
 
 /// The embedded font at `points`.

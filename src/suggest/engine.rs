@@ -787,7 +787,7 @@ fn price_exact(
     calibration: &Calibration,
 ) -> Result<Priced, String> {
     let edited = apply(text, edit).map_err(|e| e.to_string())?;
-    let sweep = Sweep::parse(path, edited.clone()).map_err(|e| first_line(&e.to_string()))?;
+    let sweep = Sweep::parse(path, edited.clone()).map_err(|e| first_line(&crate::error::chain(&e)))?;
     let plan = Plan::build(
         &sweep,
         &PlanOptions {
@@ -795,7 +795,7 @@ fn price_exact(
             calibration: Some(calibration.clone()),
         },
     )
-    .map_err(|e| first_line(&e.to_string()))?;
+    .map_err(|e| first_line(&crate::error::chain(&e)))?;
     let shapes: HashMap<&RunId, &ModelShape> = plan
         .runs
         .iter()

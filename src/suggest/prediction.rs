@@ -315,12 +315,7 @@ mod tests {
         assert_eq!(back.groups[0].design, p.design);
         assert!((back.groups[0].t_star.unwrap() / p.t_star.unwrap() - 1.0).abs() < 1e-12);
         std::fs::write(&path, text.replace("\"format\":1", "\"format\":9")).unwrap();
-        assert!(
-            read_prediction(&path)
-                .unwrap_err()
-                .to_string()
-                .contains("format 9")
-        );
+        assert!(crate::error::chain(&read_prediction(&path).unwrap_err()).contains("format 9"));
         let same = check(&prediction, &[gap(2e4, &[21, 22, 23])]);
         assert_eq!(same[0].runs_found, 18);
         assert_eq!(same[0].inside, Some(true), "{:?}", same[0]);

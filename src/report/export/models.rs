@@ -33,7 +33,7 @@ pub struct ExportSummary {
     pub skipped: Vec<(String, String)>,
 }
 
-fn read_error(path: &Path, e: impl std::fmt::Display) -> HfError {
+fn read_error(path: &Path, e: impl Into<crate::error::Cause>) -> HfError {
     HfError::Read {
         path: path.to_path_buf(),
         source: e.into(),
