@@ -130,36 +130,8 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
                 },
             );
             add_failed_candidates(&db, &mut fits.tuned_rates)?;
-            let mut records = Vec::new();
-            if let Some(f) = &fits.supervised {
-                records.push(FitRecord::Law {
-                    scope: SCOPE_SUPERVISED.into(),
-                    key: String::new(),
-                    fit: Box::new(f.clone()),
-                });
-            }
-            for (key, f) in &fits.distill {
-                records.push(FitRecord::Law {
-                    scope: SCOPE_DISTILL.into(),
-                    key: key.clone(),
-                    fit: Box::new(f.clone()),
-                });
-            }
-            records.extend(
-                fits.capacity_gaps
-                    .iter()
-                    .map(|g| FitRecord::Gap(Box::new(g.clone()))),
-            );
-            records.extend(
-                fits.tstar
-                    .iter()
-                    .map(|t| FitRecord::TStar(Box::new(t.clone()))),
-            );
-            records.push(FitRecord::Summary(FitSummary {
-                runs: runs.len(),
-                skipped: fits.skipped.clone(),
-                released: fits.released.clone(),
-            }));
+            let records = fit_records(&fits, runs.len());
+
             if let Some(prediction) = &student_prediction {
                 let checks = pdsweep::suggest::check_student(prediction, &fits.teacher_budgets);
                 if cmd.json {
@@ -194,6 +166,41 @@ pub fn fit_command(cmd: FitCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// What `fit` stores of a sweep's fits: the laws, the capacity-gap groups, T*(S) and a summary.
+fn fit_records(fits: &pdsweep::fit::SweepFits, runs: usize) -> Vec<FitRecord> {
+    let mut records = Vec::new();
+    if let Some(f) = &fits.supervised {
+        records.push(FitRecord::Law {
+            scope: SCOPE_SUPERVISED.into(),
+            key: String::new(),
+            fit: Box::new(f.clone()),
+        });
+    }
+    for (key, f) in &fits.distill {
+        records.push(FitRecord::Law {
+            scope: SCOPE_DISTILL.into(),
+            key: key.clone(),
+            fit: Box::new(f.clone()),
+        });
+    }
+    records.extend(
+        fits.capacity_gaps
+            .iter()
+            .map(|g| FitRecord::Gap(Box::new(g.clone()))),
+    );
+    records.extend(
+        fits.tstar
+            .iter()
+            .map(|t| FitRecord::TStar(Box::new(t.clone()))),
+    );
+    records.push(FitRecord::Summary(FitSummary {
+        runs,
+        skipped: fits.skipped.clone(),
+        released: fits.released.clone(),
+    }));
+    records
 }
 
 /// A student prediction against the student's fit, one line per predicted quantity.

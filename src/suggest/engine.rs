@@ -787,7 +787,8 @@ fn price_exact(
     calibration: &Calibration,
 ) -> Result<Priced, String> {
     let edited = apply(text, edit).map_err(|e| e.to_string())?;
-    let sweep = Sweep::parse(path, edited.clone()).map_err(|e| first_line(&crate::error::chain(&e)))?;
+    let sweep =
+        Sweep::parse(path, edited.clone()).map_err(|e| first_line(&crate::error::chain(&e)))?;
     let plan = Plan::build(
         &sweep,
         &PlanOptions {

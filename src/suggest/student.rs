@@ -455,4 +455,139 @@ mod tests {
         assert!(size.interval[0] < 80e3 && 80e3 < size.interval[1]);
         assert!((size.interval[0] - size_reaching(1.85, &teachers).unwrap_or(0.0)).abs() < 1e-6);
     }
+
+    fn curve(variable: &str, optimum: Optimum) -> crate::fit::GapCurve {
+        crate::fit::GapCurve {
+            variable: variable.into(),
+            fit: None,
+            samples: Vec::new(),
+            optimum,
+            near_best: None,
+            draws: Vec::new(),
+        }
+    }
+
+    fn interior(at: f64, ci: [f64; 2]) -> Optimum {
+        Optimum::Interior {
+            at,
+            student_loss: 1.0,
+            ci: Some(ci),
+            interior_fraction: Some(1.0),
+        }
+    }
+
+    /// A student whose optimal teacher loss is 1.73 at every size, and whose optimal teacher at
+    /// budget D is the size reaching 1.73 there (teachers' loss 2.3 − 0.05 ln N + 0.05 ln(4M / D)).
+    fn comparison(s: f64, loss_ci: [f64; 2]) -> BudgetComparison {
+        let budgets = [1e6, 4e6]
+            .iter()
+            .map(|&d| {
+                let n = (((2.3 + 0.05 * (4e6f64 / d).ln()) - 1.73) / 0.05).exp();
+                crate::fit::BudgetOptimum {
+                    teacher_tokens: d,
+                    by_size: interior(n, [0.8 * n, 1.25 * n]),
+                    by_loss: interior(1.73, loss_ci),
+                }
+            })
+            .collect();
+        BudgetComparison {
+            student_params: s,
+            student_tokens: 2e6,
+            config: "kl".into(),
+            budgets,
+            pooled_by_teacher_loss: curve("teacher_loss", interior(1.73, loss_ci)),
+            verdict: crate::fit::BudgetVerdict::Loss,
+        }
+    }
+
+    fn teachers(d: f64) -> CapacityGap {
+        let points = [3e3, 1e4, 3e4, 1e5, 3e5, 1e6, 3e6, 1e7]
+            .iter()
+            .map(|&n: &f64| crate::fit::GapPoint {
+                teacher_params: n,
+                teacher_loss: 2.3 - 0.05 * n.ln() + 0.05 * (4e6f64 / d).ln(),
+                student_loss: 2.0,
+                seed: Some(1),
+                paired_baseline: None,
+            })
+            .collect();
+        CapacityGap {
+            student_params: 5e3,
+            student_tokens: 2e6,
+            teacher_tokens: Some(d),
+            config: "kl".into(),
+            baseline_loss: None,
+            baseline_seeds: 0,
+            teachers: 8,
+            seeds: 1,
+            noise_floor: None,
+            paired: false,
+            points,
+            by_teacher_params: curve("teacher_params", Optimum::TooFewPoints),
+            by_teacher_loss: curve("teacher_loss", Optimum::TooFewPoints),
+            from_law: None,
+        }
+    }
+
+    fn provenance() -> Provenance {
+        Provenance {
+            made_at: "2026-12-07T20:00:00Z".into(),
+            pdsweep: "test".into(),
+            sweep: "s.toml".into(),
+            sweep_sha256: String::new(),
+            database: "s.db".into(),
+            finished_runs: 3,
+            runs_sha256: String::new(),
+        }
+    }
+
+    /// Three students that all want a teacher of loss 1.73: the 80K student is predicted to
+    /// want it too, and at each budget the size that reaches it; its own fit inside those
+    /// intervals checks INSIDE, one far off checks OUTSIDE, and a measured size is refused.
+    #[test]
+    fn a_larger_student_is_predicted_and_checked() {
+        let measured: Vec<BudgetComparison> = [5.2e3, 9.8e3, 20.6e3]
+            .iter()
+            .map(|&s| comparison(s, [1.70, 1.76]))
+            .collect();
+        let gaps = [teachers(1e6), teachers(4e6)];
+        let p = predict_student(&measured, &gaps, 76_440.0, provenance(), 1).expect("predicted");
+        let loss = p.by_loss.as_ref().expect("a loss");
+        assert!(
+            (loss.at - 1.73).abs() < 1e-9 && loss.slope.abs() < 1e-9,
+            "{loss:?}"
+        );
+        assert!(loss.interval[0] < 1.73 && 1.73 < loss.interval[1]);
+        for b in &p.budgets {
+            let want = (((2.3 + 0.05 * (4e6f64 / b.teacher_tokens).ln()) - 1.73) / 0.05).exp();
+            let by_size = b.by_size.as_ref().expect("a size");
+            assert!(
+                (by_size.at / want - 1.0).abs() < 1e-6,
+                "{} vs {want}",
+                by_size.at
+            );
+            let of_loss = b.size_of_loss.as_ref().expect("inside the teachers");
+            assert!(
+                (of_loss.at / want - 1.0).abs() < 1e-6,
+                "{} vs {want}",
+                of_loss.at
+            );
+        }
+        let json = serde_json::to_string(&p).expect("serialises");
+        assert!(json.contains("\"kind\":\"student\""));
+        let mut after = measured.clone();
+        after.push(comparison(76_440.0, [1.71, 1.75]));
+        let checks = check_student(&p, &after);
+        assert_eq!(checks.len(), 1 + 2 * p.budgets.len());
+        assert!(checks.iter().all(|c| c.inside == Some(true)), "{checks:?}");
+        let mut off = comparison(76_440.0, [1.55, 1.60]);
+        off.pooled_by_teacher_loss = curve("teacher_loss", interior(1.57, [1.55, 1.60]));
+        let mut after = measured.clone();
+        after.push(off);
+        assert_eq!(check_student(&p, &after)[0].inside, Some(false));
+        assert!(matches!(
+            predict_student(&measured, &gaps, 9_800.0, provenance(), 1),
+            Err(StudentPredictionError::Measured { .. })
+        ));
+    }
 }

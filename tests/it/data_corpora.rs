@@ -164,9 +164,9 @@ fn jsonl_reads_the_text_field_and_names_a_bad_line() {
         path: Some("b.jsonl".into()),
         ..cfg
     };
-    let err = prepare(&cfg, dir.path(), &dir.path().join("cache"), 100)
-        .unwrap_err()
-        .to_string();
+    let err = pdsweep::error::chain(
+        &prepare(&cfg, dir.path(), &dir.path().join("cache"), 100).unwrap_err(),
+    );
     assert!(
         err.contains("b.jsonl") && err.contains("line 2") && err.contains("`body`"),
         "{err}"
@@ -316,9 +316,9 @@ fn parquet_written_with_polars_is_read_back() {
         text_column: Some("missing".into()),
         ..cfg
     };
-    let err = prepare(&cfg, dir.path(), &dir.path().join("cache2"), 100)
-        .unwrap_err()
-        .to_string();
+    let err = pdsweep::error::chain(
+        &prepare(&cfg, dir.path(), &dir.path().join("cache2"), 100).unwrap_err(),
+    );
     assert!(
         err.contains("c.parquet") && err.contains("`missing`"),
         "{err}"

@@ -121,7 +121,7 @@ fn a_checkpoint_loads_back_into_an_identical_model() {
     let n = bytes.len();
     bytes[n - 5] ^= 0x40;
     std::fs::write(&path, &bytes).unwrap();
-    let err = checkpoint::load(&path, "abc").err().unwrap().to_string();
+    let err = pdsweep::error::chain(&checkpoint::load(&path, "abc").err().unwrap());
     assert!(
         err.contains("checksum mismatch") && err.contains("run.ckpt"),
         "{err}"
