@@ -89,7 +89,10 @@ pub fn corpus_files(path: &Path, kind: CorpusKind) -> Result<Vec<PathBuf>, DataE
         let pattern = path.to_string_lossy();
         let matches = glob::glob(&pattern).map_err(|e| missing(path, e))?;
         for entry in matches {
-            let found = entry.map_err(|e| missing(&e.path().to_path_buf(), e))?;
+            let found = entry.map_err(|e| {
+                let path = e.path().to_path_buf();
+                missing(&path, e)
+            })?;
             if found.is_dir() {
                 collect(&found, extension, &mut files)?;
             } else if shard_compression(&found, extension).is_some() {

@@ -86,7 +86,7 @@ impl Tokenizer {
             .map(|t| Tokenizer::Bpe(Box::new(t)))
             .map_err(|e| DataError::CorruptCache {
                 path: path.to_path_buf(),
-                source: e.into(),
+                source: e,
             })
     }
 
@@ -106,7 +106,7 @@ impl Tokenizer {
             Tokenizer::Bpe(t) | Tokenizer::File(t) => {
                 t.save(path, false).map_err(|e| DataError::Write {
                     path: path.to_path_buf(),
-                    source: e.into(),
+                    source: e,
                 })
             }
         }

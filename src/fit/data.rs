@@ -313,14 +313,14 @@ fn cell(header: &Header, record: &csv::StringRecord, i: usize) -> Result<f64, Fi
         problem,
     };
     if text.is_empty() {
-        return Err(bad("is empty".into()));
+        return Err(bad("is empty"));
     }
-    let v: f64 = text.parse().map_err(|_| bad("is not a number".into()))?;
+    let v: f64 = text.parse().map_err(|_| bad("is not a number"))?;
     if !v.is_finite() {
-        return Err(bad("is not a finite number".into()));
+        return Err(bad("is not a finite number"));
     }
     if v <= 0.0 {
-        return Err(bad("must be positive".into()));
+        return Err(bad("must be positive"));
     }
     Ok(v)
 }

@@ -47,7 +47,7 @@ impl TokenizerFile {
         })?;
         let tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| HfError::Tokenizer {
             path: path.to_path_buf(),
-            source: e.into(),
+            source: e,
         })?;
         let vocab = tokenizer
             .get_vocab(true)
@@ -78,7 +78,7 @@ impl TokenizerFile {
         let load = |p: &Path| {
             Tokenizer::from_file(p).map_err(|e| HfError::Tokenizer {
                 path: p.to_path_buf(),
-                source: e.into(),
+                source: e,
             })
         };
         Ok(load(&self.path)?.get_vocab(true) == load(&other.path)?.get_vocab(true))

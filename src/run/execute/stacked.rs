@@ -133,7 +133,7 @@ pub(crate) fn execute_stack(
         let step = match (objective.take_error(), result) {
             (Some(error), _) => Step::Failed(error.into()),
             (None, MemberResult::Trained(result)) => {
-                with_stack_facts(trained(ctx, result, *teacher), stacked)
+                with_stack_facts(trained(ctx, *result, *teacher), stacked)
             }
             (None, MemberResult::Crashed(crash)) => Step::Failed(crash.into()),
         };
@@ -148,7 +148,7 @@ pub(crate) fn execute_stack(
 /// How one member's training came out: its own outcome, or the whole stack crashed.
 enum MemberResult {
     /// The member trained (or its training failed on its own).
-    Trained(Result<crate::train::TrainOutcome, crate::train::TrainError>),
+    Trained(Box<Result<crate::train::TrainOutcome, crate::train::TrainError>>),
     /// A panic stopped the stack; the message says why.
     Crashed(String),
 }
@@ -201,7 +201,10 @@ fn train_members(
         return Err(e.into());
     }
     Ok(match attempt {
-        Ok(results) => results.into_iter().map(MemberResult::Trained).collect(),
+        Ok(results) => results
+            .into_iter()
+            .map(|r| MemberResult::Trained(Box::new(r)))
+            .collect(),
         Err(panic) => {
             let reason = panic_reason(panic.as_ref());
             let error = format!(
