@@ -12,7 +12,8 @@ use rusqlite::types::Value as Sql;
 use serde_json::Value;
 
 use super::data::{
-    CapacityGapView, Estimate, GapVerdict, LawView, OptimalPoint, ReportData, TrendForm, TrendView,
+    CapacityGapView, Estimate, FitViews, GapVerdict, LawView, OptimalPoint, ReportData, TrendForm,
+    TrendView,
 };
 use super::error::ReportError;
 use crate::fit::{SCOPE_SUMMARY, current_call_floor};
@@ -305,8 +306,18 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
         .max()
         .unwrap_or("");
     f.source = Some(format!("`pdsweep fit` (newest fit {newest})"));
+    attach_laws(f, &fits);
+    attach_summary(f, &fits);
+    attach_capacity_gaps(f, &fits);
+    attach_fitted_optima(f);
+    attach_tstar(f, &fits);
+    Ok(())
+}
+
+/// The supervised law (the Busbridge form when both were fitted: it nests Chinchilla's) and the
+/// distillation law per configuration.
+fn attach_laws(f: &mut FitViews, fits: &[Stored]) {
     let supervised: Vec<&Stored> = fits.iter().filter(|s| s.scope == "supervised").collect();
-    // Prefer the Busbridge form when both were fitted (it nests Chinchilla's).
     let best = supervised
         .iter()
         .find(|s| s.law == "busbridge")
@@ -319,39 +330,44 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
         .filter(|s| s.scope == "distill")
         .filter_map(|s| Some((s.key.clone(), law_view(s)?)))
         .collect();
-    if let Some(summary) = fits.iter().find(|s| s.scope == "summary") {
-        f.released = serde_json::from_value(summary.result["released"].clone()).unwrap_or_default();
-        f.skipped = summary.result["skipped"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|k| {
-                        Some((
-                            k["what"].as_str()?.to_string(),
-                            k["reason"].as_str()?.lines().next()?.to_string(),
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-    }
+}
+
+/// From the fit's summary: the released teachers' checks and what could not be fitted (the
+/// first line of each reason).
+fn attach_summary(f: &mut FitViews, fits: &[Stored]) {
+    let Some(summary) = fits.iter().find(|s| s.scope == "summary") else {
+        return;
+    };
+    f.released = serde_json::from_value(summary.result["released"].clone()).unwrap_or_default();
+    f.skipped = summary.result["skipped"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| {
+                    Some((
+                        k["what"].as_str()?.to_string(),
+                        k["reason"].as_str()?.lines().next()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+}
+
+/// Each stored capacity-gap fit onto the curve of its student and budget; a fit no finished
+/// curve matches is stale, and the notes say to fit again.
+fn attach_capacity_gaps(f: &mut FitViews, fits: &[Stored]) {
     let mut stale = 0;
     for gap in fits.iter().filter(|s| s.scope == "capacity_gap") {
         let r = &gap.result;
         let (Some(s), Some(d)) = (num(&r["student_params"]), num(&r["student_tokens"])) else {
             continue;
         };
-        let mut matched = false;
-        for view in f
+        let matched = f
             .capacity_gap
             .iter_mut()
             .filter(|v| close(v.student_n, s) && close(v.budget, d) && v.fitted.is_none())
-        {
-            if fill_gap(view, r) {
-                matched = true;
-                break;
-            }
-        }
+            .any(|view| fill_gap(view, r));
         if !matched {
             stale += 1;
         }
@@ -361,7 +377,10 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
             "{stale} stored capacity-gap fit(s) are of other runs than the finished ones: run `pdsweep fit` again"
         ));
     }
-    // Fitted T* replaces the grid's best teacher where the curve has an interior optimum.
+}
+
+/// A fitted T* replaces the grid's best teacher where the curve has an interior optimum.
+fn attach_fitted_optima(f: &mut FitViews) {
     for view in &f.capacity_gap {
         if let Some(t) = view.t_star {
             let label = view.label();
@@ -380,33 +399,37 @@ pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
     f.optimal_teacher
         .points
         .sort_by(|a, b| a.student_n.total_cmp(&b.student_n));
+}
+
+/// The T*(S) fit over the most students (the notes say when several are stored).
+fn attach_tstar(f: &mut FitViews, fits: &[Stored]) {
     let tstars: Vec<&Stored> = fits.iter().filter(|s| s.scope == "tstar").collect();
-    let widest = tstars
+    let Some(t) = tstars
         .iter()
-        .max_by_key(|s| s.result["points"].as_array().map_or(0, |p| p.len()));
-    if let Some(t) = widest {
-        f.optimal_teacher.linear = trend(&t.result["linear"]);
-        f.optimal_teacher.power = trend(&t.result["power"]);
-        f.optimal_teacher.better = t.result["better"].as_str().map(str::to_string);
-        f.optimal_teacher.fitted_points = t.result["points"]
-            .as_array()
-            .map(|p| p.iter().filter_map(pair).collect())
-            .unwrap_or_default();
-        f.optimal_teacher.warnings = t.result["warnings"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|w| w.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if tstars.len() > 1 {
-            f.notes.push(format!(
-                "{} T*(S) fits are stored (one per budget and config); the figure shows `{}`",
-                tstars.len(),
-                t.key
-            ));
-        }
+        .max_by_key(|s| s.result["points"].as_array().map_or(0, |p| p.len()))
+    else {
+        return;
+    };
+    f.optimal_teacher.linear = trend(&t.result["linear"]);
+    f.optimal_teacher.power = trend(&t.result["power"]);
+    f.optimal_teacher.better = t.result["better"].as_str().map(str::to_string);
+    f.optimal_teacher.fitted_points = t.result["points"]
+        .as_array()
+        .map(|p| p.iter().filter_map(pair).collect())
+        .unwrap_or_default();
+    f.optimal_teacher.warnings = t.result["warnings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|w| w.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if tstars.len() > 1 {
+        f.notes.push(format!(
+            "{} T*(S) fits are stored (one per budget and config); the figure shows `{}`",
+            tstars.len(),
+            t.key
+        ));
     }
-    Ok(())
 }

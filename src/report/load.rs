@@ -219,127 +219,172 @@ fn distill_knobs(config: &Value) -> BTreeMap<&'static str, String> {
     knobs
 }
 
+/// The report's view of each run: its teacher described, its student labelled by the knobs
+/// where it departs from the others.
 fn run_views(rows: &[RunRow]) -> Vec<RunView> {
     let configs: Vec<Value> = rows
         .iter()
         .map(|r| serde_json::from_str(&r.config_json).unwrap_or(Value::Null))
         .collect();
-    // Only the knobs that differ between students go into their labels.
     let knobs: Vec<BTreeMap<&str, String>> = configs.iter().map(distill_knobs).collect();
-    let mut varying: BTreeSet<&str> = BTreeSet::new();
     let students: Vec<&BTreeMap<&str, String>> = rows
         .iter()
         .zip(&knobs)
         .filter(|(r, _)| r.kind == RunKind::Student)
         .map(|(_, k)| k)
         .collect();
-    if let Some(first) = students.first() {
-        for k in students.iter().skip(1) {
-            for key in k.keys().chain(first.keys()) {
-                if first.get(key) != k.get(key) {
-                    varying.insert(key);
-                }
-            }
-        }
-    }
-    // The most common value of each varying knob: a student's label names only the knobs where
-    // it departs from these (one-at-a-time designs read "τ=2.0", "loss mse", "reference").
-    // Only a value most students share (a reference setting) is left out; in a full grid every
-    // varying knob is named.
-    let modal: BTreeMap<&str, &str> = varying
-        .iter()
-        .filter_map(|&key| {
-            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-            for k in &students {
-                if let Some(v) = k.get(key) {
-                    *counts.entry(v.as_str()).or_default() += 1;
-                }
-            }
-            let (top, n) = counts.iter().max_by_key(|(_, n)| **n)?;
-            (2 * n > students.len()).then_some((key, *top))
-        })
-        .collect();
-    let by_id: BTreeMap<&RunId, (&RunRow, &Value)> = rows
-        .iter()
-        .zip(&configs)
-        .map(|(r, c)| (&r.id, (r, c)))
-        .collect();
-    let label_of = |c: &Value| c["model"]["label"].as_str().unwrap_or("?").to_string();
-    let nats_per_bpb = nats_per_bpb(rows);
+    let labels = KnobLabels::of(&students);
+    let teachers = Teachers {
+        by_id: rows
+            .iter()
+            .zip(&configs)
+            .map(|(r, c)| (&r.id, (r, c)))
+            .collect(),
+        nats_per_bpb: nats_per_bpb(rows),
+    };
     rows.iter()
         .zip(&configs)
         .zip(&knobs)
         .map(|((r, config), knobs)| {
-            let teacher = r.teacher_id.as_ref().map(|tid| match by_id.get(tid) {
-                Some((t, tc)) => TeacherRef {
-                    id: t.id.clone(),
-                    name: t.name.clone(),
-                    label: label_of(tc),
-                    n: t.params_non_embedding as f64,
-                    // a teacher of another tokenizer is compared by bits per byte, on the
-                    // students' scale, as `fit` does
-                    val_loss: if knobs.contains_key("cross") {
-                        t.val_bpb.zip(nats_per_bpb).map(|(b, k)| b * k)
-                    } else {
-                        t.val_loss
-                    },
-                },
-                None => TeacherRef {
-                    id: tid.clone(),
-                    name: r.teacher_name.clone().unwrap_or_else(|| tid.to_string()),
-                    label: "?".into(),
-                    n: f64::NAN,
-                    val_loss: None,
-                },
-            });
+            let teacher = r.teacher_id.as_ref().map(|tid| teachers.get(r, tid, knobs));
             let distill = if r.kind == RunKind::Student {
-                let differing: Vec<&str> = knobs
-                    .iter()
-                    .filter(|(k, v)| varying.contains(*k) && modal.get(*k) != Some(&v.as_str()))
-                    .map(|(_, v)| v.as_str())
-                    .collect();
-                match (differing.is_empty(), varying.is_empty()) {
-                    (_, true) => String::new(),
-                    // only the pairing varies: the students not "GOLD across" share a tokenizer
-                    (true, false) if varying.iter().all(|k| *k == "cross") => {
-                        "same tokenizer".to_string()
-                    }
-                    (true, false) => "reference setting".to_string(),
-                    (false, false) => differing.join(" "),
-                }
+                labels.label(knobs)
             } else {
                 String::new()
             };
-            let state = r.state;
-            RunView {
-                id: r.id.clone(),
-                kind: r.kind,
-                name: r.name.clone(),
-                state,
-                error: r.error.clone(),
-                label: label_of(config),
-                seed: config["data"]["seed"].as_u64().unwrap_or(0),
-                params_total: r.params_total.max(0) as u64,
-                n: r.params_non_embedding.max(0) as f64,
-                tokens: r.tokens.max(0) as f64,
-                flops: r.flops,
-                teacher,
-                distill,
-                val_loss: r.val_loss.filter(|_| state == RunState::Done),
-                val_bpb: r.val_bpb,
-                tokens_per_s: r.tokens_per_s,
-                wall_s: r.wall_s,
-                agreement: r.agreement,
-                kl_teacher_student: r.kl_teacher_student,
-                gain: r.gain,
-                corpus_train_tokens: None,
-                corpus_unigram_nats: None,
-                lr_peak: config["train"]["lr"]["peak"].as_f64(),
-                fidelity_kl: None,
-                fidelity_kept_mass: None,
-            }
+            run_view(r, config, teacher, distill)
         })
         .collect()
+}
+
+/// The model label a run's configuration records.
+fn label_of(config: &Value) -> String {
+    config["model"]["label"].as_str().unwrap_or("?").to_string()
+}
+
+/// How students are labelled by their distillation knobs: only the knobs that differ between
+/// students go into labels, and of those only where a student departs from the value most
+/// students share (one-at-a-time designs read "τ=2.0", "loss mse", "reference"); in a full grid
+/// every varying knob is named.
+struct KnobLabels<'a> {
+    /// The knobs whose value differs between students.
+    varying: BTreeSet<&'a str>,
+    /// The value a majority of students share, for the varying knobs that have one.
+    modal: BTreeMap<&'a str, &'a str>,
+}
+
+impl<'a> KnobLabels<'a> {
+    fn of(students: &[&'a BTreeMap<&'a str, String>]) -> KnobLabels<'a> {
+        let mut varying: BTreeSet<&str> = BTreeSet::new();
+        if let Some(first) = students.first() {
+            for k in students.iter().skip(1) {
+                for key in k.keys().chain(first.keys()) {
+                    if first.get(key) != k.get(key) {
+                        varying.insert(key);
+                    }
+                }
+            }
+        }
+        let modal = varying
+            .iter()
+            .filter_map(|&key| {
+                let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+                for k in students {
+                    if let Some(v) = k.get(key) {
+                        *counts.entry(v.as_str()).or_default() += 1;
+                    }
+                }
+                let (top, n) = counts.iter().max_by_key(|(_, n)| **n)?;
+                (2 * n > students.len()).then_some((key, *top))
+            })
+            .collect();
+        KnobLabels { varying, modal }
+    }
+
+    /// The label of a student with these knobs.
+    fn label(&self, knobs: &BTreeMap<&str, String>) -> String {
+        let differing: Vec<&str> = knobs
+            .iter()
+            .filter(|(k, v)| self.varying.contains(*k) && self.modal.get(*k) != Some(&v.as_str()))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        match (differing.is_empty(), self.varying.is_empty()) {
+            (_, true) => String::new(),
+            // only the pairing varies: the students not "GOLD across" share a tokenizer
+            (true, false) if self.varying.iter().all(|k| *k == "cross") => {
+                "same tokenizer".to_string()
+            }
+            (true, false) => "reference setting".to_string(),
+            (false, false) => differing.join(" "),
+        }
+    }
+}
+
+/// The sweep's runs by id, to describe a student's teacher.
+struct Teachers<'a> {
+    by_id: BTreeMap<&'a RunId, (&'a RunRow, &'a Value)>,
+    /// Nats per token of one bit per byte on the students' text, when known.
+    nats_per_bpb: Option<f64>,
+}
+
+impl Teachers<'_> {
+    /// The teacher `tid` of the student `r` (with distillation `knobs`).
+    fn get(&self, r: &RunRow, tid: &RunId, knobs: &BTreeMap<&str, String>) -> TeacherRef {
+        match self.by_id.get(tid) {
+            Some((t, tc)) => TeacherRef {
+                id: t.id.clone(),
+                name: t.name.clone(),
+                label: label_of(tc),
+                n: t.params_non_embedding as f64,
+                // a teacher of another tokenizer is compared by bits per byte, on the
+                // students' scale, as `fit` does
+                val_loss: if knobs.contains_key("cross") {
+                    t.val_bpb.zip(self.nats_per_bpb).map(|(b, k)| b * k)
+                } else {
+                    t.val_loss
+                },
+            },
+            None => TeacherRef {
+                id: tid.clone(),
+                name: r.teacher_name.clone().unwrap_or_else(|| tid.to_string()),
+                label: "?".into(),
+                n: f64::NAN,
+                val_loss: None,
+            },
+        }
+    }
+}
+
+/// One run as the report shows it.
+fn run_view(r: &RunRow, config: &Value, teacher: Option<TeacherRef>, distill: String) -> RunView {
+    let state = r.state;
+    RunView {
+        id: r.id.clone(),
+        kind: r.kind,
+        name: r.name.clone(),
+        state,
+        error: r.error.clone(),
+        label: label_of(config),
+        seed: config["data"]["seed"].as_u64().unwrap_or(0),
+        params_total: r.params_total.max(0) as u64,
+        n: r.params_non_embedding.max(0) as f64,
+        tokens: r.tokens.max(0) as f64,
+        flops: r.flops,
+        teacher,
+        distill,
+        val_loss: r.val_loss.filter(|_| state == RunState::Done),
+        val_bpb: r.val_bpb,
+        tokens_per_s: r.tokens_per_s,
+        wall_s: r.wall_s,
+        agreement: r.agreement,
+        kl_teacher_student: r.kl_teacher_student,
+        gain: r.gain,
+        corpus_train_tokens: None,
+        corpus_unigram_nats: None,
+        lr_peak: config["train"]["lr"]["peak"].as_f64(),
+        fidelity_kl: None,
+        fidelity_kept_mass: None,
+    }
 }
 
 fn curves(db: &SweepDb, plan_id: i64, runs: &[RunView]) -> Result<Vec<Curve>, ReportError> {

@@ -14,11 +14,8 @@ const MAX_LINES: usize = 120;
 /// shrink: split one into named stages and take it off; never add one.
 const ALLOWED: &[(&str, &str)] = &[
     ("report/figures/supervised_fits.rs", "draw"),
-    ("report/fits.rs", "attach"),
     ("report/html.rs", "fits"),
     ("report/html.rs", "recommendation"),
-    ("report/load.rs", "run_views"),
-    ("run/execute/logits.rs", "logits_pass"),
 ];
 
 /// The lines of `text` outside its `#[cfg(test)]` modules (each dropped from the attribute to
