@@ -138,25 +138,15 @@ impl Figure for SupervisedFits<'_> {
             (area.clone(), None)
         };
         let areas = style::grid(&panels_area, 2 * rows, 2);
-        let y_label = "Held-out loss (nats/token)";
         let n_axis = Axis::log(
             "Non-embedding parameters N",
             ns.iter().copied(),
             TickFormat::Si,
         );
         let d_axis = Axis::log("Training tokens D", ds.iter().copied(), TickFormat::Si);
-        let mut losses: Vec<f64> = self.points.iter().map(|p| p.loss).collect();
         let curve_n = logspace(n_axis.lo, n_axis.hi, 60);
         let curve_d = logspace(d_axis.lo, d_axis.hi, 60);
-        if let Some(law) = self.law {
-            for &d in &ds {
-                losses.extend(curve_n.iter().filter_map(|&n| law.predict(n, d)));
-            }
-            for &n in &ns {
-                losses.extend(curve_d.iter().filter_map(|&d| law.predict(n, d)));
-            }
-        }
-        let y_axis = Axis::linear(y_label, losses, TickFormat::Plain);
+        let y_axis = self.loss_axis(&ds, &ns, &curve_n, &curve_d);
         let panels = [
             LawPanel {
                 title: "Loss vs N, per budget D",
@@ -173,97 +163,149 @@ impl Figure for SupervisedFits<'_> {
                 samples: &curve_d,
             },
         ];
-        for (i, p) in panels.into_iter().enumerate() {
-            let LawPanel {
-                title,
-                vs_n,
-                groups,
-                x_axis,
-                samples,
-            } = p;
-            let mut entries: Vec<LegendEntry> = groups
-                .iter()
-                .enumerate()
-                .map(|(k, g)| {
-                    let label = if vs_n {
-                        format!("D = {}", si(*g))
-                    } else {
-                        format!("N = {}", si(*g))
-                    };
-                    LegendEntry {
-                        label,
-                        color: ordered_color(k, groups.len()),
-                        line: if self.law.is_some() {
-                            LineKind::Solid
-                        } else {
-                            LineKind::None
-                        },
-                        marker: Some((Marker::Circle, true)),
-                    }
-                })
-                .collect();
-            entries.push(LegendEntry::series("teacher", MUTED, Some(Marker::Circle)));
-            entries.push(LegendEntry::series("baseline", MUTED, Some(Marker::Square)));
-            if let Some(last) = entries.last_mut() {
-                last.line = LineKind::None;
-            }
-            if let Some(e) = entries.iter_mut().rev().nth(1) {
-                e.line = LineKind::None;
-            }
-            if self.law.is_some() {
-                entries.push(LegendEntry::line("extrapolated", MUTED, LineKind::Dashed));
-            }
-            let plot_area = with_legend(&areas[i], &entries, 1.3)?;
-            let mut plot = panel(&plot_area, title, (*x_axis).clone(), y_axis.clone())?;
-            let n_groups = groups.len();
-            for (k, g) in groups.iter().enumerate() {
-                let col = ordered_color(k, n_groups);
-                let in_group = |p: &&SupervisedPoint| (if vs_n { p.d } else { p.n }) == *g;
-                if let Some(law) = self.law {
-                    let mut curve: Vec<(f64, f64)> = samples
-                        .iter()
-                        .filter_map(|&s| {
-                            let (n, d) = if vs_n { (s, *g) } else { (*g, s) };
-                            Some((s, law.predict(n, d)?))
-                        })
-                        .collect();
-                    // The group's own extent, where the solid line starts and stops.
-                    let xs: Vec<f64> = self
-                        .points
-                        .iter()
-                        .filter(in_group)
-                        .map(|p| if vs_n { p.n } else { p.d })
-                        .collect();
-                    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    for x in [lo, hi] {
-                        let (n, d) = if vs_n { (x, *g) } else { (*g, x) };
-                        if let Some(l) = law.predict(n, d) {
-                            curve.push((x, l));
-                        }
-                    }
-                    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    plot.fit_line(&curve, (lo, hi), col, 1.2)?;
-                }
-                for kind in [RunKind::Teacher, RunKind::Baseline] {
-                    let pts: Vec<(f64, f64)> = self
-                        .points
-                        .iter()
-                        .filter(|p| p.kind == kind)
-                        .filter(in_group)
-                        .map(|p| (if vs_n { p.n } else { p.d }, p.loss))
-                        .collect();
-                    plot.replicates(&replicates(&pts), col, marker_of(kind), true)?;
-                }
-            }
+        for (p, area) in panels.iter().zip(&areas) {
+            self.draw_law_panel(area, p, &y_axis)?;
         }
         let Some(law) = self.law else {
             return Ok(());
         };
-        let residual = |p: &SupervisedPoint| {
-            law.predict(p.n, p.d)
+        for (p, area) in panels.iter().zip(areas.iter().skip(2)) {
+            self.draw_residual_panel(area, law, p)?;
+        }
+        if let Some(note_area) = note_area {
+            let params: Vec<String> = law
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k} = {}", sig(*v)))
+                .collect();
+            let caveat = if law.thin { " (UNDER-DETERMINED)" } else { "" };
+            style::note(
+                &note_area,
+                &format!("{}; {}{caveat}", self.law_name(), params.join(", ")),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl SupervisedFits<'_> {
+    /// The loss axis, spanning the runs and the law's curves over both panels.
+    fn loss_axis(&self, ds: &[f64], ns: &[f64], curve_n: &[f64], curve_d: &[f64]) -> Axis {
+        let mut losses: Vec<f64> = self.points.iter().map(|p| p.loss).collect();
+        if let Some(law) = self.law {
+            for &d in ds {
+                losses.extend(curve_n.iter().filter_map(|&n| law.predict(n, d)));
+            }
+            for &n in ns {
+                losses.extend(curve_d.iter().filter_map(|&d| law.predict(n, d)));
+            }
+        }
+        Axis::linear("Held-out loss (nats/token)", losses, TickFormat::Plain)
+    }
+
+    /// The legend of a top panel: one colour per group, the two markers, the dashed
+    /// extrapolation when a law is drawn.
+    fn legend(&self, p: &LawPanel) -> Vec<LegendEntry> {
+        let line = if self.law.is_some() {
+            LineKind::Solid
+        } else {
+            LineKind::None
+        };
+        let mut entries: Vec<LegendEntry> = p
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(k, g)| LegendEntry {
+                label: format!("{} = {}", if p.vs_n { "D" } else { "N" }, si(*g)),
+                color: ordered_color(k, p.groups.len()),
+                line,
+                marker: Some((Marker::Circle, true)),
+            })
+            .collect();
+        for (label, marker) in [("teacher", Marker::Circle), ("baseline", Marker::Square)] {
+            let mut entry = LegendEntry::series(label, MUTED, Some(marker));
+            entry.line = LineKind::None;
+            entries.push(entry);
+        }
+        if self.law.is_some() {
+            entries.push(LegendEntry::line("extrapolated", MUTED, LineKind::Dashed));
+        }
+        entries
+    }
+
+    /// The position of a run along a panel's horizontal axis, and the group it belongs to.
+    fn x_and_group(p: &LawPanel, point: &SupervisedPoint) -> (f64, f64) {
+        if p.vs_n {
+            (point.n, point.d)
+        } else {
+            (point.d, point.n)
+        }
+    }
+
+    /// A top panel: each group's runs (mean and range of seeds) and the law through them.
+    fn draw_law_panel(
+        &self,
+        area: &Area<'_>,
+        p: &LawPanel,
+        y_axis: &Axis,
+    ) -> Result<(), ReportError> {
+        let plot_area = with_legend(area, &self.legend(p), 1.3)?;
+        let mut plot = panel(&plot_area, p.title, p.x_axis.clone(), y_axis.clone())?;
+        for (k, g) in p.groups.iter().enumerate() {
+            let col = ordered_color(k, p.groups.len());
+            if let Some(law) = self.law {
+                let (curve, extent) = self.law_curve(law, p, *g);
+                plot.fit_line(&curve, extent, col, 1.2)?;
+            }
+            for kind in [RunKind::Teacher, RunKind::Baseline] {
+                let pts: Vec<(f64, f64)> = self
+                    .points
+                    .iter()
+                    .filter(|pt| pt.kind == kind && Self::x_and_group(p, pt).1 == *g)
+                    .map(|pt| (Self::x_and_group(p, pt).0, pt.loss))
+                    .collect();
+                plot.replicates(&replicates(&pts), col, marker_of(kind), true)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The law's curve for group `g` of a panel, sampled along its axis and through the group's
+    /// own extent (where the solid line starts and stops), with that extent.
+    fn law_curve(&self, law: &LawView, p: &LawPanel, g: f64) -> (Vec<(f64, f64)>, (f64, f64)) {
+        let at = |x: f64| {
+            let (n, d) = if p.vs_n { (x, g) } else { (g, x) };
+            law.predict(n, d)
+        };
+        let xs: Vec<f64> = self
+            .points
+            .iter()
+            .filter(|pt| Self::x_and_group(p, pt).1 == g)
+            .map(|pt| Self::x_and_group(p, pt).0)
+            .collect();
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mut curve: Vec<(f64, f64)> = p
+            .samples
+            .iter()
+            .chain([&lo, &hi])
+            .filter_map(|&x| Some((x, at(x)?)))
+            .collect();
+        curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+        (curve, (lo, hi))
+    }
+
+    /// A bottom panel: each run's residual against the law, 100·(log L − log L̂) in percent.
+    fn draw_residual_panel(
+        &self,
+        area: &Area<'_>,
+        law: &LawView,
+        p: &LawPanel,
+    ) -> Result<(), ReportError> {
+        let residual = |pt: &SupervisedPoint| {
+            law.predict(pt.n, pt.d)
                 .filter(|l| *l > 0.0)
-                .map(|l| 100.0 * (p.loss.ln() - l.ln()))
+                .map(|l| 100.0 * (pt.loss.ln() - l.ln()))
         };
         let r_axis = Axis::linear(
             "Residual (%)",
@@ -274,55 +316,40 @@ impl Figure for SupervisedFits<'_> {
                 .collect::<Vec<_>>(),
             TickFormat::Plain,
         );
-        for (i, vs_n) in [(2, true), (3, false)] {
-            let (groups, x_axis) = if vs_n { (&ds, &n_axis) } else { (&ns, &d_axis) };
-            let entries: Vec<LegendEntry> = groups
-                .iter()
-                .enumerate()
-                .map(|(k, g)| LegendEntry {
-                    label: format!("{} = {}", if vs_n { "D" } else { "N" }, si(*g)),
-                    color: ordered_color(k, groups.len()),
-                    line: LineKind::None,
-                    marker: Some((Marker::Circle, true)),
-                })
-                .collect();
-            let plot_area = with_legend(&areas[i], &entries, 1.3)?;
-            let title = if vs_n {
-                "Residuals vs N"
-            } else {
-                "Residuals vs D"
-            };
-            let mut plot = panel(&plot_area, title, (*x_axis).clone(), r_axis.clone())?;
-            plot.hline(0.0, MUTED, LineKind::Dashed)?;
-            let n_groups = groups.len();
-            for (k, g) in groups.iter().enumerate() {
-                for kind in [RunKind::Teacher, RunKind::Baseline] {
-                    let pts: Vec<(f64, f64)> = self
-                        .points
-                        .iter()
-                        .filter(|p| p.kind == kind && (if vs_n { p.d } else { p.n }) == *g)
-                        .filter_map(|p| Some((if vs_n { p.n } else { p.d }, residual(p)?)))
-                        .collect();
-                    plot.replicates(
-                        &replicates(&pts),
-                        ordered_color(k, n_groups),
-                        marker_of(kind),
-                        true,
-                    )?;
-                }
-            }
-        }
-        let params: Vec<String> = law
-            .params
+        let entries: Vec<LegendEntry> = p
+            .groups
             .iter()
-            .map(|(k, v)| format!("{k} = {}", sig(*v)))
+            .enumerate()
+            .map(|(k, g)| LegendEntry {
+                label: format!("{} = {}", if p.vs_n { "D" } else { "N" }, si(*g)),
+                color: ordered_color(k, p.groups.len()),
+                line: LineKind::None,
+                marker: Some((Marker::Circle, true)),
+            })
             .collect();
-        if let Some(note_area) = note_area {
-            let caveat = if law.thin { " (UNDER-DETERMINED)" } else { "" };
-            style::note(
-                &note_area,
-                &format!("{}; {}{caveat}", self.law_name(), params.join(", ")),
-            )?;
+        let plot_area = with_legend(area, &entries, 1.3)?;
+        let title = if p.vs_n {
+            "Residuals vs N"
+        } else {
+            "Residuals vs D"
+        };
+        let mut plot = panel(&plot_area, title, p.x_axis.clone(), r_axis)?;
+        plot.hline(0.0, MUTED, LineKind::Dashed)?;
+        for (k, g) in p.groups.iter().enumerate() {
+            for kind in [RunKind::Teacher, RunKind::Baseline] {
+                let pts: Vec<(f64, f64)> = self
+                    .points
+                    .iter()
+                    .filter(|pt| pt.kind == kind && Self::x_and_group(p, pt).1 == *g)
+                    .filter_map(|pt| Some((Self::x_and_group(p, pt).0, residual(pt)?)))
+                    .collect();
+                plot.replicates(
+                    &replicates(&pts),
+                    ordered_color(k, p.groups.len()),
+                    marker_of(kind),
+                    true,
+                )?;
+            }
         }
         Ok(())
     }
