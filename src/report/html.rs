@@ -187,115 +187,126 @@ fn strip_xml_decl(svg: &str) -> &str {
     }
 }
 
+/// The page's answer: the recommendation when one was computed, else what the fitted curves
+/// (or, before any fit, the grid) say about each student's optimal teacher; then the caveats.
 fn recommendation(h: &mut String, data: &ReportData) {
     h.push_str("<h2 id=\"answer\">Recommendation</h2>\n");
     if let Some(r) = &data.fits.recommendation {
+        recommended(h, r);
+    } else {
+        h.push_str(&fit_status(data));
+        let judged: Vec<_> = data
+            .fits
+            .capacity_gap
+            .iter()
+            .filter(|g| g.t_star.is_some() || g.verdict.is_some())
+            .collect();
+        if !judged.is_empty() {
+            fitted_optima(h, &judged);
+        } else {
+            grid_optima(h, &data.fits.optimal_teacher.points);
+        }
+    }
+    caveats(h, data);
+}
+
+/// The recommendation for the sweep's student: the teacher, its interval, and what it predicts.
+fn recommended(h: &mut String, r: &super::data::RecommendationView) {
+    let _ = write!(
+        h,
+        "<div class=\"answer\"><p>For a student of <strong>{}</strong> non-embedding parameters{}, \
+         the optimal teacher has <strong>{}</strong> non-embedding parameters \
+         (interval {} – {}){}.</p><ul>",
+        si(r.student_n),
+        r.tokens
+            .map_or(String::new(), |t| format!(" trained on {} tokens", si(t))),
+        si(r.teacher_n.value),
+        si(r.teacher_n.lo),
+        si(r.teacher_n.hi),
+        if r.extrapolation {
+            ", <strong>an extrapolation</strong> beyond the student sizes of the sweep"
+        } else {
+            ""
+        },
+    );
+    if let Some(l) = r.predicted_loss {
+        let _ = write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>");
+    }
+    if let Some(g) = r.predicted_gain {
         let _ = write!(
             h,
-            "<div class=\"answer\"><p>For a student of <strong>{}</strong> non-embedding parameters{}, \
-             the optimal teacher has <strong>{}</strong> non-embedding parameters \
-             (interval {} – {}){}.</p><ul>",
-            si(r.student_n),
-            r.tokens
-                .map_or(String::new(), |t| format!(" trained on {} tokens", si(t))),
-            si(r.teacher_n.value),
-            si(r.teacher_n.lo),
-            si(r.teacher_n.hi),
-            if r.extrapolation {
-                ", <strong>an extrapolation</strong> beyond the student sizes of the sweep"
-            } else {
-                ""
-            },
+            "<li>Predicted gain over no teacher: {g:.4} nats/token</li>"
         );
-        if let Some(l) = r.predicted_loss {
-            let _ = write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>");
-        }
-        if let Some(g) = r.predicted_gain {
-            let _ = write!(
-                h,
-                "<li>Predicted gain over no teacher: {g:.4} nats/token</li>"
-            );
-        }
-        if let Some(c) = r.teacher_cost_flops {
-            let _ = write!(
-                h,
-                "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>"
-            );
-        }
-        if !r.note.is_empty() {
-            let _ = write!(h, "<li>{}</li>", rich(&r.note));
-        }
-        h.push_str("</ul></div>\n");
-        caveats(h, data);
-        return;
     }
-    if data.fits.any_fit() && data.fits.distill.is_empty() {
-        h.push_str(
-            "<div class=\"answer\"><p>The fits are below, but without a distillation law \
-             (see <a href=\"#fits\">Fitted parameters</a> for why) <code>pdsweep recommend</code> \
-             cannot answer for other student sizes.</p>",
+    if let Some(c) = r.teacher_cost_flops {
+        let _ = write!(
+            h,
+            "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>"
         );
+    }
+    if !r.note.is_empty() {
+        let _ = write!(h, "<li>{}</li>", rich(&r.note));
+    }
+    h.push_str("</ul></div>\n");
+}
+
+/// Without a recommendation: the opening of the answer box, saying how far the fits got.
+fn fit_status(data: &ReportData) -> String {
+    let text = if data.fits.any_fit() && data.fits.distill.is_empty() {
+        "The fits are below, but without a distillation law \
+         (see <a href=\"#fits\">Fitted parameters</a> for why) <code>pdsweep recommend</code> \
+         cannot answer for other student sizes."
     } else if data.fits.any_fit() {
-        h.push_str(
-            "<div class=\"answer\"><p>The fits are below; <code>pdsweep recommend</code> answers \
-             for a student size, inside the sweep or beyond it.</p>",
-        );
+        "The fits are below; <code>pdsweep recommend</code> answers \
+         for a student size, inside the sweep or beyond it."
     } else if data.fits.source.is_some() {
-        h.push_str(
-            "<div class=\"answer\"><p><code>pdsweep fit</code> could not fit this sweep (see \
-             <a href=\"#fits\">Fitted parameters</a> for why); below is what the grid shows.</p>",
-        );
+        "<code>pdsweep fit</code> could not fit this sweep (see \
+         <a href=\"#fits\">Fitted parameters</a> for why); below is what the grid shows."
     } else {
-        h.push_str(
-            "<div class=\"answer\"><p>No fits yet: run <code>pdsweep fit</code> to locate the \
-             optimal teacher on a fitted curve, with an interval.</p>",
-        );
+        "No fits yet: run <code>pdsweep fit</code> to locate the \
+         optimal teacher on a fitted curve, with an interval."
+    };
+    format!("<div class=\"answer\"><p>{text}</p>")
+}
+
+/// The optimal teacher per student from the fitted capacity-gap curves: an interior optimum
+/// with its interval, an edge of the grid, or no supported optimum.
+fn fitted_optima(h: &mut String, judged: &[&super::data::CapacityGapView]) {
+    h.push_str("<p>Optimal teacher per student, from the fitted capacity-gap curves:</p><ul>\n");
+    for g in judged {
+        let support = gap_support(g);
+        let text = match (&g.t_star, &g.verdict) {
+            (Some(t), _) => format!(
+                "teacher of <strong>{}</strong> non-embedding parameters (interval {} – {}; {support})",
+                si(t.value),
+                si(t.lo),
+                si(t.hi)
+            ),
+            (None, Some(GapVerdict::Edge { at, edge, advice })) => format!(
+                "<strong>{}</strong> (the best measured teacher, {}, is the {edge} of the grid, so the optimum is there or beyond it; {support})",
+                esc(advice),
+                si(*at)
+            ),
+            (None, Some(GapVerdict::Unsupported { at, reason })) => format!(
+                "no supported optimum: {} (the best measured teacher is {}; {support})",
+                esc(reason),
+                si(*at)
+            ),
+            (None, None) => continue,
+        };
+        let text = match crate::fit::near_best_phrase(g.near_best, si) {
+            Some(tied) => format!("{text}; {tied}"),
+            None => text,
+        };
+        let _ = writeln!(h, "<li>{}: {text}</li>", esc(&g.label()));
     }
-    let gaps = &data.fits.capacity_gap;
-    let judged: Vec<_> = gaps
-        .iter()
-        .filter(|g| g.t_star.is_some() || g.verdict.is_some())
-        .collect();
-    if !judged.is_empty() {
-        h.push_str(
-            "<p>Optimal teacher per student, from the fitted capacity-gap curves:</p><ul>\n",
-        );
-        for g in judged {
-            let label = g.label();
-            let support = gap_support(g);
-            let text = match (&g.t_star, &g.verdict) {
-                (Some(t), _) => format!(
-                    "teacher of <strong>{}</strong> non-embedding parameters (interval {} – {}; {support})",
-                    si(t.value),
-                    si(t.lo),
-                    si(t.hi)
-                ),
-                (None, Some(GapVerdict::Edge { at, edge, advice })) => format!(
-                    "<strong>{}</strong> (the best measured teacher, {}, is the {edge} of the grid, so the optimum is there or beyond it; {support})",
-                    esc(advice),
-                    si(*at)
-                ),
-                (None, Some(GapVerdict::Unsupported { at, reason })) => format!(
-                    "no supported optimum: {} (the best measured teacher is {}; {support})",
-                    esc(reason),
-                    si(*at)
-                ),
-                (None, None) => continue,
-            };
-            let text = match crate::fit::near_best_phrase(g.near_best, si) {
-                Some(tied) => format!("{text}; {tied}"),
-                None => text,
-            };
-            let _ = writeln!(h, "<li>{}: {text}</li>", esc(&label));
-        }
-        h.push_str("</ul></div>\n");
-        caveats(h, data);
-        return;
-    }
-    let grid = &data.fits.optimal_teacher.points;
+    h.push_str("</ul></div>\n");
+}
+
+/// Before any fit: the best teacher on the grid per student, and whether it is an edge.
+fn grid_optima(h: &mut String, grid: &[super::data::OptimalPoint]) {
     if grid.is_empty() {
         h.push_str("<p>No student has been distilled from two or more teachers yet.</p></div>\n");
-        caveats(h, data);
         return;
     }
     h.push_str("<p>Best teacher on the grid so far (lowest mean student loss):</p><ul>\n");
@@ -315,7 +326,6 @@ fn recommendation(h: &mut String, data: &ReportData) {
         );
     }
     h.push_str("</ul></div>\n");
-    caveats(h, data);
 }
 
 /// `4 teachers × 2 seeds` — what a capacity-gap answer rests on.
@@ -482,6 +492,8 @@ fn trend_row(h: &mut String, name: &str, t: &TrendView) {
     );
 }
 
+/// The fitted parameters section: notes, the supervised and distillation laws, released
+/// teachers, the optimal teacher per student, T*(S), and what was not fitted.
 fn fits(h: &mut String, data: &ReportData) {
     h.push_str("<h2 id=\"fits\">Fitted parameters</h2>\n");
     let f = &data.fits;
@@ -494,6 +506,21 @@ fn fits(h: &mut String, data: &ReportData) {
     if let Some(src) = &f.source {
         let _ = writeln!(h, "<p>From {}.</p>", rich(src));
     }
+    laws(h, f);
+    released(h, data);
+    optimum_table(h, data);
+    tstar_fits(h, &f.optimal_teacher);
+    if !f.skipped.is_empty() {
+        h.push_str("<h3>Not fitted</h3><ul>\n");
+        for (what, why) in &f.skipped {
+            let _ = writeln!(h, "<li>{}: {}</li>", esc(what), rich(why));
+        }
+        h.push_str("</ul>\n");
+    }
+}
+
+/// The supervised law (with its leave-largest-out error) and each distillation law.
+fn laws(h: &mut String, f: &super::data::FitViews) {
     if let Some(law) = &f.supervised.law {
         let _ = writeln!(
             h,
@@ -519,97 +546,99 @@ fn fits(h: &mut String, data: &ReportData) {
         );
         law_table(h, law);
     }
-    released(h, data);
-    let judged: Vec<_> = f
+}
+
+/// The table of the optimal teacher per student (and budget, and config when they differ).
+fn optimum_table(h: &mut String, data: &ReportData) {
+    let judged: Vec<_> = data
+        .fits
         .capacity_gap
         .iter()
         .filter(|g| g.t_star.is_some() || g.verdict.is_some())
         .collect();
-    if !judged.is_empty() {
-        // The config column only when configs differ; otherwise the settings are named once.
-        let configs = judged.iter().any(|g| !g.config.is_empty());
-        h.push_str("<h3>Optimal teacher per student</h3>\n");
-        if !configs && let Some(settings) = &data.distill_settings {
-            let _ = writeln!(h, "<p>Every student: {}.</p>", esc(settings));
+    if judged.is_empty() {
+        return;
+    }
+    // The config column only when configs differ; otherwise the settings are named once.
+    let configs = judged.iter().any(|g| !g.config.is_empty());
+    h.push_str("<h3>Optimal teacher per student</h3>\n");
+    if !configs && let Some(settings) = &data.distill_settings {
+        let _ = writeln!(h, "<p>Every student: {}.</p>", esc(settings));
+    }
+    let _ = writeln!(
+        h,
+        "<table><tr><th class=\"l\">student</th><th>tokens</th>{}<th>teachers × seeds</th>\
+         <th>T*</th><th>interval</th><th class=\"l\">verdict</th></tr>",
+        if configs {
+            "<th class=\"l\">config</th>"
+        } else {
+            ""
         }
+    );
+    for g in judged {
+        let (t, interval, verdict) = match (&g.t_star, &g.verdict) {
+            (Some(t), _) => (
+                si(t.value),
+                format!("[{}, {}]", si(t.lo), si(t.hi)),
+                "interior optimum".to_string(),
+            ),
+            (None, Some(GapVerdict::Edge { at, advice, .. })) => (
+                format!("best measured {}", si(*at)),
+                "–".into(),
+                esc(advice),
+            ),
+            (None, Some(GapVerdict::Unsupported { at, reason })) => (
+                format!("best measured {}", si(*at)),
+                "–".into(),
+                format!("no supported optimum: {}", esc(reason)),
+            ),
+            (None, None) => continue,
+        };
         let _ = writeln!(
             h,
-            "<table><tr><th class=\"l\">student</th><th>tokens</th>{}<th>teachers × seeds</th>\
-             <th>T*</th><th>interval</th><th class=\"l\">verdict</th></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td>{}<td>{} × {}</td><td>{t}</td><td>{interval}</td><td class=\"l\">{verdict}</td></tr>",
+            esc(&g.student),
+            si(g.budget),
             if configs {
-                "<th class=\"l\">config</th>"
+                format!("<td class=\"l\">{}</td>", esc(&g.config))
             } else {
-                ""
-            }
+                String::new()
+            },
+            g.teachers(),
+            g.seeds(),
         );
-        for g in judged {
-            let (t, interval, verdict) = match (&g.t_star, &g.verdict) {
-                (Some(t), _) => (
-                    si(t.value),
-                    format!("[{}, {}]", si(t.lo), si(t.hi)),
-                    "interior optimum".to_string(),
-                ),
-                (None, Some(GapVerdict::Edge { at, advice, .. })) => (
-                    format!("best measured {}", si(*at)),
-                    "–".into(),
-                    esc(advice),
-                ),
-                (None, Some(GapVerdict::Unsupported { at, reason })) => (
-                    format!("best measured {}", si(*at)),
-                    "–".into(),
-                    format!("no supported optimum: {}", esc(reason)),
-                ),
-                (None, None) => continue,
-            };
-            let _ = writeln!(
-                h,
-                "<tr><td class=\"l\">{}</td><td>{}</td>{}<td>{} × {}</td><td>{t}</td><td>{interval}</td><td class=\"l\">{verdict}</td></tr>",
-                esc(&g.student),
-                si(g.budget),
-                if configs {
-                    format!("<td class=\"l\">{}</td>", esc(&g.config))
-                } else {
-                    String::new()
-                },
-                g.teachers(),
-                g.seeds(),
-            );
-        }
-        h.push_str("</table>\n");
     }
-    let ot = &f.optimal_teacher;
-    if ot.linear.is_some() || ot.power.is_some() {
-        h.push_str(
-            "<h3>T*(S)</h3><table><tr><th class=\"l\">form</th><th class=\"l\">fit</th>\
-             <th class=\"l\">intervals</th><th>R²</th></tr>\n",
+    h.push_str("</table>\n");
+}
+
+/// The T*(S) fits (linear and power law), which fits better, and their warnings.
+fn tstar_fits(h: &mut String, ot: &super::data::OptimalTeacherView) {
+    if ot.linear.is_none() && ot.power.is_none() {
+        return;
+    }
+    h.push_str(
+        "<h3>T*(S)</h3><table><tr><th class=\"l\">form</th><th class=\"l\">fit</th>\
+         <th class=\"l\">intervals</th><th>R²</th></tr>\n",
+    );
+    if let Some(t) = &ot.linear {
+        trend_row(h, "linear", t);
+    }
+    if let Some(t) = &ot.power {
+        trend_row(h, "power law", t);
+    }
+    h.push_str("</table>\n");
+    if let Some(b) = &ot.better {
+        let _ = writeln!(
+            h,
+            "<p>Better fit: {} (lower rms log residual), over {} student sizes.</p>",
+            esc(b),
+            ot.fitted_points.len()
         );
-        if let Some(t) = &ot.linear {
-            trend_row(h, "linear", t);
-        }
-        if let Some(t) = &ot.power {
-            trend_row(h, "power law", t);
-        }
-        h.push_str("</table>\n");
-        if let Some(b) = &ot.better {
-            let _ = writeln!(
-                h,
-                "<p>Better fit: {} (lower rms log residual), over {} student sizes.</p>",
-                esc(b),
-                ot.fitted_points.len()
-            );
-        }
-        if !ot.warnings.is_empty() {
-            h.push_str("<ul class=\"warn\">\n");
-            for w in &ot.warnings {
-                let _ = writeln!(h, "<li>{}</li>", rich(w));
-            }
-            h.push_str("</ul>\n");
-        }
     }
-    if !f.skipped.is_empty() {
-        h.push_str("<h3>Not fitted</h3><ul>\n");
-        for (what, why) in &f.skipped {
-            let _ = writeln!(h, "<li>{}: {}</li>", esc(what), rich(why));
+    if !ot.warnings.is_empty() {
+        h.push_str("<ul class=\"warn\">\n");
+        for w in &ot.warnings {
+            let _ = writeln!(h, "<li>{}</li>", rich(w));
         }
         h.push_str("</ul>\n");
     }

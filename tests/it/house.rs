@@ -1,7 +1,7 @@
 //! The house rule on length: no function in `src/` (outside `#[cfg(test)]` modules) is longer
 //! than [`MAX_LINES`] lines, counted from its `fn` line to its closing brace at the same
-//! indentation, except the few on [`ALLOWED`], which may only shrink. A long function is split
-//! into small named stages, each a function taking what it needs and returning a value.
+//! indentation. A long function is split into small named stages, each a function taking what
+//! it needs and returning a value.
 
 use std::collections::BTreeSet;
 
@@ -9,13 +9,6 @@ use super::layers::{rust_files, src};
 
 /// The most lines a function may span.
 const MAX_LINES: usize = 120;
-
-/// The functions still over [`MAX_LINES`], by file under `src/` and name. This list may only
-/// shrink: split one into named stages and take it off; never add one.
-const ALLOWED: &[(&str, &str)] = &[
-    ("report/html.rs", "fits"),
-    ("report/html.rs", "recommendation"),
-];
 
 /// The lines of `text` outside its `#[cfg(test)]` modules (each dropped from the attribute to
 /// the closing brace at the module's indentation).
@@ -91,7 +84,7 @@ fn function_lengths(lines: &[&str]) -> Vec<(String, usize)> {
 }
 
 #[test]
-fn no_function_in_src_is_longer_than_120_lines_beyond_the_shrinking_allow_list() {
+fn no_function_in_src_is_longer_than_120_lines() {
     let root = src();
     let mut files = Vec::new();
     rust_files(&root, &mut files);
@@ -110,32 +103,14 @@ fn no_function_in_src_is_longer_than_120_lines_beyond_the_shrinking_allow_list()
             }
         }
     }
-    let found: BTreeSet<(String, String)> = long
-        .iter()
-        .map(|(f, n, _)| (f.clone(), n.clone()))
-        .collect();
-    let allowed: BTreeSet<(String, String)> = ALLOWED
-        .iter()
-        .map(|(f, n)| (f.to_string(), n.to_string()))
-        .collect();
     let new: Vec<String> = long
         .iter()
-        .filter(|(f, n, _)| !allowed.contains(&(f.clone(), n.clone())))
         .map(|(f, n, l)| format!("src/{f} `{n}` ({l} lines)"))
         .collect();
     assert!(
         new.is_empty(),
         "functions over {MAX_LINES} lines: {}\nsplit each into small named stages (a function per stage, taking what it needs and returning a value)",
         new.join(", ")
-    );
-    let fixed: Vec<String> = allowed
-        .difference(&found)
-        .map(|(f, n)| format!("src/{f} `{n}`"))
-        .collect();
-    assert!(
-        fixed.is_empty(),
-        "now within {MAX_LINES} lines: {}; take them off ALLOWED in tests/it/house.rs so the list only shrinks",
-        fixed.join(", ")
     );
 }
 
