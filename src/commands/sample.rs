@@ -89,7 +89,13 @@ pub fn sample(cmd: SampleCommand) -> anyhow::Result<()> {
     let text = TextOf::new(&config, layout.sweep_dir(), &layout.cache())
         .with_context(|| format!("run `{}`", row.name))?;
     let prompts = match &cmd.prompt {
-        PromptSource::Text(t) => vec![text.encode(t).map_err(UsageError)?],
+        PromptSource::Text(_) if !text.is_text() => {
+            return Err(UsageError(
+                "the synthetic corpus has no text: use --held-out instead of --prompt".into(),
+            )
+            .into());
+        }
+        PromptSource::Text(t) => vec![text.encode(t).map_err(anyhow::Error::from_boxed)?],
         PromptSource::HeldOut { count, tokens } => {
             let prepared =
                 run_data(&config, &layout).with_context(|| format!("run `{}`", row.name))?;

@@ -89,14 +89,14 @@ impl TextOf {
     }
 
     /// `text` as tokens of the run (`Err` for the synthetic corpus, which has no text).
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, crate::error::Cause> {
         let Some(t) = &self.tokenizer else {
             return Err(
                 "the synthetic corpus has no text: use --held-out instead of --prompt".into(),
             );
         };
         let mut out = Vec::new();
-        t.encode_plain(text, &mut out).map_err(|e| e.to_string())?;
+        t.encode_plain(text, &mut out)?;
         Ok(out)
     }
 }

@@ -83,9 +83,7 @@ fn seeds(first: u64, count: u64) -> String {
 /// `[[students.models]]` entry with its own `seed` list; a seed for one entry joins its `seed`
 /// list, which starts as a copy of the seeds it inherits.
 pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
-    let mut doc: DocumentMut = text
-        .parse()
-        .map_err(|e: toml_edit::TomlError| SuggestError::Edit(e.to_string()))?;
+    let mut doc: DocumentMut = text.parse().map_err(SuggestError::Parse)?;
     match edit {
         Edit::AddTeacher { target } => add_teacher(&mut doc, target)?,
         Edit::AddSeed { seed, count } => {

@@ -786,7 +786,7 @@ fn price_exact(
     groups: &[Group],
     calibration: &Calibration,
 ) -> Result<Priced, String> {
-    let edited = apply(text, edit).map_err(|e| e.to_string())?;
+    let edited = apply(text, edit).map_err(|e| first_line(&crate::error::chain(&e)))?;
     let sweep =
         Sweep::parse(path, edited.clone()).map_err(|e| first_line(&crate::error::chain(&e)))?;
     let plan = Plan::build(

@@ -362,7 +362,7 @@ mod ffi {
 
     /// Whether `name` loads, as libloading (and so cudarc) loads it.
     fn dlopen(name: &str) -> Result<(), String> {
-        let c = CString::new(name).map_err(|e| e.to_string())?;
+        let c = CString::new(name).map_err(|_| format!("`{name}` holds a NUL byte"))?;
         // SAFETY: `c` is NUL-terminated and outlives the call; the handle is closed at once.
         // Loading runs the library's initialisers, as cudarc's own loading of it would.
         unsafe {

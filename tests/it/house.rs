@@ -120,3 +120,81 @@ fn the_length_check_counts_from_fn_to_its_closing_brace_outside_test_modules() {
     let lengths = function_lengths(&without_test_modules(text));
     assert_eq!(lengths, vec![("a".to_string(), 5), ("c".to_string(), 3)]);
 }
+
+/// The fields named like a cause (`reason`, `cause`, `source`) that an error type of `lines`
+/// (one deriving `Error`) declares as `String`: `(type, field)`.
+fn causes_as_text(lines: &[&str]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        if !(t.starts_with("#[derive(") && t.contains("Error")) {
+            continue;
+        }
+        let Some(item) = (i + 1..lines.len()).find(|&j| {
+            let t = lines[j].trim_start();
+            let t = t.strip_prefix("pub(crate) ").unwrap_or(t);
+            let t = t.strip_prefix("pub ").unwrap_or(t);
+            t.starts_with("enum ") || t.starts_with("struct ")
+        }) else {
+            continue;
+        };
+        let close = format!("{}}}", indentation(lines[item]));
+        let name = lines[item].trim().trim_end_matches('{').trim().to_string();
+        for field in lines[item + 1..]
+            .iter()
+            .take_while(|l| l.trim_end() != close)
+        {
+            let f = field.trim_start();
+            let f = f.strip_prefix("pub(crate) ").unwrap_or(f);
+            let f = f.strip_prefix("pub ").unwrap_or(f);
+            for cause in ["reason", "cause", "source"] {
+                if f.starts_with(&format!("{cause}: String")) {
+                    out.push((name.clone(), cause.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn errors_keep_their_causes_as_values_not_text() {
+    let root = src();
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut as_text = Vec::new();
+    let mut stringified = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let lines = without_test_modules(&text);
+        let shown = path.strip_prefix(&root).unwrap().display().to_string();
+        for (item, field) in causes_as_text(&lines) {
+            as_text.push(format!("src/{shown}: `{item}` field `{field}: String`"));
+        }
+        for (n, line) in lines.iter().enumerate() {
+            if line.contains("map_err(|e| e.to_string())") {
+                stringified.push(format!("src/{shown} line {}", n + 1));
+            }
+        }
+    }
+    assert!(
+        as_text.is_empty(),
+        "error types holding their cause as text: {}\nkeep the cause as a value: `#[source] source: crate::error::Cause` (or the error type itself)",
+        as_text.join("; ")
+    );
+    assert!(
+        stringified.is_empty(),
+        "errors turned into text with `map_err(|e| e.to_string())`: {}\nwrap the error as the `#[source]` of an error type, or `?` it into a `crate::error::Cause`",
+        stringified.join("; ")
+    );
+}
+
+#[test]
+fn the_cause_check_finds_a_reason_field_of_an_error_type_only() {
+    let text = "#[derive(Debug, thiserror::Error)]\npub enum E {\n    #[error(\"x\")]\n    A {\n        reason: String,\n    },\n}\n#[derive(Debug)]\npub struct Skipped {\n    pub reason: String,\n}\n";
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        causes_as_text(&lines),
+        vec![("pub enum E".to_string(), "reason".to_string())]
+    );
+}

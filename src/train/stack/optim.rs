@@ -11,6 +11,7 @@ use burn::optim::ModuleOptimizer;
 use burn::tensor::{Bytes, Device, Tensor, TensorData};
 use burn_pack::{Reader, Scalar, Tensor as PackTensor, Writer};
 
+use crate::error::Cause;
 use crate::train::TrainConfig;
 use crate::train::trainer::{ADAM_EPSILON, optimizer};
 
@@ -211,7 +212,7 @@ impl StackedAdamW {
         k: usize,
         ids: &[ParamId],
         shapes: &[Vec<usize>],
-    ) -> Result<ModuleOptimizer, String> {
+    ) -> Result<ModuleOptimizer, Cause> {
         let fresh = optimizer(&self.hyper[k].train);
         let time = self.time[k];
         if time == 0 {
@@ -240,8 +241,8 @@ impl StackedAdamW {
         for (key, value) in &scalars {
             writer = writer.with_scalar(key, *value);
         }
-        let bytes = writer.into_bytes().map_err(|e| e.to_string())?;
-        fresh.from_bytes(bytes).map_err(|e| e.to_string())
+        let bytes = writer.into_bytes()?;
+        Ok(fresh.from_bytes(bytes)?)
     }
 }
 
@@ -253,13 +254,13 @@ impl MemberState {
         ids: &[ParamId],
         shapes: &[Vec<usize>],
         device: &Device,
-    ) -> Result<Option<MemberState>, String> {
-        let bytes: Bytes = optim.into_bytes().map_err(|e| e.to_string())?;
-        let reader = Reader::from_bytes(bytes).map_err(|e| e.to_string())?;
+    ) -> Result<Option<MemberState>, Cause> {
+        let bytes: Bytes = optim.into_bytes()?;
+        let reader = Reader::from_bytes(bytes)?;
         let scalars = reader.scalars().clone();
         let mut by_name: HashMap<String, TensorData> = HashMap::new();
-        for tensor in reader.into_tensors().map_err(|e| e.to_string())? {
-            let (name, dtype, shape, _, bytes) = tensor.into_parts().map_err(|e| e.to_string())?;
+        for tensor in reader.into_tensors()? {
+            let (name, dtype, shape, _, bytes) = tensor.into_parts()?;
             by_name.insert(name, TensorData::from_bytes(bytes, shape, dtype));
         }
         if by_name.is_empty() {
@@ -286,9 +287,9 @@ impl MemberState {
                         format!("the optimiser state has no {leaf} for parameter {id}")
                     })?;
                 if data.shape().to_vec() != *shape {
-                    return Err(format!(
-                        "the optimiser state of parameter {id} has another shape"
-                    ));
+                    return Err(
+                        format!("the optimiser state of parameter {id} has another shape").into(),
+                    );
                 }
                 let data = data.convert::<f32>();
                 out.push(match shape[..] {

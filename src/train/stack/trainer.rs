@@ -132,7 +132,7 @@ fn start<'a>(
     let moments = MemberState::from_solo(&optim, &ids, &shapes, job.device).map_err(|reason| {
         CheckpointError::Corrupt {
             path: job.checkpoint.to_path_buf(),
-            source: reason.into(),
+            source: reason,
         }
     })?;
     let (context, rows) = (cfg.context as usize, cfg.batch_seqs as usize);
@@ -447,7 +447,7 @@ fn save(
         .member_optimizer(pos, &m.ids, &m.shapes)
         .map_err(|reason| CheckpointError::Write {
             path: m.job.checkpoint.to_path_buf(),
-            source: reason.into(),
+            source: reason,
         })?;
     checkpoint::save(
         m.job.checkpoint,
