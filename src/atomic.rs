@@ -20,7 +20,7 @@ pub struct WriteError {
 /// A temporary path beside `path` (`NAME.tmpPID-N`: its extension replaced), unique per process
 /// and per call, so two threads writing the same file never share one; what a killed writer
 /// leaves is found by its `.tmp` extension ([`is_temp_of`]).
-pub fn temp_path(path: &Path) -> PathBuf {
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     path.with_extension(format!("tmp{}-{n}", std::process::id()))
@@ -28,7 +28,7 @@ pub fn temp_path(path: &Path) -> PathBuf {
 
 /// Whether the file named `name` is a temporary file of [`temp_path`] for a file whose name
 /// without extension is `stem`.
-pub fn is_temp_of(name: &str, stem: &str) -> bool {
+pub(crate) fn is_temp_of(name: &str, stem: &str) -> bool {
     name.strip_prefix(stem)
         .and_then(|rest| rest.strip_prefix(".tmp"))
         .is_some_and(|rest| {

@@ -19,7 +19,7 @@ use super::stream::Stream;
 
 /// Produces the batches of a run.
 #[derive(Debug)]
-pub struct Batcher<'a> {
+pub(crate) struct Batcher<'a> {
     stream: &'a Stream,
     context: usize,
     batch: usize,
@@ -89,6 +89,7 @@ impl<'a> Batcher<'a> {
     }
 
     /// Number of distinct windows (one epoch).
+    #[cfg(test)]
     pub fn windows(&self) -> usize {
         self.windows
     }
@@ -132,7 +133,7 @@ pub const PREFETCH: usize = 2;
 /// [`PREFETCH`] waiting), so a step never waits for its batch to be gathered from the cache: on
 /// a GPU the step is short and a batch read from a large memory-mapped cache is not. `body`
 /// receives them in step order; it may stop early (the builder then stops too).
-pub fn prefetch<R>(
+pub(crate) fn prefetch<R>(
     batcher: Batcher<'_>,
     steps: std::ops::Range<u64>,
     body: impl FnOnce(&mut dyn Iterator<Item = Batch>) -> R,
@@ -232,7 +233,7 @@ impl Feistel {
 /// The windows the first `count` rows of a run of `seed` read from a stream of `windows`
 /// windows (see [`Batcher::windows_read`]): every window once `count` reaches an epoch, else
 /// the first `count` of the first epoch's order.
-pub fn windows_read(
+pub(crate) fn windows_read(
     windows: usize,
     seed: u64,
     shuffle: bool,
@@ -250,7 +251,7 @@ pub fn windows_read(
 
 /// The batch whose rows are the windows `windows` of `stream` (window `w` starts at token
 /// `w · context`), in that order.
-pub fn window_batch(stream: &Stream, context: usize, windows: &[u64]) -> Batch {
+pub(crate) fn window_batch(stream: &Stream, context: usize, windows: &[u64]) -> Batch {
     let mut inputs = Vec::with_capacity(windows.len() * context);
     let mut targets = Vec::with_capacity(windows.len() * context);
     for &w in windows {
@@ -272,7 +273,7 @@ pub fn window_batch(stream: &Stream, context: usize, windows: &[u64]) -> Batch {
 }
 
 /// Every held-out window, in order, in batches of at most `batch` rows.
-pub fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch> {
+pub(crate) fn eval_batches(stream: &Stream, context: usize, batch: usize) -> Vec<Batch> {
     let windows = stream.len().saturating_sub(1) / context;
     let mut out = Vec::new();
     let mut w = 0;
@@ -321,7 +322,7 @@ fn permutation(n: usize, seed: u64) -> Vec<u32> {
 }
 
 /// The batch as `[batch, seq]` input and target tensors on `device`.
-pub fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
+pub(crate) fn batch_tensors(batch: &Batch, device: &Device) -> (Tensor<2, Int>, Tensor<2, Int>) {
     let shape = [batch.batch, batch.context];
     let make =
         |v: &Vec<i64>| Tensor::<2, Int>::from_data(TensorData::new(v.clone(), shape), device);

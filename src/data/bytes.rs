@@ -48,7 +48,7 @@ pub struct BoundaryRecord {
 const STEP: usize = 256;
 
 /// Where each token of a training stream ends in the byte coordinate, in O(1) memory per
-/// [`STEP`] tokens: the start of every `STEP`-th token is stored and the rest summed from the
+/// `STEP` tokens: the start of every `STEP`-th token is stored and the rest summed from the
 /// token lengths on demand.
 #[derive(Debug, Clone)]
 pub struct ByteIndex {

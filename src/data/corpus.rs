@@ -30,7 +30,7 @@ use crate::spec::{CorpusKind, Separator, TokenizerKind};
 
 /// Facts about a prepared corpus, kept in `corpus-KEY.json` beside its token cache.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CorpusFacts {
+pub(crate) struct CorpusFacts {
     /// Files read (training and validation).
     pub files: u64,
     /// Documents read, duplicates included.
@@ -47,7 +47,7 @@ pub struct CorpusFacts {
 
 /// The files of a text corpus: training files, and validation files when `val_path` is set.
 #[derive(Debug, Clone)]
-pub struct CorpusFiles {
+pub(crate) struct CorpusFiles {
     /// Training files, sorted.
     pub train: Vec<PathBuf>,
     /// Validation files, sorted (empty without `val_path`).
@@ -64,7 +64,7 @@ fn resolve(base_dir: &Path, written: &str) -> PathBuf {
 
 /// Finds the corpus files of `data`, refusing a path that cannot be read or holds no file of
 /// the corpus kind; the error names the key, the path as written and as resolved.
-pub fn find_files(data: &DataConfig, base_dir: &Path) -> Result<CorpusFiles, DataError> {
+pub(crate) fn find_files(data: &DataConfig, base_dir: &Path) -> Result<CorpusFiles, DataError> {
     let find = |key: &'static str, written: &str| {
         let path = resolve(base_dir, written);
         corpus_files(&path, data.corpus)
@@ -326,7 +326,11 @@ fn tokenizer_name(data: &DataConfig) -> String {
 /// The `tokenizer.json` a run's tokens come from: the sweep's tokenizer file, or the BPE
 /// tokenizer trained into `cache_dir` (once the cache exists); `None` for byte tokens and the
 /// synthetic corpus.
-pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> Option<PathBuf> {
+pub(crate) fn tokenizer_json(
+    data: &DataConfig,
+    base_dir: &Path,
+    cache_dir: &Path,
+) -> Option<PathBuf> {
     match (data.tokenizer, &data.tokenizer_file) {
         (Some(TokenizerKind::File), Some(file)) => Some(base_dir.join(&file.path)),
         (Some(TokenizerKind::Bpe), _) => {
@@ -341,7 +345,7 @@ pub fn tokenizer_json(data: &DataConfig, base_dir: &Path, cache_dir: &Path) -> O
 /// The tokenizer a finished run's tokens came from, to turn them back into text: bytes, the
 /// sweep's tokenizer file, or the BPE tokenizer trained into `cache_dir`; `None` for the
 /// synthetic corpus (its tokens are not text).
-pub fn run_tokenizer(
+pub(crate) fn run_tokenizer(
     data: &DataConfig,
     base_dir: &Path,
     cache_dir: &Path,
@@ -681,7 +685,7 @@ pub fn split_record(
 /// The byte index of the training stream of `prepared` (a text corpus prepared from `data`):
 /// where each token ends in the corpus's byte coordinate. Refused for a tokenizer whose tokens
 /// are not the text's bytes.
-pub fn byte_index(
+pub(crate) fn byte_index(
     data: &DataConfig,
     prepared: &Prepared,
     base_dir: &Path,

@@ -18,19 +18,24 @@ mod stream;
 pub mod synthetic;
 mod tokenize;
 
-pub use batches::{
-    Batch, Batcher, batch_tensors, eval_batches, mix, prefetch, window_batch, windows_read,
+pub use batches::{Batch, mix};
+pub(crate) use batches::{
+    Batcher, batch_tensors, eval_batches, prefetch, window_batch, windows_read,
 };
-pub use bytes::{ByteIndex, SplitRecord};
-pub use cache::TokenFile;
-pub use config::{DataConfig, SplitAnchor, TokenizerRef};
-pub use corpus::{
-    CorpusFacts, CorpusFiles, byte_index, find_files, run_tokenizer, split_record, tokenizer_json,
-};
+pub(crate) use bytes::ByteIndex;
+
+pub(crate) use config::SplitAnchor;
+pub use config::{DataConfig, TokenizerRef};
+pub use corpus::split_record;
+pub(crate) use corpus::{byte_index, run_tokenizer, tokenizer_json};
 pub use error::DataError;
-pub use estimate::{CorpusEstimate, estimate};
+
+pub use estimate::estimate;
 pub use prepare::prepare;
-pub use prepared::{CorpusInfo, Prepared, unigram_entropy};
-pub use shards::{Document, Documents, corpus_files, read_documents};
-pub use stream::Stream;
-pub use tokenize::{END_OF_DOCUMENT, Tokenizer, end_of_document};
+pub(crate) use prepared::CorpusInfo;
+pub use prepared::{Prepared, unigram_entropy};
+pub use shards::Document;
+
+pub(crate) use stream::Stream;
+pub use tokenize::Tokenizer;
+pub(crate) use tokenize::{END_OF_DOCUMENT, end_of_document};

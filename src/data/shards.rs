@@ -80,7 +80,7 @@ fn is_pattern(written: &Path) -> bool {
 /// The shards of a corpus at `path` — a file, a folder searched recursively, or a glob pattern
 /// — whose names end in the extension of `kind` (`.txt`, `.jsonl`, `.parquet`; text and JSON
 /// lines also compressed as `.gz` or `.zst`), sorted.
-pub fn corpus_files(path: &Path, kind: CorpusKind) -> Result<Vec<PathBuf>, DataError> {
+pub(crate) fn corpus_files(path: &Path, kind: CorpusKind) -> Result<Vec<PathBuf>, DataError> {
     let Some(extension) = extension_of(kind) else {
         return Ok(Vec::new());
     };
@@ -128,7 +128,7 @@ fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) -> Result<(), Da
 }
 
 /// The documents of `files`, read one at a time.
-pub struct Documents {
+pub(crate) struct Documents {
     files: std::vec::IntoIter<PathBuf>,
     kind: CorpusKind,
     column: String,
@@ -253,6 +253,7 @@ impl Iterator for Documents {
 
 /// Reads every document of `files` into memory (small corpora, tests and tools; preparation
 /// streams them instead).
+#[cfg(test)]
 pub fn read_documents(
     files: &[PathBuf],
     kind: CorpusKind,

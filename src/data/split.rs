@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 /// Tokens of a window compared between the splits.
-pub const OVERLAP_WINDOW: usize = 64;
+pub(crate) const OVERLAP_WINDOW: usize = 64;
 
 /// Where a document's tokens lie in the scratch stream of preparation: `len` tokens from
 /// `start`.
@@ -215,7 +215,7 @@ fn kept_source(kept: &[TokenizedDoc], i: usize) -> String {
 }
 
 /// Splits `docs`, holding out `val_tokens` tokens of whole documents where possible.
-pub fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: u64) -> Split {
+pub(crate) fn hold_out(docs: Vec<TokenizedDoc>, val_tokens: u64) -> Split {
     let documents = docs.len() as u64;
     let (docs, duplicate_groups) = dedup(docs);
     let mut order: Vec<usize> = (0..docs.len()).collect();
@@ -341,7 +341,11 @@ pub fn follow(
 
 /// Uses `val_docs` as the held-out split (up to `val_tokens` tokens); training documents
 /// identical to a held-out one are dropped (and listed as duplicates).
-pub fn separate(docs: Vec<TokenizedDoc>, val_docs: Vec<TokenizedDoc>, val_tokens: u64) -> Split {
+pub(crate) fn separate(
+    docs: Vec<TokenizedDoc>,
+    val_docs: Vec<TokenizedDoc>,
+    val_tokens: u64,
+) -> Split {
     let documents = docs.len() as u64;
     let (val_docs, mut duplicate_groups) = dedup(val_docs);
     let (docs, groups) = dedup(docs);
@@ -444,7 +448,7 @@ fn short(source: &str) -> &str {
     source.rsplit('/').next().unwrap_or(source)
 }
 
-/// Fraction of the held-out windows of [`OVERLAP_WINDOW`] tokens (every position) that occur
+/// Fraction of the held-out windows of `OVERLAP_WINDOW` tokens (every position) that occur
 /// anywhere in `train` (a stream of token slices, windows running across them).
 pub fn overlap<'a>(train: impl Iterator<Item = &'a [u32]>, val: &[u32]) -> f64 {
     let mut overlap = Overlap::new(val);
@@ -456,7 +460,7 @@ pub fn overlap<'a>(train: impl Iterator<Item = &'a [u32]>, val: &[u32]) -> f64 {
 
 /// The overlap of a held-out split with a training stream fed a part at a time: memory is the
 /// held-out windows', whatever the size of the training stream.
-pub struct Overlap {
+pub(crate) struct Overlap {
     val: Vec<u64>,
     wanted: HashSet<u64>,
     found: HashSet<u64>,

@@ -133,7 +133,7 @@ const REGIMES: usize = 4;
 
 /// Parameters of the synthetic world.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SyntheticSpec {
+pub(crate) struct SyntheticSpec {
     /// Vocabulary size (must be at least 32; token ids are `0..vocab`).
     pub vocab: u32,
     /// Seed of the world (the sources' transition tables): the same seed is the same language.
@@ -194,7 +194,7 @@ impl SyntheticSpec {
 
 /// Tokens of one generated stream and their exact information content.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Generated {
+pub(crate) struct Generated {
     /// The tokens, each `< vocab`.
     pub tokens: Vec<u32>,
     /// Σ over tokens of the entropy (nats) of the true next-token distribution given the full history.
@@ -234,7 +234,7 @@ struct Source {
 
 /// The synthetic corpus: a fixed world from which any number of streams can be drawn.
 #[derive(Debug, Clone)]
-pub struct SyntheticCorpus {
+pub(crate) struct SyntheticCorpus {
     spec: SyntheticSpec,
     /// Number of regular tokens.
     regular: u32,
@@ -303,6 +303,7 @@ impl SyntheticCorpus {
     }
 
     /// The spec it was built from.
+    #[cfg(test)]
     pub fn spec(&self) -> SyntheticSpec {
         self.spec
     }
@@ -330,6 +331,7 @@ impl SyntheticCorpus {
 
     /// The entropy of the unigram (token frequency) distribution in nats, estimated on a
     /// stream of `n` tokens from `stream_seed`.
+    #[cfg(test)]
     pub fn unigram_entropy(&self, stream_seed: u64, n: usize) -> f64 {
         let mut counts = vec![0u64; self.spec.vocab as usize];
         let mut walker = Walker::new(self, stream_seed);

@@ -39,7 +39,7 @@ impl std::fmt::Debug for Tokenizer {
 /// `<eos>`, Llama 2's and Mistral's `</s>`. A chat model's end-of-turn token (`<|im_end|>`,
 /// `<end_of_turn>`, `<|eot_id|>`), which its `config.json` may name as its EOS, is not what its
 /// pre-training put between documents, so configuration files are not asked.
-pub const END_OF_DOCUMENT: [&str; 5] = [
+pub(crate) const END_OF_DOCUMENT: [&str; 5] = [
     "<|endoftext|>",
     "<|end_of_text|>",
     "<eos>",
@@ -48,7 +48,7 @@ pub const END_OF_DOCUMENT: [&str; 5] = [
 ];
 
 /// The id of `tokenizer`'s end-of-document token: the first of [`END_OF_DOCUMENT`] it has.
-pub fn end_of_document(tokenizer: &HfTokenizer) -> Option<u32> {
+pub(crate) fn end_of_document(tokenizer: &HfTokenizer) -> Option<u32> {
     END_OF_DOCUMENT
         .iter()
         .find_map(|name| tokenizer.token_to_id(name))
@@ -138,7 +138,7 @@ impl Tokenizer {
         Ok(())
     }
 
-    /// The end-of-document token ([`end_of_document`]; only a `tokenizer.json` has one).
+    /// The end-of-document token (`end_of_document`; only a `tokenizer.json` has one).
     pub fn end_of_document(&self) -> Option<u32> {
         match self {
             Tokenizer::File(t) => end_of_document(t),

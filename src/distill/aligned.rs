@@ -160,7 +160,7 @@ pub struct CrossLoss {
 
 /// Teacher ids mapped to the student id of the same bytes (special and empty tokens never
 /// match; the first student id of a byte string wins).
-pub fn vocabulary_map(student: &[Vec<u8>], teacher: &[Vec<u8>]) -> (Vec<i32>, Vec<f32>) {
+pub(crate) fn vocabulary_map(student: &[Vec<u8>], teacher: &[Vec<u8>]) -> (Vec<i32>, Vec<f32>) {
     let mut by_bytes: HashMap<&[u8], i32> = HashMap::new();
     for (id, b) in student.iter().enumerate() {
         if !b.is_empty() {

@@ -98,7 +98,7 @@ pub struct StoreSpec<'a> {
 }
 
 /// The header every shard of the store `spec`, written by run `run_id`, carries;
-/// `corpus_key` is the prepared corpus's [`crate::data::CorpusInfo::key`]. Neither a seed nor
+/// `corpus_key` is the prepared corpus's `crate::data::CorpusInfo::key`. Neither a seed nor
 /// a batch size is part of it (one store serves them all), except the seed of a synthetic
 /// corpus, which generates a stream per seed.
 pub fn expected_header(
@@ -173,7 +173,7 @@ pub fn windows_needed(
 /// Positions a store serving `reads` holds, for a training split of `windows` windows of
 /// `context` (when known: else every stream's own positions, summed, as an upper bound), read
 /// in a shuffled order or (the synthetic corpus) in stream order.
-pub fn store_positions(
+pub(crate) fn store_positions(
     reads: &[StoreRead],
     windows: Option<u64>,
     shuffle: bool,
@@ -324,12 +324,12 @@ pub struct Fidelity {
 }
 
 /// Held-out windows a fidelity check reads (at most; fewer when the split is shorter).
-pub const FIDELITY_WINDOWS: u64 = 16;
+pub(crate) const FIDELITY_WINDOWS: u64 = 16;
 
 /// The fidelity of the store `header` describes, read at its own truncation `own` and at each
-/// of `views` (its students'), on the first [`FIDELITY_WINDOWS`] windows of the held-out split
+/// of `views` (its students'), on the first `FIDELITY_WINDOWS` windows of the held-out split
 /// `val`: each position is stored as the logit pass would store it (encoded and decoded, so
-/// quantisation counts), prepared as a student reads it ([`prepare`]) and compared with the
+/// quantisation counts), prepared as a student reads it (`prepare`) and compared with the
 /// teacher's full distribution. Empty when the split is shorter than one window.
 pub fn fidelity(
     teacher: &dyn LanguageModel,

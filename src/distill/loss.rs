@@ -66,7 +66,7 @@ pub fn distill_loss(
 /// # Shapes
 /// - `student_logits`: `[positions, vocab]`
 /// - returns: `[positions]`
-pub fn distill_loss_rows(
+pub(crate) fn distill_loss_rows(
     kind: LossKind,
     student_logits: Tensor<2>,
     targets: &SparseTargets,

@@ -12,10 +12,10 @@ pub mod store;
 mod targets;
 mod truncate;
 
-pub use loss::{SparseTargets, distill_loss, distill_loss_rows};
-pub use reader::StoreReader;
-pub use targets::{
-    CrossSide, TeacherSource, TeacherTargets, TruncateOn, sparse_targets, teacher_next_support_k,
-    teacher_samples, teacher_support,
-};
-pub use truncate::{Kept, TokenAfter, Truncation, draw_seed, refine, sample, truncate};
+pub use loss::distill_loss;
+pub(crate) use loss::distill_loss_rows;
+pub(crate) use reader::StoreReader;
+pub(crate) use targets::{CrossSide, TeacherTargets};
+pub use targets::{TeacherSource, TruncateOn, sparse_targets, teacher_support};
+pub(crate) use truncate::Truncation;
+pub use truncate::{Kept, refine, sample, truncate};

@@ -1,7 +1,7 @@
 //! Reading a logit store window by window: every shard of the store folder is opened (its
 //! header and digest table verified) and indexed once, then each window's block is read from
 //! its shard, checked against its digest and decoded when a student's batch asks for it. At
-//! most [`OPEN_SHARDS`] shard files are open at once (the least recently read is closed), so a
+//! most `OPEN_SHARDS` shard files are open at once (the least recently read is closed), so a
 //! store of thousands of shards stays far inside the open-file limit. A window the index lacks
 //! sends the reader back to the folder once (another process may have extended the store
 //! since) before it is an error naming the window.
@@ -16,7 +16,7 @@ use super::truncate::Kept;
 
 /// File name of the shard holding `windows` (ascending): a hash of the list, so two writers of
 /// the same windows write the same file.
-pub fn shard_name(windows: &[u64]) -> String {
+pub(crate) fn shard_name(windows: &[u64]) -> String {
     let mut hasher = Sha256::new();
     for w in windows {
         hasher.update(w.to_le_bytes());
@@ -27,13 +27,13 @@ pub fn shard_name(windows: &[u64]) -> String {
 }
 
 /// Windows per shard for `block_bytes` bytes per window: shards of about 64 MiB.
-pub fn windows_per_shard(block_bytes: u64) -> u64 {
+pub(crate) fn windows_per_shard(block_bytes: u64) -> u64 {
     ((64u64 << 20) / block_bytes.max(1)).max(1)
 }
 
 /// Shard files a reader keeps open at once: a batch's windows are spread over the shards at
 /// random, so a few handles save reopening without growing with the store.
-pub const OPEN_SHARDS: usize = 4;
+pub(crate) const OPEN_SHARDS: usize = 4;
 
 /// A reader over a store folder.
 pub struct StoreReader {

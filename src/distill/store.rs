@@ -17,7 +17,7 @@
 //! | 32 | SHA-256 of the header and the digest table |
 //! | h | JSON header: the [`StoreHeader`] (teacher run and checkpoint hash, corpus and context, vocab, top-p, top-k, value encoding, positions per window) and the windows held |
 //! | 32·n | SHA-256 of each window's block |
-//! | n·B | the blocks, each `B` = [`block_bytes`]`(context, V, k)` bytes |
+//! | n·B | the blocks, each `B` = `block_bytes``(context, V, k)` bytes |
 //!
 //! Within a block each position is bit-packed, least significant bit first: exactly k entries
 //! (the store's top-k, at most the vocabulary), each a token id in ⌈log2 V⌉ bits and a value in
@@ -64,7 +64,7 @@ pub fn index_bits(vocab: u64) -> u32 {
 }
 
 /// Bits of one stored teacher value (a quantised log-probability).
-pub const VALUE_BITS: u32 = 8;
+pub(crate) const VALUE_BITS: u32 = 8;
 
 /// How one position of a store's blocks is packed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +160,7 @@ const MAGIC: &[u8; 8] = b"PDSLGT02";
 /// Bytes before a shard's JSON header: magic, header length, checksum.
 const PREAMBLE: usize = 44;
 /// Name of the value encoding written in every header.
-pub const VALUE_ENCODING: &str = "u8 -log-prob, uniform over [0, 16] nats";
+pub(crate) const VALUE_ENCODING: &str = "u8 -log-prob, uniform over [0, 16] nats";
 const VALUE_RANGE: f32 = 16.0;
 
 /// What every shard says about the store it belongs to; a reader checks it against what it
@@ -181,7 +181,7 @@ pub struct StoreHeader {
     pub top_p: f64,
     /// Most tokens kept per position.
     pub top_k: u64,
-    /// How values are encoded ([`VALUE_ENCODING`]).
+    /// How values are encoded (`VALUE_ENCODING`).
     pub value_encoding: String,
     /// Positions per window (the context).
     pub window_positions: u64,
@@ -429,7 +429,7 @@ pub fn decode_block(bytes: &[u8], positions: usize, layout: &Layout) -> Option<V
 
 /// Writes a shard holding the blocks of `windows` (ascending, already encoded, one each) to
 /// `path`, atomically.
-pub fn write_shard(
+pub(crate) fn write_shard(
     path: &Path,
     header: &StoreHeader,
     windows: &[u64],
@@ -463,7 +463,7 @@ pub fn write_shard(
 /// while its blocks are read ([`Shard::close`] lets it go), so a store of thousands of shards
 /// does not hold thousands of file handles.
 #[derive(Debug)]
-pub struct Shard {
+pub(crate) struct Shard {
     /// The store it belongs to.
     pub header: StoreHeader,
     /// The windows it holds, ascending.
@@ -549,11 +549,6 @@ impl Shard {
             file: None, // closed: opened again when a block is read
             path: path.into(),
         })
-    }
-
-    /// Whether its file is open.
-    pub fn is_open(&self) -> bool {
-        self.file.is_some()
     }
 
     /// Closes its file (a later [`Shard::block`] opens it again).

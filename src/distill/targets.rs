@@ -262,7 +262,7 @@ pub fn fill_offsets(kept: &mut [Kept], index: &crate::data::ByteIndex, windows: 
 /// its ln p of the token that actually follows (`Kept::next`, its byte offsets left at 0 for
 /// [`fill_offsets`]): what an aligned store keeps and a live teacher of another tokenizer
 /// gives its student. Computed on the host from each head chunk's logits.
-pub fn teacher_next_support_k(
+pub(crate) fn teacher_next_support_k(
     teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
@@ -432,8 +432,8 @@ fn cat_targets(parts: Vec<SparseTargets>) -> SparseTargets {
 const POSITIONS_PER_PASS: usize = 4096;
 
 /// The teacher's truncated distribution at every position of `batch` (the logit pass),
-/// computed in f32, in forward passes of at most [`POSITIONS_PER_PASS`] positions whose head
-/// runs chunk by chunk ([`head_chunks`]), each chunk truncated where `truncate_on` says (on
+/// computed in f32, in forward passes of at most `POSITIONS_PER_PASS` positions whose head
+/// runs chunk by chunk (`head_chunks`), each chunk truncated where `truncate_on` says (on
 /// the host, positions in parallel; or on the device): no full-vocabulary logits of a whole
 /// batch exist at once.
 pub fn teacher_support(
@@ -503,7 +503,7 @@ fn teacher_support_in(
 /// pass of a sampled store, and a live teacher's sampled targets), each position seeded by
 /// its window and place in it ([`draw_seed`]), so a store and a live teacher draw the same.
 /// Sampling needs the whole distribution, so it always runs on the host.
-pub fn teacher_samples(
+pub(crate) fn teacher_samples(
     teacher: &dyn LanguageModel,
     batch: &Batch,
     device: &Device,
@@ -561,7 +561,7 @@ pub fn for_each_distribution(
 }
 
 /// Pads the kept supports to a common width as tensors on `device`; a support with a tail
-/// (`Kept::tail`) gets one more entry, the tail bucket (mask [`crate::kernels::TAIL_MASK`]).
+/// (`Kept::tail`) gets one more entry, the tail bucket (mask `crate::kernels::TAIL_MASK`).
 pub fn sparse_targets(kept: &[Kept], device: &Device) -> SparseTargets {
     let tails = kept.iter().any(|k| k.tail.is_some());
     let width = kept.iter().map(|k| k.ids.len()).max().unwrap_or(1).max(1) + usize::from(tails);

@@ -126,7 +126,7 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
 /// store's draws do not depend on which windows a pass computes together, and a live
 /// teacher draws what a store would hold). SplitMix64 ([`mix`]) is a fixed algorithm, so a
 /// store's draws are the same bytes on every machine and release.
-pub fn draw_seed(window: u64, position: u64) -> u64 {
+pub(crate) fn draw_seed(window: u64, position: u64) -> u64 {
     mix(
         mix(0x5eed_5a3d, window.wrapping_add(1)),
         position.wrapping_add(1),

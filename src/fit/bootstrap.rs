@@ -36,7 +36,7 @@ pub fn resample(points: &[Point], rng: &mut StdRng) -> Vec<Point> {
         .collect()
 }
 
-/// Indices drawn for resample `i` (the same draw as [`resample`] makes), for bootstraps of
+/// Indices drawn for resample `i` (the same draw as `resample` makes), for bootstraps of
 /// other statistics over the same points.
 pub fn resample_counts(n: usize, seed: u64, i: usize) -> Vec<u32> {
     let mut rng = resample_rng(seed, i);
@@ -66,7 +66,7 @@ pub fn bootstrap_thetas<L: Law>(
 }
 
 /// The `q` quantile (0..=1) of `values` by linear interpolation; NaN for no values.
-pub fn quantile(values: &[f64], q: f64) -> f64 {
+pub(crate) fn quantile(values: &[f64], q: f64) -> f64 {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     if v.is_empty() {
         return f64::NAN;
@@ -78,7 +78,7 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 }
 
 /// The central `level` percentile interval of `values`.
-pub fn percentile_interval(values: &[f64], level: f64) -> [f64; 2] {
+pub(crate) fn percentile_interval(values: &[f64], level: f64) -> [f64; 2] {
     let tail = (1.0 - level) / 2.0;
     [quantile(values, tail), quantile(values, 1.0 - tail)]
 }

@@ -35,7 +35,7 @@ pub struct GapPoint {
 /// same-seed baseline, its paired loss: student − own baseline + mean of those baselines. Pairing
 /// removes what a seed does to both runs alike (initial weights, data order), so the curve's
 /// noise is the noise of the gain, not of the loss.
-pub fn fitted_losses(points: &[GapPoint]) -> (Vec<f64>, bool) {
+pub(crate) fn fitted_losses(points: &[GapPoint]) -> (Vec<f64>, bool) {
     let pairs: Option<Vec<f64>> = points.iter().map(|p| p.paired_baseline).collect();
     match pairs {
         Some(b) if !b.is_empty() => {
@@ -82,7 +82,7 @@ pub fn paired_gains(points: &[GapPoint]) -> Vec<(f64, f64, Option<f64>, usize)> 
 /// seeds are drawn with replacement and then, within each drawn seed, its students (a two-stage
 /// cluster bootstrap, so intervals carry the run-to-run noise between seeds); with one seed,
 /// the students are drawn with replacement.
-pub fn seed_resample(points: &[GapPoint], seed: u64, i: usize) -> Vec<f64> {
+pub(crate) fn seed_resample(points: &[GapPoint], seed: u64, i: usize) -> Vec<f64> {
     let mut seeds: Vec<u64> = points.iter().filter_map(|p| p.seed).collect();
     seeds.sort_unstable();
     seeds.dedup();
@@ -263,7 +263,7 @@ impl Optimum {
 
 /// The students of one value of the variable (one teacher): their mean loss over seeds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Level {
+pub(crate) struct Level {
     /// The variable (teacher size or loss), as measured.
     pub value: f64,
     /// ln(variable).
@@ -278,7 +278,7 @@ pub struct Level {
 
 /// The points (variable, student loss) grouped by the variable, sorted, with means over
 /// replicates.
-pub fn levels(points: &[(f64, f64)]) -> Vec<Level> {
+pub(crate) fn levels(points: &[(f64, f64)]) -> Vec<Level> {
     let mut sorted: Vec<(f64, f64)> = points.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out: Vec<Level> = Vec::new();
@@ -365,7 +365,10 @@ pub fn near_best(levels: &[Level]) -> Option<[f64; 2]> {
 
 /// "every teacher from A to B is within the noise of the best", for a [`near_best`] range
 /// wider than one teacher, values written by `fmt`; `None` otherwise.
-pub fn near_best_phrase(range: Option<[f64; 2]>, fmt: impl Fn(f64) -> String) -> Option<String> {
+pub(crate) fn near_best_phrase(
+    range: Option<[f64; 2]>,
+    fmt: impl Fn(f64) -> String,
+) -> Option<String> {
     let [lo, hi] = range?;
     (lo < hi).then(|| {
         format!(
@@ -386,7 +389,7 @@ pub fn near_best_phrase(range: Option<[f64; 2]>, fmt: impl Fn(f64) -> String) ->
 /// noisy replicates the best mean is often a neighbour of the true optimum, which the quadratic
 /// through every point locates better; a single-seed grid keeps the strict rule. `fmt` writes
 /// a value of the variable.
-pub fn judge_optimum(
+pub(crate) fn judge_optimum(
     levels: &[Level],
     q: &Quadratic,
     ci: Option<[f64; 2]>,
@@ -476,7 +479,7 @@ pub struct GapCurve {
     /// The optimum.
     pub optimum: Optimum,
     /// The measured values (lowest, highest) whose mean student loss is within the noise of
-    /// the best one's ([`near_best`]): on a plateau, the answer "any teacher in this range"
+    /// the best one's (`near_best`): on a plateau, the answer "any teacher in this range"
     /// beside the fitted optimum. `None` without replicates or with fewer than 3 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near_best: Option<[f64; 2]>,
@@ -532,7 +535,7 @@ pub struct CapacityGap {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_floor: Option<f64>,
     /// Whether the curves were fitted to paired losses (every student had a same-seed
-    /// baseline; see [`fitted_losses`]).
+    /// baseline; see `fitted_losses`).
     #[serde(default)]
     pub paired: bool,
     /// The students.
@@ -547,7 +550,7 @@ pub struct CapacityGap {
 
 /// Fits the curve of `student_loss` against ln(`var`) with a `bootstrap`-resample interval of
 /// its optimum, and judges whether the data support that optimum ([`judge_optimum`]).
-pub fn gap_curve(
+pub(crate) fn gap_curve(
     variable: &str,
     points: &[GapPoint],
     var: fn(&GapPoint) -> f64,
@@ -634,7 +637,7 @@ pub fn gap_curve(
 /// The teacher loss minimising `law` for a student of `n_s` parameters on `d_s` tokens whose
 /// supervised loss is `l_sup`: a dense scan of ln L_T over [ln 0.01, ln 100] refined by golden
 /// section; `None` when the minimum is at the edge of that range.
-pub fn optimal_teacher_loss(
+pub(crate) fn optimal_teacher_loss(
     law: &DistillLaw,
     n_s: f64,
     d_s: f64,
@@ -673,7 +676,7 @@ pub fn optimal_teacher_loss(
 
 /// The model size at which `law` reaches `loss` on `tokens` tokens (bisection in ln N over
 /// [1e3, 1e15]); `None` when the law cannot reach it in that range.
-pub fn size_for_loss(law: &SupervisedSource, loss: f64, tokens: f64) -> Option<f64> {
+pub(crate) fn size_for_loss(law: &SupervisedSource, loss: f64, tokens: f64) -> Option<f64> {
     let (mut lo, mut hi) = (1e3f64.ln(), 1e15f64.ln());
     let f = |x: f64| law.predict(x.exp(), tokens) - loss;
     if !(f(lo) > 0.0 && f(hi) < 0.0) {
@@ -781,7 +784,7 @@ pub fn predict_largest(points: &[[f64; 2]]) -> Option<TStarPrediction> {
 
 /// The fewest student sizes a T*(S) fit needs: both forms have two parameters, so with two
 /// points either passes through both exactly (rms 0) and nothing tells them apart.
-pub const TSTAR_MIN_SIZES: usize = 3;
+pub(crate) const TSTAR_MIN_SIZES: usize = 3;
 
 fn line(points: &[[f64; 2]]) -> Option<[f64; 2]> {
     let n = points.len() as f64;
@@ -824,7 +827,7 @@ fn fit_form(form: &str, points: &[[f64; 2]]) -> Option<TStarFit> {
 
 /// Fits T*(S) as a line and as a power law to `points` (S, T*), with intervals from
 /// `draws`: each draw is one bootstrap replicate of every T* (same order as `points`).
-pub fn tstar_scaling(
+pub(crate) fn tstar_scaling(
     student_tokens: f64,
     config: &str,
     points: Vec<[f64; 2]>,

@@ -82,7 +82,7 @@ impl DataPoint {
 }
 
 /// The columns a law reads, by role.
-pub fn roles(law: LawKind) -> &'static [&'static str] {
+pub(crate) fn roles(law: LawKind) -> &'static [&'static str] {
     if law.is_distill() {
         &[
             "student_params",
@@ -433,7 +433,7 @@ fn same(a: f64, b: f64) -> bool {
 /// has parameters (replicates count once), at least two model sizes (and, for distillation,
 /// two teacher losses). Returns how much the points support (see [`Support`]) and warnings
 /// for parameters the points cannot pin down.
-pub fn check_fittable(
+pub(crate) fn check_fittable(
     law: LawKind,
     source: &str,
     points: &[DataPoint],

@@ -114,7 +114,7 @@ pub struct Fit {
     #[serde(default)]
     pub support: Support,
     /// Parameters whose bootstrap interval is too wide to mean anything (spanning more than a
-    /// factor [`UNIDENTIFIED_RATIO`], or ten times the value's own size): the data do
+    /// factor `UNIDENTIFIED_RATIO`, or ten times the value's own size): the data do
     /// not pin them down, so their intervals are shown as "not identified".
     #[serde(default)]
     pub unidentified: Vec<String>,
@@ -371,7 +371,7 @@ fn rmse_log(residuals: &[Residual]) -> f64 {
 }
 
 /// An interval wider than this factor (hi / lo, for a positive parameter) identifies nothing.
-pub const UNIDENTIFIED_RATIO: f64 = 1000.0;
+pub(crate) const UNIDENTIFIED_RATIO: f64 = 1000.0;
 
 /// The parameters whose interval says the data do not determine them: a positive interval
 /// spanning more than [`UNIDENTIFIED_RATIO`], or any interval wider than ten times the

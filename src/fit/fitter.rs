@@ -102,7 +102,11 @@ impl<L: Law> Gradient for Problem<'_, L> {
 }
 
 /// Runs L-BFGS from `start`; `None` when the objective is not finite there.
-pub fn minimize<L: Law>(points: &[Point], start: &[f64], opt: &Optimiser) -> Option<LocalFit> {
+pub(crate) fn minimize<L: Law>(
+    points: &[Point],
+    start: &[f64],
+    opt: &Optimiser,
+) -> Option<LocalFit> {
     let problem = Problem::<L> {
         points,
         delta: opt.delta,

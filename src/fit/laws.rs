@@ -118,7 +118,7 @@ impl FromStr for LawKind {
 }
 
 /// The largest θ of any law (the distillation law's 9).
-pub const MAX_THETA: usize = 9;
+pub(crate) const MAX_THETA: usize = 9;
 
 /// A law in its log-space parametrisation, as the fitter needs it.
 pub trait Law: Copy + Send + Sync + 'static {

@@ -20,30 +20,43 @@ mod sweep;
 mod teacher_budget;
 mod triage;
 
-pub use bootstrap::{percentile_interval, quantile, resample_counts};
+pub use bootstrap::resample_counts;
+
 pub use capacity_gap::{
-    CapacityGap, GapCurve, GapPoint, LawOptimum, Level, Optimum, Quadratic, TSTAR_MIN_SIZES,
-    TStarFit, TStarScaling, fitted_losses, gap_curve, judge_optimum, levels, near_best_phrase,
-    optimal_teacher_loss, paired_gains, seed_resample, size_for_loss, tstar_scaling,
+    CapacityGap, GapCurve, GapPoint, Optimum, TStarFit, TStarScaling, paired_gains,
 };
-pub use data::{ColumnMap, DataPoint, SupervisedSource, Support, check_fittable, read_csv, roles};
+pub(crate) use capacity_gap::{
+    LawOptimum, Quadratic, fitted_losses, gap_curve, judge_optimum, levels, near_best_phrase,
+};
+pub(crate) use data::Support;
+pub use data::{ColumnMap, DataPoint, SupervisedSource, read_csv};
 pub use error::FitError;
-pub use estimate::{Extrapolation, Fit, FitOptions, Residual, UNIDENTIFIED_RATIO, fit};
-pub use fitter::{GridFit, LocalFit, Optimiser, minimize, minimize_grid};
+
+pub use estimate::{Fit, FitOptions, fit};
+
+pub use fitter::{Optimiser, minimize_grid};
 pub use grid::StartGrid;
-pub use laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind, MAX_THETA, Point};
-pub use objective::{huber, value, value_and_grad};
+pub use laws::{Busbridge, Chinchilla, DistillLaw, Law, LawKind};
+
+pub use objective::value;
+
 pub use recommend::{RecommendQuery, Recommendation, recommend_from_fits, recommend_published};
-pub use released::{BestTrained, HeldOutStudents, ReleasedCheck, released_checks};
+pub use released::ReleasedCheck;
+
 pub use store::{
-    FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUMMARY, SCOPE_SUPERVISED,
-    SCOPE_TSTAR, StoredFit, current_call_floor, gap_key, save_fits, stored_fits, tstar_key,
+    FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUPERVISED, gap_key, save_fits,
+    stored_fits,
 };
+pub(crate) use store::{SCOPE_SUMMARY, current_call_floor};
 pub use sweep::{
     FinishedRun, Role, Skipped, SweepFitOptions, SweepFits, TunedRate, add_failed_candidates,
-    config_key, finished_runs, fit_sweep, law_optimum, nats_per_bpb, tuned_baselines, tuned_rates,
+    config_key, finished_runs, fit_sweep, nats_per_bpb, tuned_rates,
 };
-pub use teacher_budget::{BudgetComparison, BudgetOptimum, BudgetVerdict};
+
+pub use teacher_budget::BudgetComparison;
+#[cfg(test)]
+pub(crate) use teacher_budget::{BudgetOptimum, BudgetVerdict};
+
 pub use triage::{
     Beyond, RankedTeacher, RankingCheck, TriageError, TriageTarget, check_ranking, rank, spearman,
 };

@@ -5,7 +5,7 @@ use super::laws::{Law, MAX_THETA, Point};
 
 /// Huber_δ(r): r²/2 for |r| ≤ δ, δ(|r| − δ/2) beyond.
 #[inline]
-pub fn huber(r: f64, delta: f64) -> f64 {
+pub(crate) fn huber(r: f64, delta: f64) -> f64 {
     let a = r.abs();
     if a <= delta {
         0.5 * r * r
@@ -21,7 +21,7 @@ pub fn huber_grad(r: f64, delta: f64) -> f64 {
 }
 
 /// The objective at θ, writing its gradient into `grad` (length θ.len()).
-pub fn value_and_grad<L: Law>(
+pub(crate) fn value_and_grad<L: Law>(
     theta: &[f64],
     points: &[Point],
     delta: f64,

@@ -17,10 +17,10 @@ pub const SCOPE_DISTILL: &str = "distill";
 /// Scope of a capacity-gap group (key: student size, budget and config).
 pub const SCOPE_CAPACITY_GAP: &str = "capacity_gap";
 /// Scope of a T*(S) fit (key: budget and config).
-pub const SCOPE_TSTAR: &str = "tstar";
+pub(crate) const SCOPE_TSTAR: &str = "tstar";
 /// Scope of the summary of one `pdsweep fit` call (key empty): the runs it used and what it
 /// could not fit, with the reason, so `recommend` and the report can say why a fit is missing.
-pub const SCOPE_SUMMARY: &str = "summary";
+pub(crate) const SCOPE_SUMMARY: &str = "summary";
 
 /// What one `pdsweep fit` call did, stored with its fits.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -234,7 +234,7 @@ pub fn gap_key(
 }
 
 /// The key of a T*(S) fit.
-pub fn tstar_key(student_tokens: f64, teacher_tokens: Option<f64>, config: &str) -> String {
+pub(crate) fn tstar_key(student_tokens: f64, teacher_tokens: Option<f64>, config: &str) -> String {
     match teacher_tokens {
         Some(t) => format!("D={student_tokens} D_T={t} {config}"),
         None => format!("D={student_tokens} {config}"),
@@ -246,13 +246,13 @@ pub fn tstar_key(student_tokens: f64, teacher_tokens: Option<f64>, config: &str)
 /// summary before it (0 when there is none, as in databases of older versions). Fits of an
 /// earlier call whose group the newest call did not fit (a budget or student size no longer
 /// in the sweep file) are history, not the sweep's current answer.
-pub fn current_call_floor(summary_ids: impl IntoIterator<Item = i64>) -> i64 {
+pub(crate) fn current_call_floor(summary_ids: impl IntoIterator<Item = i64>) -> i64 {
     let mut ids: Vec<i64> = summary_ids.into_iter().collect();
     ids.sort_unstable();
     ids.len().checked_sub(2).map_or(0, |i| ids[i])
 }
 
-/// The fits of the newest `pdsweep fit` call ([`current_call_floor`]), the newest of each
+/// The fits of the newest `pdsweep fit` call (`current_call_floor`), the newest of each
 /// (scope, key, law), oldest scope first.
 pub fn stored_fits(db: &SweepDb) -> Result<Vec<StoredFit>, FitError> {
     let fail = |e| FitError::Store(StoreError::sql(db.path(), "read fits", e));

@@ -367,7 +367,7 @@ pub fn add_failed_candidates(db: &SweepDb, rates: &mut [TunedRate]) -> Result<()
 /// `runs` without the baselines of learning rates that lost (`[train] tune_lr`): per student
 /// size and budget, only the baselines at the peak [`best_peak`] chooses — the rule a tuned
 /// student's rate was chosen by — so laws, gains and noise floors use tuned baselines.
-pub fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
+pub(crate) fn tuned_baselines(runs: &[FinishedRun]) -> Vec<FinishedRun> {
     let best: BTreeMap<(u64, u64), f64> = rates_of(runs, Role::Baseline)
         .into_iter()
         .map(|t| ((t.params.to_bits(), t.tokens.to_bits()), t.peak))
@@ -944,7 +944,7 @@ fn count_distinct(values: impl Iterator<Item = f64>) -> usize {
 
 /// The distillation law's optimal teacher for a student, with bootstrap intervals from the
 /// fits' samples (sample i of the distillation law paired with sample i of the supervised law).
-pub fn law_optimum(
+pub(crate) fn law_optimum(
     distill: &Fit,
     supervised: Option<&Fit>,
     n_s: f64,

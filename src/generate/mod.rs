@@ -1,5 +1,5 @@
 //! Text from a model: prompts continued token by token with a key/value cache
-//! ([`crate::model::KvCache`]), so that generation is linear in its length, greedy or sampled
+//! (`crate::model::KvCache`), so that generation is linear in its length, greedy or sampled
 //! ([`Sampling`]), batched over prompts of one length. One code path serves `pdsweep sample`
 //! and the distillation degree's continuations (`crate::similarity`).
 //!
@@ -11,7 +11,8 @@
 
 mod sampling;
 
-pub use sampling::{Sampler, Sampling, argmax};
+pub(crate) use sampling::Sampler;
+pub use sampling::{Sampling, argmax};
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 

@@ -54,7 +54,7 @@ impl Sampling {
 }
 
 /// A seeded source of draws, one per generated sequence.
-pub struct Sampler {
+pub(crate) struct Sampler {
     rng: StdRng,
 }
 

@@ -11,11 +11,10 @@ mod pretrained;
 mod tokenizer;
 mod weights;
 
-pub use config::{ConfigError, LlamaConfig};
-pub use error::HfError;
+pub(crate) use config::LlamaConfig;
+pub(crate) use error::HfError;
 pub use families::ReleasedConfig;
 pub use pretrained::{PretrainedModel, load_model, read_config};
 pub use tokenizer::TokenizerFile;
-pub use weights::{
-    INDEX, SINGLE, WeightFiles, weight_file_paths, weights_sha256, write_safetensors,
-};
+pub use weights::write_safetensors;
+pub(crate) use weights::{SINGLE, weights_sha256};

@@ -33,7 +33,7 @@ pub struct TokenizerFile {
     /// `<|begin_of_text|>`), if it puts one: a model released with it was trained with it, so
     /// every window it sees begins with it.
     pub bos: Option<u32>,
-    /// Its end-of-document token ([`crate::data::end_of_document`]), which ends every document
+    /// Its end-of-document token (`crate::data::end_of_document`), which ends every document
     /// of a corpus joined by `separator = "eos"`.
     pub eos: Option<u32>,
 }

@@ -17,9 +17,9 @@ use super::error::HfError;
 use crate::model::{NamedTensor, WeightSource};
 
 /// The single-file weights.
-pub const SINGLE: &str = "model.safetensors";
+pub(crate) const SINGLE: &str = "model.safetensors";
 /// The index of sharded weights.
-pub const INDEX: &str = "model.safetensors.index.json";
+pub(crate) const INDEX: &str = "model.safetensors.index.json";
 
 /// Buffers the rotary embeddings of old checkpoints carry; recomputed from θ, never read.
 const IGNORED_SUFFIX: &str = "rotary_emb.inv_freq";
@@ -33,7 +33,7 @@ struct File {
 }
 
 /// The weight files of a folder, read tensor by tensor.
-pub struct WeightFiles {
+pub(crate) struct WeightFiles {
     dir: PathBuf,
     files: Vec<File>,
     /// Tensor name → file.
@@ -51,7 +51,7 @@ pub struct WeightFiles {
 const VOCAB_TENSORS: [&str; 2] = ["model.embed_tokens.weight", "lm_head.weight"];
 
 /// The weight files of `dir` in name order: `model.safetensors`, or the shards of the index.
-pub fn weight_file_paths(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
+pub(crate) fn weight_file_paths(dir: &Path) -> Result<Vec<PathBuf>, HfError> {
     let single = dir.join(SINGLE);
     if single.is_file() {
         return Ok(vec![single]);
@@ -358,7 +358,7 @@ static HASHES: Mutex<Option<HashMap<Vec<FileStamp>, String>>> = Mutex::new(None)
 /// SHA-256 (hex) over the weight files of `dir` in name order, each as its file name, its
 /// length (u64, little-endian) and its bytes: the identity of a pre-trained model. Computed
 /// once per process for unchanged files (about 1 s per GB here).
-pub fn weights_sha256(dir: &Path) -> Result<String, HfError> {
+pub(crate) fn weights_sha256(dir: &Path) -> Result<String, HfError> {
     let paths = weight_file_paths(dir)?;
     let stamps: Vec<FileStamp> = paths
         .iter()

@@ -26,7 +26,7 @@ const LEFT_OUT: f64 = -1e30;
 /// other id ranks first.
 const EXCLUDED: f64 = 1e9;
 
-/// Per-row −ln softmax(logits)[target].
+/// Per-row −ln softmax(logits)`target`.
 ///
 /// # Shapes
 /// - `logits`: `[rows, vocab]`, `targets`: `[rows]`; returns `[rows]`
@@ -124,8 +124,8 @@ pub fn head_loss(
 }
 
 /// [`super::ops::cross_head_loss`] from burn's ops, over the chunks of
-/// [`super::cpu::cross::chunk_bounds`] (a unit is never split), each scored and differentiated
-/// as [`head_loss`]'s are. Per chunk: log-softmax(z/τ); ln P_r[y_r] by a gather; ln M_u by
+/// `super::cpu::cross::chunk_bounds` (a unit is never split), each scored and differentiated
+/// as [`head_loss`]'s are. Per chunk: log-softmax(z/τ); ln P_r`y_r` by a gather; ln M_u by
 /// selecting each unit's later rows from that column; the base rows' log-probabilities; the
 /// student's top k chosen on a detached copy (Gold's matched ids pushed last) and read back by
 /// a gather on the tracked tensor, so the gradient flows through the chosen entries only. Only
@@ -381,7 +381,7 @@ pub fn causal_attention(
 }
 
 /// Repeats each key/value head for the `groups` query heads that share it.
-pub fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
+pub(crate) fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
     if groups == 1 {
         return t;
     }
@@ -392,7 +392,7 @@ pub fn repeat_kv(t: Tensor<4>, groups: usize) -> Tensor<4> {
 }
 
 /// Rotary embeddings ("rotate half" convention): x·cos + rotate_half(x)·sin.
-pub fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
+pub(crate) fn rotate(x: Tensor<4>, cos: &Tensor<4>, sin: &Tensor<4>) -> Tensor<4> {
     let half = x.dims()[3] / 2;
     let x1 = x.clone().narrow(3, 0, half);
     let x2 = x.clone().narrow(3, half, half);

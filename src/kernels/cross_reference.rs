@@ -10,8 +10,10 @@
 //! zeros. It needs no mapping between vocabularies, only that both distributions are over "the
 //! next piece of text" (the byte alignment of `crate::distill::align` makes sure of that).
 
+#[cfg(test)]
 use crate::spec::CrossTokenizer;
 
+#[cfg(test)]
 /// A batch's rows, the teacher's entries and the loss's settings (semantics in
 /// `super::cpu::cross`).
 ///
@@ -48,9 +50,10 @@ pub struct Inputs<'a> {
     pub gold_weights: (f64, f64),
 }
 
+#[cfg(test)]
 /// Σ_u L_u over the units of `x`, and its gradient with respect to the logits
 /// (`[rows, vocab]`).
-pub fn unit_losses(x: &Inputs) -> (f64, Vec<f64>) {
+pub(crate) fn unit_losses(x: &Inputs) -> (f64, Vec<f64>) {
     let v = x.vocab;
     let tau = x.tau;
     let mut grad = vec![0.0; x.logits.len()];
@@ -125,9 +128,10 @@ pub fn unit_losses(x: &Inputs) -> (f64, Vec<f64>) {
     (total, grad)
 }
 
+#[cfg(test)]
 /// Σ_r ce_weight·CE_r + kd_weight·Σ_u L_u (CE_r = −ln softmax(z_r)[y_r]), and its gradient
 /// with respect to the logits.
-pub fn weighted(x: &Inputs, (ce_weight, kd_weight): (f64, f64)) -> (f64, Vec<f64>) {
+pub(crate) fn weighted(x: &Inputs, (ce_weight, kd_weight): (f64, f64)) -> (f64, Vec<f64>) {
     let (units, mut grad) = unit_losses(x);
     grad.iter_mut().for_each(|g| *g *= kd_weight);
     let mut total = kd_weight * units;
@@ -142,6 +146,7 @@ pub fn weighted(x: &Inputs, (ce_weight, kd_weight): (f64, f64)) -> (f64, Vec<f64
     (total, grad)
 }
 
+#[cfg(test)]
 fn sign(x: f64) -> f64 {
     if x > 0.0 {
         1.0
@@ -152,6 +157,7 @@ fn sign(x: f64) -> f64 {
     }
 }
 
+#[cfg(test)]
 /// ln softmax(z/τ).
 fn log_softmax(z: &[f64], tau: f64) -> Vec<f64> {
     let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max) / tau;
@@ -239,6 +245,7 @@ impl Example {
     }
 
     /// The reference's inputs for `logits` (`[rows, vocab]`) and the loss's settings.
+    #[cfg(test)]
     pub fn inputs<'a>(
         &'a self,
         logits: &'a [f64],

@@ -18,12 +18,14 @@ mod extension;
 mod head;
 pub mod ops;
 
-pub use cpu::cross::{SpanError, Unit, units};
-pub use cpu::simd::{Isa, isa};
-pub use cpu::softmax::{TAIL as TAIL_MASK, row_log_sum_exp};
-pub use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_max};
+pub use cpu::cross::units;
+
+pub use cpu::simd::isa;
+pub(crate) use cpu::softmax::TAIL as TAIL_MASK;
+pub(crate) use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_max};
 pub use head::{CrossDistillation, Distillation, HeadWeight};
+
 pub use ops::{
     causal_attention, composite_only, cross_entropy, cross_head_loss, default_head_chunk,
-    head_logits, head_loss, kernels_enabled, linear, rms_norm, sparse_distill, swiglu,
+    head_logits, head_loss, linear, rms_norm, sparse_distill, swiglu,
 };

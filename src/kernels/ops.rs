@@ -1,5 +1,5 @@
 //! The fused operations as tensor functions, the only way the rest of pdsweep calls them. On
-//! the flex backend with f32 tensors each one runs its CPU kernel (through [`FusedOps`]); on
+//! the flex backend with f32 tensors each one runs its CPU kernel (through `FusedOps`); on
 //! any other backend or dtype it runs the same maths composed from burn's ops
 //! ([`super::composite`]), so model code is the same everywhere.
 //!
@@ -31,7 +31,7 @@ pub fn composite_only<R>(f: impl FnOnce() -> R) -> R {
 
 /// Whether the fused kernels are on (not turned off by `PDSWEEP_KERNELS=composite` or
 /// [`composite_only`]).
-pub fn kernels_enabled() -> bool {
+pub(crate) fn kernels_enabled() -> bool {
     static ENV: OnceLock<bool> = OnceLock::new();
     let env = *ENV.get_or_init(|| std::env::var("PDSWEEP_KERNELS").as_deref() != Ok("composite"));
     env && !COMPOSITE_HERE.with(Cell::get)

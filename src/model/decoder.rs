@@ -169,7 +169,7 @@ struct RopeTables {
 /// Inverse frequencies of `rope` for `dims` rotated values, in f32 as transformers computes
 /// them (`_compute_default_rope_parameters`, `_compute_linear_scaling_rope_parameters`,
 /// `_compute_llama3_parameters`).
-pub fn inverse_frequencies(rope: &Rope, dims: usize) -> Vec<f32> {
+pub(crate) fn inverse_frequencies(rope: &Rope, dims: usize) -> Vec<f32> {
     let base = rope.theta as f32;
     let inv: Vec<f32> = (0..dims / 2)
         .map(|j| 1.0 / base.powf((2 * j) as f32 / dims as f32))

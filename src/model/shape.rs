@@ -141,7 +141,7 @@ impl ModelShape {
 ///    neither width nor depth ever shrinks as models grow, no model is narrower than 16 or
 ///    shallower than 2 layers.
 /// 5. A target takes the link whose N is nearest it (of the two that bracket it). If that N is
-///    more than [`SIZE_TOLERANCE`] (10 %) off, d_ff is moved within [2, 5] · d_model (in steps
+///    more than `SIZE_TOLERANCE` (10 %) off, d_ff is moved within [2, 5] · d_model (in steps
 ///    of the d_ff multiple) to bring N nearest the target (needed only at the smallest sizes,
 ///    where one width step is a large change); a target that still misses by more
 ///    than 10 % (below the smallest model, or with a coarse `head_dim` / `kv_groups`) is refused.

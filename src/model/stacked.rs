@@ -14,7 +14,7 @@ use super::transformer::Transformer;
 /// token embedding; per block attention norm, wq, wk, wv, wo, MLP norm, gate, up, down; final
 /// norm; the untied head if any. RMSNorm gains are stored as `[K, 1, d]` rows.
 #[derive(Debug, Clone)]
-pub struct StackedTransformer {
+pub(crate) struct StackedTransformer {
     /// The stacked weights (plain tensors, no autodiff).
     pub weights: Vec<Tensor<3>>,
     layers: usize,
@@ -33,7 +33,7 @@ const PER_BLOCK: usize = 9;
 /// Why solo models cannot be stacked.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot stack these models: {0}")]
-pub struct StackError(String);
+pub(crate) struct StackError(String);
 
 /// One weight of a solo model, seen through the stacking order.
 enum Slot<'a> {
@@ -66,7 +66,7 @@ fn slots(model: &mut Transformer) -> Vec<Slot<'_>> {
 
 /// `model`'s weights in stacking order, each as a plain `[1, rows, cols]` tensor, with the
 /// parameter ids they carry (an optimiser's state is keyed by them).
-pub fn solo_weights(model: &Transformer) -> Vec<(ParamId, Tensor<3>)> {
+pub(crate) fn solo_weights(model: &Transformer) -> Vec<(ParamId, Tensor<3>)> {
     let mut model = model.clone();
     slots(&mut model)
         .into_iter()
@@ -85,7 +85,7 @@ pub fn solo_weights(model: &Transformer) -> Vec<(ParamId, Tensor<3>)> {
 
 /// The solo shape of each of `model`'s weights in stacking order (`[d]` for a gain, `[rows,
 /// cols]` for a matrix).
-pub fn solo_shapes(model: &Transformer) -> Vec<Vec<usize>> {
+pub(crate) fn solo_shapes(model: &Transformer) -> Vec<Vec<usize>> {
     let mut model = model.clone();
     slots(&mut model)
         .into_iter()
@@ -98,7 +98,7 @@ pub fn solo_shapes(model: &Transformer) -> Vec<Vec<usize>> {
 
 /// `template` with its weights replaced by `weights` (each `[1, rows, cols]`, stacking order),
 /// keeping its parameter ids.
-pub fn with_solo_weights(template: &Transformer, weights: Vec<Tensor<3>>) -> Transformer {
+pub(crate) fn with_solo_weights(template: &Transformer, weights: Vec<Tensor<3>>) -> Transformer {
     let mut model = template.clone();
     for (slot, w) in slots(&mut model).into_iter().zip(weights) {
         match slot {
@@ -159,6 +159,7 @@ impl StackedTransformer {
     }
 
     /// Members in the stack.
+    #[cfg(test)]
     pub fn members(&self) -> usize {
         self.weights.first().map_or(0, |w| w.dims()[0])
     }

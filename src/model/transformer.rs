@@ -21,9 +21,9 @@ use crate::model::ModelShape;
 /// the projections that write into the residual stream are further scaled by 1/√(2·n_layers).
 const INIT_STD: f64 = 0.02;
 /// RoPE base frequency θ unless a model says otherwise (LLaMA 1 and 2).
-pub const DEFAULT_ROPE_THETA: f64 = 10_000.0;
+pub(crate) const DEFAULT_ROPE_THETA: f64 = 10_000.0;
 /// RMSNorm ε unless a model says otherwise.
-pub const DEFAULT_NORM_EPS: f64 = 1e-5;
+pub(crate) const DEFAULT_NORM_EPS: f64 = 1e-5;
 
 /// Everything needed to build a [`Transformer`].
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -31,7 +31,8 @@ pub trait WeightSource {
 
 /// The names and shapes of every parameter of a model of `config`, in the order
 /// [`Transformer::named_weights`] lists them (a tied head has no `lm_head.weight`).
-pub fn weight_names(config: &TransformerConfig) -> Vec<(String, Vec<usize>)> {
+#[cfg(test)]
+pub(crate) fn weight_names(config: &TransformerConfig) -> Vec<(String, Vec<usize>)> {
     let s = &config.shape;
     let (d, ff, vocab) = (s.d_model as usize, s.d_ff as usize, s.vocab as usize);
     let head_dim = d / s.n_heads as usize;
@@ -72,7 +73,7 @@ pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// Reads tensors in the order of [`weight_names`], so a source can stream them.
+/// Reads tensors in the order of [`Transformer::named_weights`], so a source can stream them.
 struct Reader<'a> {
     source: &'a mut dyn WeightSource,
     device: &'a Device,
@@ -109,7 +110,7 @@ impl Reader<'_> {
 }
 
 impl TransformerConfig {
-    /// Builds the model on `device` from named weights (see [`weight_names`]) instead of a
+    /// Builds the model on `device` from named weights (see [`Transformer::named_weights`]) instead of a
     /// random initialisation.
     pub fn from_weights(
         &self,
@@ -199,8 +200,9 @@ fn vector_out(name: String, param: &Param<Tensor<1>>) -> NamedTensor {
 }
 
 impl Transformer {
-    /// Every parameter under its Hugging Face name in PyTorch's layout, in the order of
-    /// [`weight_names`]; a tied head is not listed (it is `model.embed_tokens.weight`).
+    /// Every parameter under its Hugging Face name in PyTorch's layout, embeddings first, then
+    /// each layer, then the final norm and head; a tied head is not listed (it is
+    /// `model.embed_tokens.weight`).
     pub fn named_weights(&self) -> Vec<NamedTensor> {
         let [vocab, d] = self.embed.weight.val().dims();
         let mut out = vec![NamedTensor {

@@ -211,7 +211,7 @@ fn subject(runs: &[&str], one: &str, many: &str) -> String {
 
 /// The experimental-design warnings of `plan` under `priors` (the unigram entropy comes from
 /// the attached corpus, when known).
-pub fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
+pub(crate) fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> {
     let mut warnings = short_runs(plan);
     warnings.extend(plateau_runs(plan, priors));
     warnings.extend(unbracketed_students(plan, priors));
@@ -490,7 +490,7 @@ pub fn passes(run_tokens: u64, corpus: &CorpusInfo) -> Option<f64> {
 }
 
 /// Warnings about `plan` on `corpus`.
-pub fn corpus_checks(plan: &Plan, corpus: &CorpusInfo) -> Vec<DesignWarning> {
+pub(crate) fn corpus_checks(plan: &Plan, corpus: &CorpusInfo) -> Vec<DesignWarning> {
     let mut warnings = Vec::new();
     for run in plan.runs.iter().filter(|r| r.kind() == RunKind::Teacher) {
         if let Some(p) = passes(run.tokens(), corpus).filter(|&p| p > MAX_TEACHER_PASSES) {

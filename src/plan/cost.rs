@@ -10,12 +10,12 @@ use super::run::{Run, RunKind};
 use crate::spec::Backend;
 
 /// Training FLOPs of a model with `n` non-embedding parameters on `d` tokens: 6·N·D.
-pub fn training_flops(n: u64, d: u64) -> f64 {
+pub(crate) fn training_flops(n: u64, d: u64) -> f64 {
     6.0 * n as f64 * d as f64
 }
 
 /// Forward-pass FLOPs of a model with `n` non-embedding parameters over `d` tokens: 2·N·D.
-pub fn forward_flops(n: u64, d: u64) -> f64 {
+pub(crate) fn forward_flops(n: u64, d: u64) -> f64 {
     2.0 * n as f64 * d as f64
 }
 
@@ -26,7 +26,7 @@ pub fn checkpoint_bytes(params_total: u64) -> u64 {
 }
 
 /// Sustained training FLOP/s assumed for a backend before anything has been measured.
-pub fn default_flops_per_s(backend: Backend) -> f64 {
+pub(crate) fn default_flops_per_s(backend: Backend) -> f64 {
     match backend {
         Backend::Cpu => 3e10,
         Backend::Wgpu => 2e13,

@@ -68,7 +68,7 @@ fn forward(shape: &ModelShape, context: u64, tokens: f64) -> StepWork {
 }
 
 /// Training-step work of `shape` on `tokens` tokens: forward and backward, loss and AdamW.
-pub fn training_work(shape: &ModelShape, context: u64, tokens: f64) -> StepWork {
+pub(crate) fn training_work(shape: &ModelShape, context: u64, tokens: f64) -> StepWork {
     let f = forward(shape, context, tokens);
     let (d, l, ff, v) = (
         shape.d_model as f64,
@@ -88,7 +88,7 @@ pub fn training_work(shape: &ModelShape, context: u64, tokens: f64) -> StepWork 
 
 /// The work of one step of `config`; `teacher` is the shape of its teacher (students and
 /// logit passes).
-pub fn step_work(config: &RunConfig, teacher: Option<&ModelShape>) -> StepWork {
+pub(crate) fn step_work(config: &RunConfig, teacher: Option<&ModelShape>) -> StepWork {
     let tokens = (config.data.context * config.data.batch_seqs) as f64;
     let ctx = config.data.context;
     let shape = &config.model.shape;
@@ -159,7 +159,7 @@ pub struct Calibration {
 
 impl Calibration {
     /// Stated prices for `backend` before anything was measured: the FLOP/s of
-    /// [`super::default_flops_per_s`], element operations at a tenth of that rate, and 20 µs
+    /// `super::default_flops_per_s`, element operations at a tenth of that rate, and 20 µs
     /// per tensor operation (CPU) or 10 µs (GPU).
     pub fn stated(backend: Backend) -> Calibration {
         let f = super::default_flops_per_s(backend);

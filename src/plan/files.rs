@@ -17,7 +17,7 @@ use crate::spec::{
 
 /// What the files named by a sweep say.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SweepFiles {
+pub(crate) struct SweepFiles {
     /// The `[corpus] tokenizer` file, when it is one.
     pub tokenizer: Option<TokenizerFile>,
     /// Pre-trained teachers by their index in `[[teachers.models]]`.
@@ -27,7 +27,7 @@ pub struct SweepFiles {
 }
 
 /// A pre-trained teacher entry with where it was written.
-pub struct PretrainedEntry<'a> {
+pub(crate) struct PretrainedEntry<'a> {
     /// `teachers.models[i].pretrained`.
     pub key: String,
     /// The entry's span in the sweep file.
@@ -64,7 +64,7 @@ pub fn resolve(sweep: &Sweep, path: &str) -> PathBuf {
 
 /// What the files named by `sweep` say, and the vocabulary every model of the sweep shares.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Resolved {
+pub(crate) struct Resolved {
     /// The files.
     pub files: SweepFiles,
     /// The shared vocabulary.
@@ -91,7 +91,7 @@ pub struct OwnTokenizer {
 }
 
 /// Reads the files `sweep` names and decides its vocabulary.
-pub fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
+pub(crate) fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
     let corpus = sweep
         .file
         .corpus

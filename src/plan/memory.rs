@@ -16,16 +16,16 @@ use crate::model::ModelShape;
 
 /// What every pdsweep process holds before a run's tensors: code, the allocator's pad
 /// (`crate::alloc`) and the corpus's token caches (measured: 56 MiB for the quick start).
-pub const BASE_BYTES: u64 = 64 << 20;
+pub(crate) const BASE_BYTES: u64 = 64 << 20;
 
 /// What a `tokenizer.json` adds to the base once loaded (its vocabulary and merges as the
 /// `tokenizers` crate holds them; measured 185 MiB for SmolLM2's 49,152 tokens).
-pub const TOKENIZER_FILE_BYTES: u64 = 192 << 20;
+pub(crate) const TOKENIZER_FILE_BYTES: u64 = 192 << 20;
 
 /// What an offline student's store reader adds (`crate::distill::reader`): the index of the
 /// store's windows (its shards' headers and digests, about 80 bytes a window) and one step's
 /// blocks; it reads each window from disk when a batch asks for it.
-pub const STORE_READER_BYTES: u64 = 8 << 20;
+pub(crate) const STORE_READER_BYTES: u64 = 8 << 20;
 
 /// Bytes per parameter of a training step's state: the f32 weight, its gradient, AdamW's two
 /// moments and the updated weight made before the old is dropped.
@@ -49,8 +49,8 @@ pub struct MemoryEstimate {
     /// An online student's teacher (weights and one forward pass), or an offline student's
     /// shard of its logit store.
     pub teacher: u64,
-    /// What the process holds besides the run's tensors: [`BASE_BYTES`], and
-    /// [`TOKENIZER_FILE_BYTES`] with a `tokenizer.json` corpus.
+    /// What the process holds besides the run's tensors: `BASE_BYTES`, and
+    /// `TOKENIZER_FILE_BYTES` with a `tokenizer.json` corpus.
     pub base: u64,
 }
 
@@ -79,7 +79,12 @@ fn forward_per_position(s: &ModelShape) -> u64 {
 
 /// The predicted peak of a training step of `shape` on `positions` positions with `chunk`
 /// positions per head chunk and a teacher support of `width` entries per position.
-pub fn training_step(shape: &ModelShape, positions: u64, chunk: u64, width: u64) -> MemoryEstimate {
+pub(crate) fn training_step(
+    shape: &ModelShape,
+    positions: u64,
+    chunk: u64,
+    width: u64,
+) -> MemoryEstimate {
     let params = shape.params().total;
     let (d, vocab) = (shape.d_model, shape.vocab);
     let activations = positions
@@ -100,7 +105,7 @@ pub fn training_step(shape: &ModelShape, positions: u64, chunk: u64, width: u64)
 /// The predicted peak of a forward pass of `shape` (no gradients) over `positions` positions
 /// whose head makes `chunk` positions of logits at a time: its weights, one layer's
 /// temporaries, the hidden states and two copies of a chunk of logits.
-pub fn forward_pass(shape: &ModelShape, positions: u64, chunk: u64) -> MemoryEstimate {
+pub(crate) fn forward_pass(shape: &ModelShape, positions: u64, chunk: u64) -> MemoryEstimate {
     let params = shape.params().total;
     let positions = positions.min(PASS_POSITIONS);
     let chunk = chunk.min(positions.max(1));

@@ -11,20 +11,20 @@ pub mod memory;
 mod render;
 mod run;
 
+pub(crate) use checks::{DesignWarning, corpus_checks, design_checks};
 pub use checks::{
-    DesignWarning, LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, TeacherLossPrior,
-    corpus_checks, design_checks, measured_floor, passes, plateau_line,
+    LossPrior, MIN_STEPS, PLATEAU_SHARE, Priors, TStarPrior, TeacherLossPrior, measured_floor,
+    passes, plateau_line,
 };
-pub use cost::{
-    Throughput, Totals, checkpoint_bytes, default_flops_per_s, forward_flops, training_flops,
-};
-pub use cost_model::{Calibration, StepWork, step_work, steps as run_steps, training_work};
-pub use files::{PretrainedEntry, Resolved, SweepFiles, resolve, resolve_files};
+pub use cost::{Throughput, checkpoint_bytes};
+pub(crate) use cost::{Totals, default_flops_per_s, forward_flops};
+pub use cost_model::Calibration;
+pub(crate) use cost_model::{StepWork, step_work};
+pub use files::resolve;
+pub(crate) use files::resolve_files;
 pub use render::{PlanFormat, render};
-pub use run::{
-    DistillConfig, LogitsConfig, LrTuning, ModelSpec, PretrainedSource, Run, RunConfig, RunId,
-    RunKind, teacher_candidates, tuned_on,
-};
+pub(crate) use run::{DistillConfig, PretrainedSource, teacher_candidates, tuned_on};
+pub use run::{Run, RunConfig, RunId, RunKind};
 
 use crate::data::DataConfig;
 use crate::model::ModelShape;

@@ -253,7 +253,7 @@ impl DistillConfig {
 /// Everything needed to execute a run. Its JSON (less a tuned run's candidate runs, see
 /// [`RunConfig::identity_json`]) is hashed into the run's id, so two plans that resolve a run
 /// identically give it the same id. The JSON is the sweep database's record of the run: its
-/// layout is fixed ([`RunConfigJson`]), whatever the shape of the types here.
+/// layout is fixed (`RunConfigJson`), whatever the shape of the types here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "RunConfigJson", from = "RunConfigJson")]
 pub struct RunConfig {
@@ -435,7 +435,7 @@ impl RunConfig {
 /// read from its JSON; empty for a run that is not tuned. Schedulers treat these dependencies
 /// as settled once each is done or failed: a candidate that diverged is an answer ("this rate
 /// is too high"), not a blocker.
-pub fn tuned_on(config_json: &str) -> Vec<RunId> {
+pub(crate) fn tuned_on(config_json: &str) -> Vec<RunId> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(config_json) else {
         return Vec::new();
     };
@@ -451,7 +451,7 @@ pub fn tuned_on(config_json: &str) -> Vec<RunId> {
 
 /// The ids of the teachers' learning-rate candidates (`[teachers] tune_lr`) among runs given as
 /// (kind, configuration JSON): every run a teacher's learning rate is tuned on.
-pub fn teacher_candidates<'a>(
+pub(crate) fn teacher_candidates<'a>(
     runs: impl IntoIterator<Item = (RunKind, &'a str)>,
 ) -> std::collections::HashSet<RunId> {
     runs.into_iter()

@@ -14,7 +14,7 @@ use plotters_backend::{
 use super::error::ReportError;
 
 /// The drawing area every figure draws on.
-pub type Area<'a> = DrawingArea<Canvas<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<Canvas<'a>, Shift>;
 
 /// Either of plotters' in-memory backends.
 pub enum Canvas<'a> {

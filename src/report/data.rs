@@ -435,7 +435,7 @@ impl CapacityGapView {
 }
 
 /// Means of `y` per distinct `x`, sorted by `x`.
-pub fn mean_by<T>(items: &[T], xy: impl Fn(&T) -> (f64, f64)) -> Vec<(f64, f64)> {
+pub(crate) fn mean_by<T>(items: &[T], xy: impl Fn(&T) -> (f64, f64)) -> Vec<(f64, f64)> {
     let mut groups: Vec<(f64, f64, usize)> = Vec::new();
     for (x, y) in items.iter().map(xy) {
         match groups.iter_mut().find(|g| g.0 == x) {
@@ -528,7 +528,7 @@ fn sign(v: f64) -> &'static str {
 }
 
 /// `v` to three significant digits, in scientific notation when very large or small.
-pub fn sig(v: f64) -> String {
+pub(crate) fn sig(v: f64) -> String {
     if !v.is_finite() {
         return v.to_string();
     }

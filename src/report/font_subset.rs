@@ -477,7 +477,7 @@ pub fn subset(font: &[u8], chars: impl IntoIterator<Item = char>) -> Result<Vec<
 
 /// Every character of `text` plus printable ASCII (so a figure edited by hand still finds its
 /// letters), for [`subset`].
-pub fn chars_of(text: &str) -> BTreeSet<char> {
+pub(crate) fn chars_of(text: &str) -> BTreeSet<char> {
     let mut set: BTreeSet<char> = (' '..='~').collect();
     set.extend(text.chars().filter(|c| !c.is_control()));
     set

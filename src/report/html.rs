@@ -29,7 +29,7 @@ pub struct PageSkip<'a> {
 }
 
 /// Escapes text for HTML.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

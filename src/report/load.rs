@@ -626,7 +626,7 @@ fn grid_optima(views: &[CapacityGapView]) -> Vec<OptimalPoint> {
 
 /// `git rev-parse HEAD` in `dir` (with ` (modified)` when its work tree has changes), or
 /// `None` outside a repository or without git.
-pub fn git_commit(dir: &Path) -> Option<String> {
+pub(crate) fn git_commit(dir: &Path) -> Option<String> {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .arg("-C")
@@ -657,7 +657,7 @@ pub fn now_utc() -> String {
 }
 
 /// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian calendar).
-pub fn format_utc(secs: u64) -> String {
+pub(crate) fn format_utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Howard Hinnant's civil_from_days.

@@ -1,8 +1,8 @@
 //! Reports and exports: `pdsweep report` draws every figure ([`figures`], one module each) as
 //! PNG and SVG and writes a self-contained `index.html` ([`html`]); `pdsweep export` writes
-//! the runs, metrics, fits, similarity and degrees as tables ([`export`]). Data comes from the
+//! the runs, metrics, fits, similarity and degrees as tables ([`export`](mod@export)). Data comes from the
 //! sweep database ([`load`]) into plain views ([`data`]); fitted pieces enter in one place
-//! ([`fits`]); only [`write`] writes files.
+//! ([`fits`]); only [`write`](mod@write) writes files.
 
 pub mod canvas;
 pub mod data;

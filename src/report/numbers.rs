@@ -11,7 +11,7 @@ pub fn trim(s: &str) -> String {
 }
 
 /// A count with a K/M/B/T suffix and up to three significant digits: `27.8K`, `1.9B`.
-pub fn si(v: f64) -> String {
+pub(crate) fn si(v: f64) -> String {
     let a = v.abs();
     let (scaled, suffix) = if a >= 1e12 {
         (v / 1e12, "T")

@@ -44,7 +44,7 @@ impl Rendered {
 
 /// The `@font-face` rule that declares the embedded font as a data URL, subset to the
 /// characters of `text` (and printable ASCII); the whole font if subsetting fails.
-pub fn font_face_css(text: &str) -> String {
+pub(crate) fn font_face_css(text: &str) -> String {
     let font = super::font_subset::subset(FONT_BYTES, super::font_subset::chars_of(text))
         .unwrap_or_else(|_| FONT_BYTES.to_vec());
     format!(
@@ -62,7 +62,7 @@ fn embed_font(svg: &str) -> String {
 }
 
 /// The characters an SVG shows: the text between tags, with XML entities decoded.
-pub fn svg_text(svg: &str) -> String {
+pub(crate) fn svg_text(svg: &str) -> String {
     let mut out = String::new();
     let mut in_tag = false;
     for c in svg.chars() {
@@ -82,7 +82,7 @@ pub fn svg_text(svg: &str) -> String {
 }
 
 /// Pixel size of a figure of `size_in` inches at [`style::DPI`].
-pub fn pixel_size(size_in: (f64, f64)) -> (u32, u32) {
+pub(crate) fn pixel_size(size_in: (f64, f64)) -> (u32, u32) {
     (
         (size_in.0 * style::DPI).round() as u32,
         (size_in.1 * style::DPI).round() as u32,

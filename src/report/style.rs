@@ -14,17 +14,17 @@ use super::error::ReportError;
 use super::numbers::{si, trim};
 
 /// Pixels per inch of the PNGs (and of the SVGs' coordinate system).
-pub const DPI: f64 = 300.0;
+pub(crate) const DPI: f64 = 300.0;
 
 /// The embedded font's family name.
-pub const FONT_FAMILY: &str = "DejaVu Sans";
+pub(crate) const FONT_FAMILY: &str = "DejaVu Sans";
 
 /// DejaVu Sans (Bitstream Vera licence, `assets/fonts/LICENSE-DejaVu.txt`), so figures do not
 /// depend on the fonts of the machine that draws or shows them.
-pub const FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+pub(crate) const FONT_BYTES: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// Points to pixels at [`DPI`].
-pub fn pt(points: f64) -> f64 {
+pub(crate) fn pt(points: f64) -> f64 {
     points * DPI / 72.0
 }
 
@@ -48,7 +48,7 @@ pub mod size {
 }
 
 /// Registers the embedded font with plotters (once per process).
-pub fn register_font() -> Result<(), ReportError> {
+pub(crate) fn register_font() -> Result<(), ReportError> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         [FontStyle::Normal, FontStyle::Bold, FontStyle::Italic]
@@ -71,11 +71,11 @@ pub fn font(points: f64) -> TextStyle<'static> {
 }
 
 /// Text and axes.
-pub const INK: RGBColor = RGBColor(34, 34, 34);
+pub(crate) const INK: RGBColor = RGBColor(34, 34, 34);
 /// Grid lines.
-pub const GRID: RGBColor = RGBColor(225, 225, 225);
+pub(crate) const GRID: RGBColor = RGBColor(225, 225, 225);
 /// Secondary text and reference lines.
-pub const MUTED: RGBColor = RGBColor(110, 110, 110);
+pub(crate) const MUTED: RGBColor = RGBColor(110, 110, 110);
 
 /// Okabe & Ito's colour-blind-safe palette (yellow left out: too pale on white), then a few
 /// darker extras.
@@ -93,31 +93,31 @@ const PALETTE: [RGBColor; 10] = [
 ];
 
 /// The `i`-th series colour.
-pub fn color(i: usize) -> RGBColor {
+pub(crate) fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
 /// The most series one panel draws: more are split across panels (a legend row each, and
 /// colours that stay distinct).
-pub const MAX_SERIES: usize = 10;
+pub(crate) const MAX_SERIES: usize = 10;
 
 /// Figure width in inches: every figure is as wide as a full page column of text (2100 px).
-pub const WIDTH_IN: f64 = 7.0;
+pub(crate) const WIDTH_IN: f64 = 7.0;
 
 /// Height of a figure with one row of panels (1080 px).
-pub const ONE_ROW_IN: f64 = 3.6;
+pub(crate) const ONE_ROW_IN: f64 = 3.6;
 
 /// Height added by each further row of panels.
-pub const ROW_IN: f64 = 3.2;
+pub(crate) const ROW_IN: f64 = 3.2;
 
 /// The height of a figure with `rows` rows of panels.
-pub fn height_in(rows: usize) -> f64 {
+pub(crate) fn height_in(rows: usize) -> f64 {
     ONE_ROW_IN + ROW_IN * rows.max(1).saturating_sub(1) as f64
 }
 
 /// The colour of the `k`-th of `n` series ordered by size (small to large): viridis from deep
 /// purple to green, so order reads at a glance (the pale yellow end is left out).
-pub fn ordered_color(k: usize, n: usize) -> RGBColor {
+pub(crate) fn ordered_color(k: usize, n: usize) -> RGBColor {
     const STOPS: [(f64, f64, f64); 6] = [
         (68.0, 1.0, 84.0),
         (65.0, 68.0, 135.0),
@@ -139,7 +139,7 @@ pub fn ordered_color(k: usize, n: usize) -> RGBColor {
 }
 
 /// `c` washed out towards white, for individual seeds behind their mean.
-pub fn faint(c: RGBColor) -> RGBColor {
+pub(crate) fn faint(c: RGBColor) -> RGBColor {
     let mix = |x: u8| (f64::from(x) * 0.4 + 255.0 * 0.6).round() as u8;
     RGBColor(mix(c.0), mix(c.1), mix(c.2))
 }
@@ -190,7 +190,7 @@ pub fn replicates(points: &[(f64, f64)]) -> Vec<Replicates> {
 
 /// A sequential shade (light to dark grey-blue) for the `k`-th of `n` ordered groups, such as
 /// compute budgets from small to large.
-pub fn budget_color(k: usize, n: usize) -> RGBColor {
+pub(crate) fn budget_color(k: usize, n: usize) -> RGBColor {
     let f = if n > 1 {
         k as f64 / (n - 1) as f64
     } else {
@@ -246,7 +246,7 @@ pub enum LineKind {
 
 /// One legend entry.
 #[derive(Debug, Clone)]
-pub struct LegendEntry {
+pub(crate) struct LegendEntry {
     /// Text.
     pub label: String,
     /// Colour.
@@ -311,7 +311,7 @@ pub struct Axis {
 }
 
 /// Major ticks an axis gets unless its panel has room for fewer.
-pub const MAX_TICKS: usize = 6;
+pub(crate) const MAX_TICKS: usize = 6;
 
 impl Axis {
     /// A linear axis spanning `values` with 6% padding (and `include` values kept in range).
@@ -438,7 +438,7 @@ impl Axis {
 
 /// A linear coordinate in plot units whose grid lines and labels sit at our own ticks.
 #[derive(Debug, Clone)]
-pub struct Ticked {
+pub(crate) struct Ticked {
     lo: f64,
     hi: f64,
     major: Vec<f64>,
@@ -550,7 +550,7 @@ fn log_ticks(lo: f64, hi: f64, max: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// `10¹²`, or `3×10¹²` for a value that is not a power of ten.
-pub fn power_of_ten(v: f64) -> String {
+pub(crate) fn power_of_ten(v: f64) -> String {
     if v <= 0.0 || !v.is_finite() {
         return trim(&format!("{v:.3}"));
     }
@@ -977,7 +977,7 @@ impl Plot<'_, '_> {
 
 /// A curve sorted by x split into the parts below `lo`, within `[lo, hi]` and above `hi` (each
 /// part sharing its end point with the next, so they join).
-pub fn split_at_data(pts: &[(f64, f64)], (lo, hi): (f64, f64)) -> [Vec<(f64, f64)>; 3] {
+pub(crate) fn split_at_data(pts: &[(f64, f64)], (lo, hi): (f64, f64)) -> [Vec<(f64, f64)>; 3] {
     let eps = 1e-9 * lo.abs().max(hi.abs());
     let part = |keep: &dyn Fn(f64) -> bool| -> Vec<(f64, f64)> {
         pts.iter().copied().filter(|p| keep(p.0)).collect()
@@ -1066,7 +1066,7 @@ fn clip_polygon(polygon: Vec<(f64, f64)>, rx: &Range<f64>, ry: &Range<f64>) -> V
 
 /// Splits a figure into a plot area and, when there are entries, a legend column on the right
 /// (`legend_in` inches wide), and draws the legend there.
-pub fn with_legend<'b>(
+pub(crate) fn with_legend<'b>(
     area: &Area<'b>,
     entries: &[LegendEntry],
     legend_in: f64,
@@ -1082,7 +1082,7 @@ pub fn with_legend<'b>(
 }
 
 /// Draws legend entries top-down in `area`; entries that do not fit are summarised.
-pub fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), ReportError> {
+pub(crate) fn draw_legend(area: &Area<'_>, entries: &[LegendEntry]) -> Result<(), ReportError> {
     let (_, h) = area.dim_in_pixel();
     let row = pt(size::TICK * 1.7) as i32;
     let top = pt(14.0) as i32;
@@ -1236,7 +1236,7 @@ pub fn grid<'b>(area: &Area<'b>, n: usize, cols: usize) -> Vec<Area<'b>> {
         .collect()
 }
 
-/// Splits `series` into chunks of at most [`MAX_SERIES`], as evenly as possible, so no panel
+/// Splits `series` into chunks of at most `MAX_SERIES`, as evenly as possible, so no panel
 /// carries more than its legend and palette can tell apart.
 pub fn chunks<T: Clone>(series: &[T]) -> Vec<Vec<T>> {
     if series.is_empty() {

@@ -8,7 +8,7 @@ use super::error::ReportError;
 
 /// An output folder and the files written to it.
 #[derive(Debug)]
-pub struct OutputDir {
+pub(crate) struct OutputDir {
     dir: PathBuf,
     written: Vec<PathBuf>,
 }
@@ -27,6 +27,7 @@ impl OutputDir {
     }
 
     /// The folder.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.dir
     }

@@ -7,10 +7,10 @@ use crate::plan::{RunId, RunKind};
 use crate::store::StoredRun;
 
 /// The kinds of run executed.
-pub const EXECUTED: [RunKind; 4] = RunKind::ALL;
+pub(crate) const EXECUTED: [RunKind; 4] = RunKind::ALL;
 
 /// For each run, how many runs depend on it directly or through others.
-pub fn unblock_counts(runs: &[StoredRun]) -> HashMap<RunId, usize> {
+pub(crate) fn unblock_counts(runs: &[StoredRun]) -> HashMap<RunId, usize> {
     let mut dependents: HashMap<&RunId, Vec<&RunId>> = HashMap::new();
     for run in runs {
         for dep in &run.depends_on {
@@ -36,7 +36,7 @@ pub fn unblock_counts(runs: &[StoredRun]) -> HashMap<RunId, usize> {
 /// Tie-break among runs that unblock as many others: teachers (they unblock logit passes and
 /// students), then baselines (so a student's gain is known when it finishes), logit passes,
 /// students.
-pub fn priority(kind: RunKind) -> u8 {
+pub(crate) fn priority(kind: RunKind) -> u8 {
     match kind {
         RunKind::Teacher => 0,
         RunKind::Baseline => 1,

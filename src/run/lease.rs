@@ -2,7 +2,7 @@
 //! coordinator holds it alone; local `pdsweep run` processes of one host share it. It is taken
 //! before the database is opened, so a process of another host never opens a database in use
 //! (SQLite's WAL index cannot be shared across hosts). The holder renews it every
-//! [`RENEW_EVERY`]; a lease not renewed for [`STALE_AFTER`], or held by a dead process of this
+//! `RENEW_EVERY`; a lease not renewed for `STALE_AFTER`, or held by a dead process of this
 //! host, is taken over.
 
 use crate::error::Cause;
@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::store::{SweepLayout, this_host};
 
 /// How often the holder rewrites the lease.
-pub const RENEW_EVERY: Duration = Duration::from_secs(15);
+pub(crate) const RENEW_EVERY: Duration = Duration::from_secs(15);
 /// A lease not renewed for this long belongs to a process that is gone.
-pub const STALE_AFTER: Duration = Duration::from_secs(120);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(120);
 
 /// Who holds a lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

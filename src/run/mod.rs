@@ -1,5 +1,5 @@
 //! Executing a planned sweep, in three parts: how a unit of work is executed, per kind of run
-//! ([`execute`], shared by every scheduler); where units are scheduled (worker threads of this
+//! ([`execute`](mod@execute), shared by every scheduler); where units are scheduled (worker threads of this
 //! process, or [`slurm`] job arrays); and where results are recorded ([`record`]: the sweep
 //! database directly, or each run's own files, ingested by the Slurm coordinator). The
 //! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
@@ -18,11 +18,9 @@ pub mod stacks;
 pub mod tuning;
 mod unit;
 
-pub use error::{RecordError, RunError};
 pub use events::RunEvent;
-pub use execute::{ExecEnv, Outcome, execute_unit};
-pub use graph::{EXECUTED, priority, unblock_counts};
+pub use execute::Outcome;
+
 pub use local::{RunOptions, Summary, execute};
-pub use pools::threads_per_worker;
+
 pub use stacks::{StackAdvisor, StackPolicy};
-pub use unit::{UnitRun, WorkUnit};

@@ -5,7 +5,7 @@
 
 /// Threads for each of `jobs` workers: `threads` when given (non-zero), otherwise the
 /// machine's cores shared out evenly, at least one each.
-pub fn threads_per_worker(jobs: usize, threads: usize) -> usize {
+pub(crate) fn threads_per_worker(jobs: usize, threads: usize) -> usize {
     if threads > 0 {
         return threads;
     }

@@ -4,12 +4,12 @@
 //! batched model. `auto` stacks only as many as measured faster on this backend: it times one
 //! run alone and stacks of 2, 4, 8, 16 and 32 on the shape at hand (a few steps each, once per
 //! machine and shape, kept in a cache file), climbing while the throughput still grows, and
-//! takes the best stack if it beats one run alone by [`AUTO_MARGIN`].
+//! takes the best stack if it beats one run alone by `AUTO_MARGIN`.
 //!
 //! On the CPU (flex) stacks of 4 measured 0.70–0.78× and stacks of 8 1.02–1.05× the throughput
 //! of the same runs one at a time at the quick start's student shapes (d32 and d48 × 2 layers,
 //! `benches/stack_throughput.rs`), and stacks of 16 1.22× (d32) but 0.73× (d48): there `auto`
-//! considers only stacks of at least [`CPU_MIN_STACK`] runs, times one run alone and such
+//! considers only stacks of at least `CPU_MIN_STACK` runs, times one run alone and such
 //! stacks, and trains alone otherwise, so small sweeps never pay for the measurement.
 
 use std::collections::HashMap;
@@ -64,27 +64,27 @@ impl std::fmt::Display for StackPolicy {
 }
 
 /// The most members a stack may have (`auto` measures up to this).
-pub const MAX_MEMBERS: usize = 32;
+pub(crate) const MAX_MEMBERS: usize = 32;
 
 /// The fewest runs `auto` stacks on the CPU (there stacks of 4 measured slower and stacks of 8
 /// at most 5 % faster, under [`AUTO_MARGIN`]).
-pub const CPU_MIN_STACK: usize = 16;
+pub(crate) const CPU_MIN_STACK: usize = 16;
 
 /// How much faster than one run alone a stack must measure for `auto` to use it.
-pub const AUTO_MARGIN: f64 = 1.1;
+pub(crate) const AUTO_MARGIN: f64 = 1.1;
 
 /// The largest vocabulary that stacks. A stack scores all its members' logits at once
 /// (members × positions × vocabulary floats, and as many for their gradient), where a run
 /// alone goes through the fused chunked head (`crate::kernels::head_loss`) and holds one
 /// chunk: above this a stack would trade bounded memory for little speed, as the head is
 /// most of such a step.
-pub const MAX_STACK_VOCAB: u64 = 8192;
+pub(crate) const MAX_STACK_VOCAB: u64 = 8192;
 
 /// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the
 /// context and the batch rows. `None` for runs that never stack (logit passes, pre-trained
 /// teachers, runs without training settings, bf16 or f16 runs and accumulated batches: the stacked
 /// model computes in f32 on whole batches only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
-pub fn stack_key(config: &RunConfig) -> Option<String> {
+pub(crate) fn stack_key(config: &RunConfig) -> Option<String> {
     if config.kind == RunKind::Logits || config.model.pretrained.is_some() {
         return None;
     }
@@ -157,7 +157,7 @@ pub fn groups<'a>(
 }
 
 /// The stack key of a stored run (its configuration parsed), if it can stack.
-pub fn stored_key(run: &StoredRun) -> Option<String> {
+pub(crate) fn stored_key(run: &StoredRun) -> Option<String> {
     serde_json::from_str::<RunConfig>(&run.config_json)
         .ok()
         .as_ref()
@@ -166,7 +166,7 @@ pub fn stored_key(run: &StoredRun) -> Option<String> {
 
 /// The runs of `candidates` (in their order) that can join a stack led by `lead`: the same
 /// key, at most `max - 1` of them.
-pub fn partners<'a>(
+pub(crate) fn partners<'a>(
     lead: &StoredRun,
     candidates: &'a [StoredRun],
     max: usize,
@@ -217,7 +217,7 @@ impl StackAdvisor {
     }
 
     /// The most members a stack of runs like `config` should have on `device` when `available`
-    /// such runs are runnable: 1 (alone) unless a stack measured at least [`AUTO_MARGIN`]
+    /// such runs are runnable: 1 (alone) unless a stack measured at least `AUTO_MARGIN`
     /// times the throughput of one run alone. Measures what it does not know yet.
     /// Only stacks of at least `min` members are measured and taken.
     pub fn members(

@@ -5,7 +5,7 @@
 //! with the baseline its gain is measured against. With `[teachers] tune_lr` every teacher has
 //! one candidate run per peak (same seed, data and initialisation) and takes the peak of the
 //! best candidate, the same rule on one seed (it adopts that candidate's checkpoint, see
-//! `run::adopt`). The fits apply the rule ([`best_peak`]) to
+//! `run::adopt`). The fits apply the rule (`best_peak`) to
 //! keep only the tuned baselines, and leave teacher candidates out of every law.
 
 use std::collections::BTreeMap;
@@ -67,7 +67,7 @@ pub fn scores(results: &[(f64, f64)]) -> Vec<PeakScore> {
 /// The tuned peak of `(peak, held-out loss)` results: among the peaks with the most finished
 /// runs (a peak that diverged for some seed is not compared on fewer seeds), the one with the
 /// lowest mean loss; the smaller peak on a tie. `None` when nothing finished.
-pub fn best_peak(results: &[(f64, f64)]) -> Option<f64> {
+pub(crate) fn best_peak(results: &[(f64, f64)]) -> Option<f64> {
     best_of(&scores(results))
 }
 
@@ -139,7 +139,7 @@ pub fn apply(config: &mut RunConfig, tuned: &TunedLr) {
 }
 
 /// `extra_json` (a JSON object, or `None`) with the tuning recorded under `lr`.
-pub fn annotate(extra_json: Option<&str>, tuned: &TunedLr) -> String {
+pub(crate) fn annotate(extra_json: Option<&str>, tuned: &TunedLr) -> String {
     let mut extra: serde_json::Value = extra_json
         .and_then(|s| serde_json::from_str(s).ok())
         .filter(serde_json::Value::is_object)

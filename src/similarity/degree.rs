@@ -118,7 +118,7 @@ pub struct DegreeSummary {
 }
 
 /// The summary of `degrees` (one per seed).
-pub fn summarise(degrees: &[Degree]) -> DegreeSummary {
+pub(crate) fn summarise(degrees: &[Degree]) -> DegreeSummary {
     let of = |f: fn(&Degree) -> f64| Interval::of(&degrees.iter().map(f).collect::<Vec<_>>());
     DegreeSummary {
         seeds: degrees.len(),

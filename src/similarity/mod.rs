@@ -1,11 +1,11 @@
 //! How distilled is a student? Judge-free similarity of a model to its teacher at three
 //! granularities that carry over to base models (Lee et al., ACL 2025, measure the same with an
-//! LLM judge): token ([`token`]: teacher-forced top-1 agreement and Jensen–Shannon divergence),
+//! LLM judge): token (`token`: teacher-forced top-1 agreement and Jensen–Shannon divergence),
 //! sequence ([`ngram`]: chrF-style n-gram overlap of continuations of the same held-out
 //! prefixes, on bytes) and homogenisation (the diversity of a model's own samples). The
-//! **distillation degree** ([`degree`]) is a student's similarity minus its same-seed
+//! **distillation degree** ([`degree`](mod@degree)) is a student's similarity minus its same-seed
 //! baseline's: any two models of one corpus resemble each other, and the baseline says how
-//! much. Measurements are made once per sweep and stored ([`measure`], [`records`]).
+//! much. Measurements are made once per sweep and stored ([`measure`], `records`).
 
 pub mod degree;
 mod measure;
@@ -15,12 +15,14 @@ mod profile;
 mod records;
 mod token;
 
-pub use degree::{Degree, DegreeSummary, Interval, degree, summarise};
-pub use measure::{Measured, SimilarityError, StudentSimilarity, measure, students};
+pub use degree::degree;
+pub(crate) use degree::{Degree, DegreeSummary, Interval, summarise};
+pub(crate) use measure::StudentSimilarity;
+pub use measure::{measure, students};
 pub use models::{TextOf, held_out_prefixes, load_model, run_data};
-pub use profile::{Continuations, Settings, Similarity, compare, continuations, self_similarity};
-pub use records::{Record, SampleText, read as read_records};
-pub use token::{TokenSimilarity, token_similarity};
+pub(crate) use profile::Similarity;
+pub use profile::{Settings, compare, continuations};
+pub(crate) use records::{Record, read as read_records};
 
 use crate::store::RunRow;
 
@@ -44,7 +46,7 @@ pub struct GroupDegree {
 }
 
 /// A run name without its trailing seed (`-s3`).
-pub fn without_seed(name: &str) -> &str {
+pub(crate) fn without_seed(name: &str) -> &str {
     match name.rfind("-s") {
         Some(i) if name[i + 2..].chars().all(|c| c.is_ascii_digit()) && i + 2 < name.len() => {
             &name[..i]
@@ -102,6 +104,9 @@ pub fn group_degrees(rows: &[RunRow], records: &[Record]) -> Vec<GroupDegree> {
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
+
+    use super::profile::Continuations;
+    use super::token::token_similarity;
 
     use burn::tensor::Device;
 

@@ -1,6 +1,6 @@
 //! Sequence-level similarity on symbols (bytes of decoded text, so tokenizers do not matter):
 //! chrF-style n-gram overlap of two texts, the diversity of a model's own samples (distinct-n)
-//! and their self-similarity. n runs from 1 to [`MAX_N`].
+//! and their self-similarity. n runs from 1 to `MAX_N`.
 //!
 //! Overlap of hypothesis h and reference r at order n: with C_h(g), C_r(g) the counts of n-gram
 //! g, matches_n = Σ_g min(C_h(g), C_r(g)), precision_n = matches_n / Σ C_h, recall_n = matches_n
@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 /// Highest n-gram order (chrF's character orders stop at 6; 4 is the and BLEU's).
-pub const MAX_N: usize = 4;
+pub(crate) const MAX_N: usize = 4;
 
 /// n-gram overlap of two texts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -111,7 +111,7 @@ pub fn distinct(texts: &[Vec<u32>]) -> [f64; MAX_N] {
 
 /// Mean chrF1 over every pair of `samples` (continuations of one prefix under different
 /// seeds): 1 when every seed gives the same text; `None` with fewer than two samples.
-pub fn self_similarity(samples: &[Vec<u32>]) -> Option<f64> {
+pub(crate) fn self_similarity(samples: &[Vec<u32>]) -> Option<f64> {
     let mut sum = 0.0;
     let mut pairs = 0usize;
     for i in 0..samples.len() {

@@ -166,7 +166,7 @@ pub fn compare(
 }
 
 /// Mean self-similarity over the prefixes (0 with one sample per prefix).
-pub fn self_similarity(c: &Continuations) -> f64 {
+pub(crate) fn self_similarity(c: &Continuations) -> f64 {
     let per: Vec<f64> = c
         .symbols
         .iter()

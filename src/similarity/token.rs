@@ -25,7 +25,7 @@ pub struct TokenSimilarity {
 }
 
 /// Compares `a` and `b` on the first `max_windows` held-out windows of `context` tokens.
-pub fn token_similarity(
+pub(crate) fn token_similarity(
     a: &Transformer,
     b: &Transformer,
     val: &Stream,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub struct OneOrMany<T>(pub Vec<T>);
 
 /// A sweep axis: one value or a non-empty list of values, in the order written.
-pub type Axis<T> = OneOrMany<T>;
+pub(crate) type Axis<T> = OneOrMany<T>;
 
 impl<T> OneOrMany<T> {
     /// The values in the order written.

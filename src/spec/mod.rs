@@ -11,18 +11,18 @@ pub mod units;
 mod validate;
 mod values;
 
-pub use axis::{Axis, OneOrMany};
-pub use error::{Invalid, Location, SpecError};
-pub use schema::{
-    ConstraintsSection, CorpusSection, DistillSection, EstimateSection, GroupSection,
-    LimitsSection, ModelEntry, ModelSection, SweepFile, TrainSection,
-};
+pub use error::{Invalid, SpecError};
+pub(crate) use schema::{CorpusSection, DistillSection, GroupSection, ModelEntry};
 pub use sweep::Sweep;
-pub use units::{ByteSize, Count, TokenBudget};
-pub use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
+pub(crate) use units::{Count, TokenBudget};
+pub(crate) use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
+#[cfg(test)]
+pub(crate) use values::ScheduleTable;
 pub use values::{
-    Alpha, Backend, CorpusKind, CrossTokenizer, Design, DistillMode, Family, Fraction, LossKind,
-    Missing, Name, Ratio, Schedule, ScheduleKind, ScheduleTable, Separator, Targets, Temperature,
-    TokenizerKind, TokenizerSetting, TopK, TopP,
+    Alpha, Backend, CorpusKind, CrossTokenizer, LossKind, Missing, Schedule, Separator,
+    TokenizerKind, TopK,
+};
+pub(crate) use values::{
+    Design, DistillMode, Name, ScheduleKind, Targets, Temperature, TokenizerSetting, TopP,
 };
 pub use values::{Precision, TeacherPrecision};

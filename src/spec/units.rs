@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 /// The largest count pdsweep accepts anywhere (10^15): larger values are typos, and keeping
 /// below it means every product of two counts still fits an `f64` exactly enough and a `u64`.
-pub const MAX_COUNT: f64 = 1e15;
+pub(crate) const MAX_COUNT: f64 = 1e15;
 
 /// Parses a decimal count with an optional SI suffix: `K` = 10^3, `M` = 10^6, `B`/`G` = 10^9,
 /// `T` = 10^12 (case-insensitive). Fractions are allowed (`"1.9B"`) as long as the result is a
@@ -29,7 +29,7 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 
 /// Parses a byte size: decimal suffixes `K`, `M`, `G`, `T` (10^3…), binary `Ki`, `Mi`, `Gi`, `Ti`
 /// (2^10…), each optionally followed by `B`.
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
     let trimmed = text.trim().replace('_', "");
     let lower = trimmed.to_ascii_lowercase();
     let body = lower.strip_suffix('b').unwrap_or(&lower);

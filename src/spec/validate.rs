@@ -10,9 +10,9 @@ use super::sweep::Sweep;
 use super::values::CorpusKind;
 
 /// The vocabulary of the byte tokenizer.
-pub const BYTE_VOCAB: u64 = 256;
+pub(crate) const BYTE_VOCAB: u64 = 256;
 /// The vocabulary of the synthetic corpus when nothing sets it.
-pub const DEFAULT_SYNTHETIC_VOCAB: u64 = 256;
+pub(crate) const DEFAULT_SYNTHETIC_VOCAB: u64 = 256;
 
 /// Runs every whole-file check that needs nothing but the file itself. (The files it names,
 /// and the vocabulary they decide, are checked when the sweep is planned: `plan::files`.)

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// The journal modes pdsweep uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JournalMode {
+pub(crate) enum JournalMode {
     /// Write-ahead log: readers never block the writer; one host only.
     Wal,
     /// Rollback journal: safe on a network filesystem.
@@ -28,11 +28,11 @@ impl JournalMode {
 
 /// The environment variable that forces a journal mode (`wal` or `delete`), for a filesystem
 /// pdsweep misjudges.
-pub const JOURNAL_ENV: &str = "PDSWEEP_SQLITE_JOURNAL";
+pub(crate) const JOURNAL_ENV: &str = "PDSWEEP_SQLITE_JOURNAL";
 
 /// The journal mode for a database in folder `dir`: `$PDSWEEP_SQLITE_JOURNAL` if set, else
 /// `DELETE` on a network filesystem and WAL elsewhere.
-pub fn journal_mode_for(dir: &Path) -> JournalMode {
+pub(crate) fn journal_mode_for(dir: &Path) -> JournalMode {
     match std::env::var(JOURNAL_ENV).map(|v| v.to_ascii_lowercase()) {
         Ok(v) if v == "wal" => return JournalMode::Wal,
         Ok(v) if v == "delete" => return JournalMode::Delete,

@@ -14,12 +14,14 @@ mod status;
 mod tables;
 pub mod tfevents;
 
-pub use db::{PlanWrite, StoredRun, SweepDb};
-pub use error::StoreError;
-pub use journal::{JOURNAL_ENV, JournalMode, journal_mode_for};
+pub use db::{StoredRun, SweepDb};
+pub(crate) use error::StoreError;
+
 pub use layout::SweepLayout;
-pub use runs::{Metric, RunResult, STALE_AFTER_S, this_host, this_process};
-pub use slurm::{Session, SlurmTask, TaskEnd};
+pub(crate) use runs::{Metric, RunResult};
+pub use runs::{this_host, this_process};
+pub(crate) use slurm::{SlurmTask, TaskEnd};
 pub use state::RunState;
-pub use status::{RunStatus, remaining_seconds};
-pub use tables::{MetricRow, PlanInfo, RawTable, RunRow};
+pub use status::RunStatus;
+
+pub(crate) use tables::{RawTable, RunRow};

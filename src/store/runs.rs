@@ -10,7 +10,7 @@ use crate::plan::{RunId, RunKind};
 
 /// A `running` run whose heartbeat is older than this many seconds belongs to a process that
 /// died; another process may take it over.
-pub const STALE_AFTER_S: f64 = 120.0;
+pub(crate) const STALE_AFTER_S: f64 = 120.0;
 
 /// One metric row.
 #[derive(Debug, Clone, PartialEq)]

@@ -168,7 +168,7 @@ fn teacher_shape<'a>(
 
 /// Seconds left for `run`: its remaining tokens at its own measured throughput while it runs,
 /// else its remaining share of the time `calibration` predicts for it.
-pub fn remaining_seconds(
+pub(crate) fn remaining_seconds(
     run: &RunStatus,
     configs: &HashMap<RunId, RunConfig>,
     calibration: &Calibration,

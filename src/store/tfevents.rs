@@ -57,7 +57,7 @@ pub struct Scalar {
 
 /// An event file being appended to.
 #[derive(Debug)]
-pub struct EventFile {
+pub(crate) struct EventFile {
     file: File,
     path: PathBuf,
 }
@@ -99,6 +99,7 @@ impl EventFile {
     }
 
     /// The file's path.
+    #[cfg(test)]
     pub fn path(&self) -> &Path {
         &self.path
     }

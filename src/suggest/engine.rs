@@ -128,7 +128,7 @@ pub struct Step {
     /// Sum over groups without one of the rise in the fraction of simulated sweeps that
     /// support an optimum.
     pub bracketing: f64,
-    /// What it buys in all: `narrowing` + [`BRACKET_VALUE`]·`bracketing`.
+    /// What it buys in all: `narrowing` + `BRACKET_VALUE`·`bracketing`.
     pub value: f64,
 }
 

@@ -8,11 +8,11 @@
 //! grid, since a curve measured there says when runs leave the plateau, not where the capacity
 //! gap lies). Each candidate is priced by planning the edited sweep
 //! (the new runs' ids are those the current plan lacks; seconds from the calibrated cost model)
-//! and valued by simulation ([`expected`]): the median T* interval of sweeps drawn from the
+//! and valued by simulation (`expected`): the median T* interval of sweeps drawn from the
 //! fitted curve with the measured noise, before and after. The best value per hour is taken
 //! greedily until the budget is spent.
 //!
-//! [`prediction`] pre-registers a confirmation round (`suggest --confirm SEEDS --predict FILE`)
+//! `prediction` pre-registers a confirmation round (`suggest --confirm SEEDS --predict FILE`)
 //! and checks it (`fit --check FILE`).
 
 mod edit;
@@ -25,13 +25,14 @@ mod student;
 pub use edit::{Edit, apply};
 pub use engine::{Budget, Goal, GroupOutlook, Step, Suggestion, Unconverged, suggest};
 pub use error::SuggestError;
-pub use expected::{CurveModel, expected_width};
+
+pub use expected::expected_width;
+pub(crate) use prediction::PREDICTION_FORMAT;
 pub use prediction::{
-    CheckError, GroupCheck, GroupPrediction, PREDICTION_FORMAT, Prediction, Provenance, check,
-    predict, read_prediction,
+    CheckError, GroupCheck, Prediction, Provenance, check, predict, read_prediction,
 };
+
 pub use student::{
-    Anchor, BudgetPrediction, Extrapolated, QuantityCheck, STUDENT_PREDICTION_KIND,
-    StudentPrediction, StudentPredictionError, check_student, predict_student,
+    Extrapolated, QuantityCheck, StudentPrediction, check_student, predict_student,
     read_student_prediction,
 };

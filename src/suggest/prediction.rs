@@ -19,7 +19,7 @@ use super::expected::{CurveModel, expected_width};
 use crate::fit::{CapacityGap, Optimum};
 
 /// The format of a prediction file ([`Prediction::format`]).
-pub const PREDICTION_FORMAT: u32 = 1;
+pub(crate) const PREDICTION_FORMAT: u32 = 1;
 
 /// What a prediction was made from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub struct GroupPrediction {
 /// A prediction file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
-    /// [`PREDICTION_FORMAT`].
+    /// `PREDICTION_FORMAT`.
     pub format: u32,
     /// What it was made from.
     pub made_from: Provenance,

@@ -21,7 +21,7 @@ use super::prediction::Provenance;
 use crate::fit::{BudgetComparison, CapacityGap, Optimum};
 
 /// The kind tag of a student prediction file (a confirmation round's file has none).
-pub const STUDENT_PREDICTION_KIND: &str = "student";
+pub(crate) const STUDENT_PREDICTION_KIND: &str = "student";
 
 /// Redraws of the measured optima behind each interval.
 const DRAWS: usize = 4000;
@@ -67,9 +67,9 @@ pub struct BudgetPrediction {
 /// A student prediction file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StudentPrediction {
-    /// [`super::PREDICTION_FORMAT`].
+    /// `super::PREDICTION_FORMAT`.
     pub format: u32,
-    /// [`STUDENT_PREDICTION_KIND`].
+    /// `STUDENT_PREDICTION_KIND`.
     pub kind: String,
     /// What it was made from.
     pub made_from: Provenance,

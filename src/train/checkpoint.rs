@@ -123,7 +123,7 @@ fn write_sections(path: &Path, json: &[u8], model: &[u8], optim: &[u8]) -> Resul
 
 /// The SHA-256 (hex) of a checkpoint's content, read from its header: what a logit store
 /// records to prove which teacher it came from.
-pub fn content_hash(path: &Path) -> Result<String, CheckpointError> {
+pub(crate) fn content_hash(path: &Path) -> Result<String, CheckpointError> {
     use std::io::Read;
     let corrupt = |source: Cause| CheckpointError::Corrupt {
         path: path.to_path_buf(),

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 /// The headers every generated kernel that computes in f16 or bf16 includes (cubecl-cpp's
 /// CUDA dialect), looked for in the CUDA folder's `include/`.
-pub const HEADERS: [&str; 2] = ["cuda_fp16.h", "cuda_bf16.h"];
+pub(crate) const HEADERS: [&str; 2] = ["cuda_fp16.h", "cuda_bf16.h"];
 
 /// One CUDA device, as the driver describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -50,9 +50,6 @@ pub enum BackendError {
     CudaUnavailable(#[from] CudaUnavailable),
 }
 
-/// The requested backend is not in this binary (kept for callers of the earlier name).
-pub type MissingBackend = BackendError;
-
 /// The plain (no autodiff) device of `backend`; `index` selects the GPU.
 pub fn device_for(backend: Backend, index: usize) -> Result<Device, BackendError> {
     let _ = index;

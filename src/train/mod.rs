@@ -17,13 +17,12 @@ mod trainer;
 pub mod utilization;
 
 pub use agreement::agreement;
-pub use config::TrainConfig;
-pub use device::{Adapter, BackendError, MissingBackend, device_for, device_label, wgpu_adapters};
+pub(crate) use config::TrainConfig;
+pub(crate) use device::BackendError;
+pub use device::{device_for, device_label, wgpu_adapters};
+pub(crate) use objective::LossTerms;
 pub use objective::{
-    DistillObjective, DistillTerm, HeadInput, LossTerms, NextToken, Objective, cross_entropy,
-    head_input, summed_cross_entropy,
+    DistillObjective, NextToken, Objective, cross_entropy, head_input, summed_cross_entropy,
 };
-pub use trainer::{
-    TrainError, TrainEvent, TrainJob, TrainOutcome, eval_rows, evaluate, init_model, optimizer,
-    train,
-};
+pub(crate) use trainer::eval_rows;
+pub use trainer::{TrainError, TrainEvent, TrainJob, TrainOutcome, evaluate, init_model, train};

@@ -7,7 +7,7 @@
 //! dtype at each matrix product (`crate::model::Transformer::forward_in`); the gradients that
 //! reach the parameters, AdamW's moments and the update are f32 ("master weights").
 //!
-//! The device decides ([`check_supported`] asks `Device::supports_dtype`). burn 0.22's cuda
+//! The device decides (`check_supported` asks `Device::supports_dtype`). burn 0.22's cuda
 //! backend computes in bf16 and f16 (cubecl-cpp registers both for every CUDA device; on GPUs
 //! before compute capability 8.0 bf16 kernels would not compile); its wgpu backend stores bf16
 //! on Vulkan but cannot compute in it, so there bf16 is refused with that reason.
@@ -42,7 +42,7 @@ pub struct UnsupportedPrecision {
 }
 
 /// Checks that `device` can compute in `precision` (f32 always can).
-pub fn check_supported(
+pub(crate) fn check_supported(
     device: &Device,
     backend: Backend,
     precision: Precision,
@@ -82,7 +82,7 @@ fn refusal(backend: Backend, precision: Precision) -> (&'static str, &'static st
 
 /// The dtype of a bf16 teacher's activations on `backend`: f32 on the CPU, whose kernels
 /// round them to bf16 at every product (`crate::kernels::cpu::bf16`), bf16 on a GPU.
-pub fn teacher_activations(backend: Backend) -> FloatDType {
+pub(crate) fn teacher_activations(backend: Backend) -> FloatDType {
     match backend {
         Backend::Cpu => FloatDType::F32,
         Backend::Wgpu | Backend::Cuda => FloatDType::BF16,
@@ -90,7 +90,7 @@ pub fn teacher_activations(backend: Backend) -> FloatDType {
 }
 
 /// Checks that `device` can run a teacher in `precision`; `Err` is the message.
-pub fn check_teacher(
+pub(crate) fn check_teacher(
     device: &Device,
     backend: Backend,
     precision: TeacherPrecision,
@@ -111,7 +111,7 @@ pub fn check_teacher(
 /// gradients overflow is skipped and the scale halved; after `GROWTH_INTERVAL` clean steps in a
 /// row the scale doubles. bf16 has f32's exponent range and needs none of this.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LossScale {
+pub(crate) struct LossScale {
     /// The current factor.
     pub scale: f64,
     /// Clean steps since the last change.

@@ -23,7 +23,7 @@ const MODELS: [(u64, u64, u64, u64, u64); 3] = [
 
 /// One probe model's timing.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProbeStep {
+pub(crate) struct ProbeStep {
     /// The model.
     pub shape: ModelShape,
     /// Sequence length.
@@ -35,7 +35,7 @@ pub struct ProbeStep {
 }
 
 /// Times a few training steps of each probe model on `device`.
-pub fn probe_steps(device: &Device) -> Vec<ProbeStep> {
+pub(crate) fn probe_steps(device: &Device) -> Vec<ProbeStep> {
     MODELS
         .iter()
         .map(|&(d, ff, vocab, context, seqs)| {

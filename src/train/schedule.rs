@@ -9,7 +9,7 @@ use crate::spec::{Schedule, ScheduleKind};
 /// `cosine` and `linear_down` fall from the peak to `final·peak` over the rest; `wsd` stays at
 /// the peak until the last `decay·steps` steps and then falls linearly to `final·peak`;
 /// `linear_up` rises from `final·peak` to the peak over the whole run.
-pub fn value_at(schedule: &Schedule, step: u64, steps: u64) -> f64 {
+pub(crate) fn value_at(schedule: &Schedule, step: u64, steps: u64) -> f64 {
     let t = &schedule.0;
     let steps = steps.max(1) as f64;
     let s = step as f64;

@@ -27,7 +27,7 @@ const EVAL_BATCH: usize = 16;
 /// Rows per held-out batch for `context` × `vocab` logits: 16, or fewer when that many rows
 /// would hold more than 2^25 logits (128 MiB per tensor; a real tokenizer's 50K–150K
 /// vocabulary would otherwise need gigabytes per evaluation step).
-pub fn eval_rows(context: usize, vocab: usize) -> usize {
+pub(crate) fn eval_rows(context: usize, vocab: usize) -> usize {
     ((1usize << 25) / (context * vocab).max(1)).clamp(1, EVAL_BATCH)
 }
 
@@ -191,7 +191,7 @@ impl ModuleVisitor for Materialize {
 pub(crate) const ADAM_EPSILON: f32 = 1e-8;
 
 /// A fresh AdamW (decoupled weight decay) with the run's β and weight decay.
-pub fn optimizer(train: &TrainConfig) -> ModuleOptimizer {
+pub(crate) fn optimizer(train: &TrainConfig) -> ModuleOptimizer {
     AdamWConfig::new()
         .with_beta_1(train.betas[0] as f32)
         .with_beta_2(train.betas[1] as f32)

@@ -12,12 +12,12 @@
 use crate::model::ModelShape;
 
 /// Training FLOPs per token of `shape` at sequence length `context` (forward and backward).
-pub fn train_flops_per_token(shape: &ModelShape, context: u64) -> f64 {
+pub(crate) fn train_flops_per_token(shape: &ModelShape, context: u64) -> f64 {
     3.0 * forward_flops_per_token(shape, context)
 }
 
 /// Forward-pass FLOPs per token of `shape` at sequence length `context`.
-pub fn forward_flops_per_token(shape: &ModelShape, context: u64) -> f64 {
+pub(crate) fn forward_flops_per_token(shape: &ModelShape, context: u64) -> f64 {
     let params = shape.params();
     let matmul = params.non_embedding as f64 + (shape.vocab * shape.d_model) as f64;
     2.0 * matmul + 4.0 * (shape.n_layers * shape.d_model * context) as f64
@@ -37,11 +37,11 @@ const PEAKS: [(&str, f64); 8] = [
 ];
 
 /// The environment variable that sets the peak (FLOP/s) for an accelerator not in the table.
-pub const PEAK_ENV: &str = "PDSWEEP_PEAK_FLOPS";
+pub(crate) const PEAK_ENV: &str = "PDSWEEP_PEAK_FLOPS";
 
 /// The dense bf16 peak of the device named `device`: `PDSWEEP_PEAK_FLOPS` when set to a
 /// positive number, else the table above, else `None` (MFU is then not reported).
-pub fn peak_flops_per_s(device: &str) -> Option<f64> {
+pub(crate) fn peak_flops_per_s(device: &str) -> Option<f64> {
     if let Some(v) = std::env::var(PEAK_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
@@ -57,7 +57,7 @@ pub fn peak_flops_per_s(device: &str) -> Option<f64> {
 
 /// Throughput and utilisation of one measurement.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Utilization {
+pub(crate) struct Utilization {
     /// Model FLOPs per token (training or forward, as measured).
     pub flops_per_token: f64,
     /// Model FLOP/s achieved.

@@ -11,7 +11,7 @@ use crate::model::{Family, Rope, RopeScaling};
 
 /// Keys that do not change what any model computes at inference: bookkeeping, token ids,
 /// generation defaults, training-only settings.
-pub const COMMON_INERT: &[&str] = &[
+pub(crate) const COMMON_INERT: &[&str] = &[
     "_attn_implementation",
     "_commit_hash",
     "_model_name_or_path",

@@ -3,8 +3,8 @@
 //! which are inert (accepted), and how its weights are named. A key no family knows stays
 //! refused, since it may change what the model computes.
 //!
-//! Each family reads its config into the shared [`Architecture`] that
-//! [`crate::model::Decoder`] runs; a plain LLaMA also reads into a [`LlamaConfig`], which
+//! Each family reads its config into the shared `Architecture` that
+//! [`crate::model::Decoder`] runs; a plain LLaMA also reads into a `LlamaConfig`, which
 //! pdsweep's own [`crate::model::Transformer`] runs exactly as before.
 
 mod gemma2;
@@ -21,8 +21,7 @@ mod weights;
 
 use serde_json::{Map, Value};
 
-pub use keys::COMMON_INERT;
-pub use weights::FamilyWeights;
+pub(crate) use weights::FamilyWeights;
 
 use super::config::{ConfigError, LlamaConfig};
 use crate::model::{Architecture, Family, ModelShape, ParamCount, Part};

@@ -8,7 +8,7 @@ use crate::hf::weights::WeightFiles;
 use crate::model::{Layout, Part, transpose};
 
 /// The weight files of a folder read through a family's naming.
-pub struct FamilyWeights<'a> {
+pub(crate) struct FamilyWeights<'a> {
     files: &'a mut WeightFiles,
     naming: &'a dyn Naming,
     vocab_tensors: Vec<String>,

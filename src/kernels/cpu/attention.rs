@@ -39,7 +39,7 @@ impl Dims {
 
 /// Rotary tables for positions `0..seq`, `[seq, head_dim]` each.
 #[derive(Debug, Clone, Copy)]
-pub struct Rope<'a> {
+pub(crate) struct Rope<'a> {
     /// cos of the angles.
     pub cos: &'a [f32],
     /// sin of the angles.

@@ -20,13 +20,6 @@ pub(super) fn log_sum_exp(z: &[f32]) -> f32 {
 }
 
 multiversion! {
-    /// ln Σ_v e^{z_v} of one row (vectorised, stable; −∞ for an empty row).
-    pub fn row_log_sum_exp(z: &[f32]) -> f32 {
-        log_sum_exp(z)
-    }
-}
-
-multiversion! {
     fn ce_forward_block(logits: &[f32], vocab: usize, targets: &[u32], loss: &mut [f32], lse: &mut [f32]) {
         for (r, z) in logits.chunks_exact(vocab).enumerate() {
             let l = log_sum_exp(z);
@@ -112,7 +105,7 @@ pub fn cross_entropy_backward(
 /// # Shapes
 /// `ids`, `log_probs`, `mask`: `[rows, width]`; a padding entry has mask 0.
 #[derive(Debug, Clone, Copy)]
-pub struct Support<'a> {
+pub(crate) struct Support<'a> {
     /// Kept token ids (each `< vocab`).
     pub ids: &'a [u32],
     /// The teacher's log-probabilities at τ = 1.

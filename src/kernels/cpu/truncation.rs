@@ -49,13 +49,13 @@ multiversion! {
 /// Whether every value of `block` is below `threshold` (false when any equals it or is NaN,
 /// so ties are left to the caller's exact comparison).
 #[inline]
-pub fn none_above(block: &[f32], threshold: f32) -> bool {
+pub(crate) fn none_above(block: &[f32], threshold: f32) -> bool {
     block.iter().fold(true, |all, &v| all & (v < threshold))
 }
 
 /// e^x for x ≤ 0 (x below −87 gives about 1.6e-38; NaN gives a NaN-free tiny value).
 #[inline(always)]
-pub fn exp_nonpositive(x: f32) -> f32 {
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;

@@ -11,9 +11,11 @@ mod tables;
 
 pub use csv::Csv;
 pub use json::Json;
-pub use models::{ExportPaths, ExportSummary, export_models};
+
+pub use models::{ExportPaths, export_models};
 pub use parquet::Parquet;
-pub use tables::{Tables, tables};
+pub(crate) use tables::Tables;
+pub use tables::tables;
 
 use super::error::ReportError;
 

@@ -9,7 +9,7 @@ use crate::report::error::ReportError;
 use crate::report::style::{self, Axis, TickFormat, with_legend};
 
 /// Agreement and KL against student size.
-pub struct Agreement {
+pub(crate) struct Agreement {
     agreement: Vec<StudentSeries>,
     kl: Vec<StudentSeries>,
 }

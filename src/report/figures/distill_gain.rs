@@ -118,7 +118,7 @@ pub(super) fn legend(series: &[StudentSeries]) -> Vec<LegendEntry> {
 }
 
 /// Gain against student size.
-pub struct DistillGain {
+pub(crate) struct DistillGain {
     series: Vec<StudentSeries>,
 }
 

@@ -15,7 +15,7 @@ use crate::report::style::{
 };
 
 /// Loss against compute, and against N per compute budget.
-pub struct IsoFlop<'a> {
+pub(crate) struct IsoFlop<'a> {
     /// One series per model (kind and size), its seeds together, ordered by size.
     models: Vec<Model<'a>>,
 }

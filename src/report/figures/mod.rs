@@ -14,14 +14,14 @@ use super::canvas::Area;
 use super::data::ReportData;
 use super::error::ReportError;
 
-pub use agreement::Agreement;
+pub(crate) use agreement::Agreement;
 pub use capacity_gap::CapacityGap;
-pub use distill_gain::DistillGain;
-pub use isoflop::IsoFlop;
-pub use optimal_teacher::OptimalTeacher;
-pub use similarity::SimilarityFigure;
-pub use supervised_fits::SupervisedFits;
-pub use training_curves::TrainingCurves;
+pub(crate) use distill_gain::DistillGain;
+pub(crate) use isoflop::IsoFlop;
+pub(crate) use optimal_teacher::OptimalTeacher;
+pub(crate) use similarity::SimilarityFigure;
+pub(crate) use supervised_fits::SupervisedFits;
+pub(crate) use training_curves::TrainingCurves;
 
 /// One figure of the report.
 pub trait Figure {

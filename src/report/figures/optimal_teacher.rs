@@ -11,7 +11,7 @@ use crate::report::style::{
 };
 
 /// T*(S).
-pub struct OptimalTeacher<'a> {
+pub(crate) struct OptimalTeacher<'a> {
     view: &'a OptimalTeacherView,
     /// Whether `pdsweep fit` has run (so "no fit" means "no supported optimum").
     fits_ran: bool,

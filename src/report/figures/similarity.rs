@@ -27,7 +27,7 @@ struct Point {
 }
 
 /// The similarity figure.
-pub struct SimilarityFigure {
+pub(crate) struct SimilarityFigure {
     points: Vec<Point>,
     configs: Vec<String>,
     students: Vec<f64>,

@@ -13,7 +13,7 @@ use crate::report::style::{
 };
 
 /// The supervised law and its data.
-pub struct SupervisedFits<'a> {
+pub(crate) struct SupervisedFits<'a> {
     points: &'a [SupervisedPoint],
     law: Option<&'a LawView>,
 }

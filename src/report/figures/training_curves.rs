@@ -55,7 +55,7 @@ struct Panel<'a> {
 }
 
 /// Held-out loss against tokens, per run kind (and student size).
-pub struct TrainingCurves<'a> {
+pub(crate) struct TrainingCurves<'a> {
     panels: Vec<Panel<'a>>,
 }
 

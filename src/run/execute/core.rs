@@ -19,7 +19,7 @@ use crate::store::{RunResult, SweepLayout};
 use crate::train::{self, TrainError, TrainJob};
 
 /// Where and how units execute (the same for every unit of a sweep).
-pub struct ExecEnv<'a> {
+pub(crate) struct ExecEnv<'a> {
     /// Where the sweep's files are: its sweep file's folder (corpus paths are relative to it)
     /// and `results/NAME/` (checkpoints, logit stores, caches).
     pub layout: SweepLayout,

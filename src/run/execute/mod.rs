@@ -4,9 +4,9 @@
 //! end go to a `Recorder`. The local worker pool and the Slurm worker both execute runs through
 //! here, so a run computes the same thing wherever it runs.
 //!
-//! Every run, alone ([`solo`]) or in a stack ([`stacked`]), goes through one core ([`core`]:
+//! Every run, alone (`solo`) or in a stack (`stacked`), goes through one core (`core`:
 //! its context, begin, end and result row); what it does in between is its kind's (`adopt`,
-//! `logits`, `pretrained`, and [`teacher`] for a student's teacher and targets).
+//! `logits`, `pretrained`, and `teacher` for a student's teacher and targets).
 
 mod adopt;
 mod core;
@@ -17,5 +17,6 @@ mod stacked;
 mod teacher;
 mod unit;
 
-pub use core::{ExecEnv, Outcome};
-pub use unit::execute_unit;
+pub(crate) use core::ExecEnv;
+pub use core::Outcome;
+pub(crate) use unit::execute_unit;

@@ -28,7 +28,7 @@ pub fn load(
 }
 
 /// What measuring a pre-trained teacher gave.
-pub struct Measured {
+pub(crate) struct Measured {
     /// Held-out loss (nats/token).
     pub val_loss: f64,
     /// Held-out bits per byte.

@@ -18,7 +18,7 @@ use crate::run::unit::WorkUnit;
 /// outcome in the unit's order. A failing run (error, NaN, panic) is recorded as failed and
 /// the others go on; only a failure to record stops the unit. Each run's curves also go to
 /// its TensorBoard event files (see [`TensorBoard`]).
-pub fn execute_unit(
+pub(crate) fn execute_unit(
     unit: &WorkUnit,
     env: &ExecEnv,
     device: &Device,

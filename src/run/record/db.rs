@@ -7,7 +7,7 @@ use crate::store::{Metric, RunResult, SweepDb};
 use crate::train::TrainEvent;
 
 /// Records into the sweep database (metrics, heartbeats, results and states).
-pub struct DbRecorder<'a> {
+pub(crate) struct DbRecorder<'a> {
     db: &'a mut SweepDb,
 }
 

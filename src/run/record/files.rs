@@ -21,7 +21,7 @@ use super::db::metric_of;
 
 /// A session's start: written when a job (or its restart after a requeue) begins a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StartFile {
+pub(crate) struct StartFile {
     /// `ARRAYJOB_TASK.RESTART` in Slurm (or `local-HOST-PID` outside it).
     pub session: String,
     /// The host the job runs on.
@@ -82,7 +82,7 @@ impl MetricRecord {
 
 /// A metric segment: what one session recorded at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Segment {
+pub(crate) struct Segment {
     /// The session that wrote it.
     pub session: String,
     /// The step training started (or resumed) from, when this segment says so.
@@ -95,7 +95,7 @@ pub struct Segment {
 
 /// A run that failed for a reason of its own (not a killed job).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FailedFile {
+pub(crate) struct FailedFile {
     /// Why.
     pub reason: String,
     /// The session that failed.
@@ -201,7 +201,7 @@ impl Recorder for FileRecorder {
 
 /// What a run's files say, read back by the coordinator.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub struct RunFiles {
+pub(crate) struct RunFiles {
     /// Session starts, by session.
     pub starts: BTreeMap<String, StartFile>,
     /// Metric segments by file name (in the order written within a session).

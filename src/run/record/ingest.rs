@@ -10,7 +10,7 @@ use crate::run::error::RecordError;
 use crate::store::{SweepDb, SweepLayout};
 
 /// Ingests runs' files, remembering which segments it has read.
-pub struct Ingester {
+pub(crate) struct Ingester {
     layout: SweepLayout,
     seen: HashMap<RunId, HashSet<String>>,
 }

@@ -1,5 +1,5 @@
 //! Recording what runs produce: metric rows, heartbeats, and each run's end (result, failure, or
-//! handed back). Local runs record straight into the sweep database ([`DbRecorder`]); Slurm jobs
+//! handed back). Local runs record straight into the sweep database (`DbRecorder`); Slurm jobs
 //! never open it and write their own files, which the coordinator ingests. Either way each run
 //! also writes TensorBoard event files ([`TensorBoard`]).
 
@@ -8,9 +8,10 @@ mod files;
 mod ingest;
 mod tensorboard;
 
-pub use db::DbRecorder;
-pub use files::{FailedFile, FileRecorder, RunFiles, StartFile};
-pub use ingest::Ingester;
+pub(crate) use db::DbRecorder;
+pub use files::FileRecorder;
+pub(crate) use files::RunFiles;
+pub(crate) use ingest::Ingester;
 pub use tensorboard::{TensorBoard, tensorboard_dir};
 
 use super::error::RecordError;

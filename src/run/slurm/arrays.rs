@@ -12,7 +12,7 @@ use crate::plan::{RunId, RunKind};
 use crate::run::graph::priority;
 
 /// The most tasks in one array (Slurm's default `MaxArraySize` is 1001: indices 0 to 1000).
-pub const MAX_TASKS: usize = 1000;
+pub(crate) const MAX_TASKS: usize = 1000;
 
 /// A run to submit now.
 #[derive(Debug, Clone, PartialEq)]
@@ -195,7 +195,7 @@ fn sequential(
 }
 
 /// `--array`'s value: the indices, ranges folded (`0-3,7`), and the `%` throttle.
-pub fn array_spec(tasks: &[(u32, RunId)], max_parallel: Option<u64>) -> String {
+pub(crate) fn array_spec(tasks: &[(u32, RunId)], max_parallel: Option<u64>) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < tasks.len() {

@@ -11,7 +11,9 @@ pub mod script;
 pub mod settings;
 pub mod worker;
 
-pub use coordinator::{CoordinatorError, CoordinatorOptions, SlurmEvent, SlurmSummary, coordinate};
-pub use queue::{JobState, Slurm, SlurmError};
+pub use coordinator::{CoordinatorOptions, SlurmEvent, coordinate};
+pub use queue::Slurm;
+
 pub use settings::{SlurmFlags, SlurmSettings};
-pub use worker::{WorkerError, work};
+
+pub use worker::work;

@@ -291,7 +291,7 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 /// Parses `sacct -n -P -X --format=JobID,State,ExitCode,Reason`.
-pub fn parse_sacct(out: &str) -> HashMap<String, JobState> {
+pub(crate) fn parse_sacct(out: &str) -> HashMap<String, JobState> {
     let mut states = HashMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.split('|').collect();
@@ -311,7 +311,7 @@ pub fn parse_sacct(out: &str) -> HashMap<String, JobState> {
 }
 
 /// Parses `squeue -h -r -o '%i|%T|%r'`.
-pub fn parse_squeue(out: &str) -> HashMap<String, JobState> {
+pub(crate) fn parse_squeue(out: &str) -> HashMap<String, JobState> {
     let mut states = HashMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.split('|').collect();
@@ -332,7 +332,7 @@ pub fn parse_squeue(out: &str) -> HashMap<String, JobState> {
 
 /// Parses `scontrol show job`: one record per array task (or per pending range), fields as
 /// `Key=Value`.
-pub fn parse_scontrol(out: &str) -> HashMap<String, JobState> {
+pub(crate) fn parse_scontrol(out: &str) -> HashMap<String, JobState> {
     let mut states = HashMap::new();
     for record in out.split("\n\n") {
         let fields: HashMap<&str, &str> = record

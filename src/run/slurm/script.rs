@@ -16,11 +16,11 @@ use crate::spec::slurm::SlurmTime;
 use crate::store::SweepLayout;
 
 /// The version of the manifest format (a worker refuses others).
-pub const MANIFEST_VERSION: u32 = 1;
+pub(crate) const MANIFEST_VERSION: u32 = 1;
 
 /// Everything the jobs of one array need, read by `pdsweep worker`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// [`MANIFEST_VERSION`].
     pub version: u32,
     /// The sweep's name.

@@ -157,7 +157,7 @@ impl SlurmSettings {
 
 /// The time limit for a run planned to take `planned_s` seconds: with the margin and start-up
 /// time, rounded up to a step of [`TIME_STEPS`] (or whole days beyond).
-pub fn auto_time_s(planned_s: f64, margin: f64) -> u64 {
+pub(crate) fn auto_time_s(planned_s: f64, margin: f64) -> u64 {
     let want = if planned_s.is_finite() {
         (planned_s.max(0.0) * margin + STARTUP_S).ceil() as u64
     } else {

@@ -1,5 +1,5 @@
 //! `pdsweep worker`: what a Slurm job runs. It reads its unit of work from the array's
-//! manifest, executes it (see [`crate::run::execute`]) on this node, and records into the
+//! manifest, executes it (see [`crate::run::execute`](mod@crate::run::execute)) on this node, and records into the
 //! runs' own files, never into the sweep database. A stop request (Slurm's USR2 warning before
 //! the time limit, or SIGTERM from `scancel` or preemption) ends the current step with a
 //! checkpoint; the caller then asks Slurm to requeue the job, which resumes from there.
@@ -41,7 +41,7 @@ pub enum WorkerError {
 }
 
 /// Reads the manifest at `path`.
-pub fn read_manifest(path: &Path) -> Result<Manifest, WorkerError> {
+pub(crate) fn read_manifest(path: &Path) -> Result<Manifest, WorkerError> {
     let fail = |reason: Cause| WorkerError::Manifest {
         path: path.to_path_buf(),
         source: reason,

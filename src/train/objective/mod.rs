@@ -8,4 +8,5 @@ mod terms;
 
 pub use distill::DistillObjective;
 pub use next_token::{NextToken, cross_entropy, head_input, summed_cross_entropy};
-pub use terms::{DistillTerm, HeadInput, LossTerms, Objective};
+pub use terms::Objective;
+pub(crate) use terms::{DistillTerm, HeadInput, LossTerms};

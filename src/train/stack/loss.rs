@@ -12,7 +12,11 @@ use crate::train::{LossTerms, cross_entropy};
 /// # Shapes
 /// - `logits`: `[members, positions, vocab]`, `targets`: `[members, positions]`
 /// - returns: `[members]`
-pub fn stack_loss(logits: Tensor<3>, targets: Tensor<2, Int>, terms: &[LossTerms]) -> Tensor<1> {
+pub(crate) fn stack_loss(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    terms: &[LossTerms],
+) -> Tensor<1> {
     let [members, positions, vocab] = logits.dims();
     let device = logits.device();
     let lm = cross_entropy(logits.clone(), targets)

@@ -7,6 +7,4 @@ mod optim;
 pub mod probe;
 mod trainer;
 
-pub use loss::stack_loss;
-pub use optim::{Hyper, MemberState, StackedAdamW, clip_per_member};
-pub use trainer::{StackMember, StepInputs, stacked_step, train_stack};
+pub use trainer::{StackMember, train_stack};

@@ -17,7 +17,7 @@ use crate::train::trainer::{ADAM_EPSILON, optimizer};
 
 /// One member's optimiser settings.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hyper {
+pub(crate) struct Hyper {
     /// The solo run's training settings (β, weight decay, clipping).
     pub train: TrainConfig,
 }
@@ -78,7 +78,7 @@ impl PerMember {
 }
 
 /// The first and second moments of one member, per weight (`[1, rows, cols]`), and its steps.
-pub struct MemberState {
+pub(crate) struct MemberState {
     /// Optimiser steps taken.
     pub time: usize,
     /// First moments, stacking order.
@@ -88,7 +88,7 @@ pub struct MemberState {
 }
 
 /// AdamW over a stack.
-pub struct StackedAdamW {
+pub(crate) struct StackedAdamW {
     hyper: Vec<Hyper>,
     time: Vec<usize>,
     moment_1: Vec<Tensor<3>>,
@@ -311,7 +311,7 @@ impl MemberState {
 ///
 /// # Shapes
 /// - `grads`: each `[members, rows, cols]`
-pub fn clip_per_member(grads: &mut [Tensor<3>], max_norm: &[f64]) {
+pub(crate) fn clip_per_member(grads: &mut [Tensor<3>], max_norm: &[f64]) {
     let members = max_norm.len();
     if members == 0 || max_norm.iter().all(|&m| m <= 0.0) {
         return;

@@ -283,7 +283,7 @@ fn step_all(
 }
 
 /// What one step of a stack needs, per member (in stack order).
-pub struct StepInputs<'a> {
+pub(crate) struct StepInputs<'a> {
     /// Each member's batch (same rows and context).
     pub batches: &'a [Batch],
     /// Each member's loss terms for its batch.
@@ -297,7 +297,7 @@ pub struct StepInputs<'a> {
 /// One forward and backward pass of the stack and one AdamW step of every member; returns
 /// each member's loss. `Err` with the members (position, loss) whose loss is not finite, and
 /// nothing stepped.
-pub fn stacked_step(
+pub(crate) fn stacked_step(
     stack: &mut StackedTransformer,
     optim: &mut StackedAdamW,
     step: &StepInputs,
