@@ -57,11 +57,12 @@ fn restore_default_sigpipe() {
     }
 }
 
-/// pdsweep names the device of every tensor it makes; only burn-optim's checkpoint loading
-/// puts the optimiser state on burn's default device (moving it to the parameters' device at the
-/// next step), and that default is a GPU backend whenever one is compiled in (wgpu is, by
-/// default): a CPU run resumed from its checkpoint would open the GPU, or fail on a machine
-/// without one. `BURN_DEVICE=flex` makes it the CPU, unless the user set it.
+/// pdsweep names the device of every tensor it makes; only burn-optim's checkpoint loading puts the
+/// optimiser state on burn's default device (moving it to the parameters' device at the next step),
+/// and that default is a GPU backend whenever one is compiled in (wgpu is, by default): a CPU run
+/// resumed from its checkpoint would open the GPU, or fail on a machine without one.
+///
+/// `BURN_DEVICE=flex` makes it the CPU, unless the user set it.
 fn pin_burn_default_device() {
     if std::env::var_os("BURN_DEVICE").is_none() {
         // SAFETY: before any thread starts, nothing reads the environment concurrently.

@@ -12,10 +12,11 @@ use pdsweep::store::SweepLayout;
 
 use super::UsageError;
 
-/// Prepares the corpus of `plan` (a no-op for the synthetic corpus), its files where `layout`
-/// says. With `write_cache` false (`plan --dry-run`) nothing is written and the corpus is not
-/// read: its size and preparation time are estimated from its files' sizes and a sample
-/// (`data::estimate`), and the plan's stores, passes and disk limit are checked against that.
+/// Prepares the corpus of `plan` (a no-op for the synthetic corpus), its files where `layout` says.
+///
+/// With `write_cache` false (`plan --dry-run`) nothing is written and the corpus is not read: its
+/// size and preparation time are estimated from its files' sizes and a sample (`data::estimate`),
+/// and the plan's stores, passes and disk limit are checked against that.
 pub fn prepare(
     plan: &mut Plan,
     sweep: &Sweep,

@@ -88,9 +88,10 @@ pub fn recommend(cmd: RecommendCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The exact non-embedding size N of `--student` on a sweep: a size the sweep planned a model
-/// for (its target, `30K`, or its label) is that model's real N; any other number is taken as
-/// N itself. Also the sweep's vocabulary size, for the ln V bound on losses.
+/// The exact non-embedding size N of `--student` on a sweep: a size the sweep planned a model for
+/// (its target, `30K`, or its label) is that model's real N; any other number is taken as N itself.
+///
+/// Also the sweep's vocabulary size, for the ln V bound on losses.
 fn resolve_student(
     db: &SweepDb,
     text: &str,

@@ -48,8 +48,9 @@ pub struct Interrupted;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-/// First Ctrl-C (or SIGTERM): finish the current step, checkpoint, hand the run back. Second:
-/// stop at once — every metric already recorded stays, and the run resumes from its last
+/// First Ctrl-C (or SIGTERM): finish the current step, checkpoint, hand the run back.
+///
+/// Second: stop at once — every metric already recorded stays, and the run resumes from its last
 /// checkpoint next time (its process is gone, so the next `run` takes it over).
 fn install_stop_handler() {
     let installed = ctrlc::set_handler(|| {

@@ -129,10 +129,11 @@ impl<'a> Batcher<'a> {
 /// How many batches [`prefetch`] builds ahead of the step that consumes them.
 pub const PREFETCH: usize = 2;
 
-/// Runs `body` with the batches of `steps` built ahead on another thread (at most
-/// [`PREFETCH`] waiting), so a step never waits for its batch to be gathered from the cache: on
-/// a GPU the step is short and a batch read from a large memory-mapped cache is not. `body`
-/// receives them in step order; it may stop early (the builder then stops too).
+/// Runs `body` with the batches of `steps` built ahead on another thread (at most [`PREFETCH`]
+/// waiting), so a step never waits for its batch to be gathered from the cache: on a GPU the step
+/// is short and a batch read from a large memory-mapped cache is not.
+///
+/// `body` receives them in step order; it may stop early (the builder then stops too).
 pub(crate) fn prefetch<R>(
     batcher: Batcher<'_>,
     steps: std::ops::Range<u64>,
@@ -152,10 +153,11 @@ pub(crate) fn prefetch<R>(
     })
 }
 
-/// Above this many windows an epoch's order is computed window by window ([`Feistel`]) instead
-/// of as a table: a table of 2^22 windows is 16 MiB and a few milliseconds, a corpus of a
-/// billion tokens in windows of 64 would need 19M entries (76 MiB, half a second) before the
-/// first step. Every corpus below it keeps the order it always had.
+/// Above this many windows an epoch's order is computed window by window ([`Feistel`]) instead of
+/// as a table: a table of 2^22 windows is 16 MiB and a few milliseconds, a corpus of a billion
+/// tokens in windows of 64 would need 19M entries (76 MiB, half a second) before the first step.
+///
+/// Every corpus below it keeps the order it always had.
 pub const TABLE_WINDOWS: usize = 1 << 22;
 
 /// The order of the windows in one epoch: a permutation of `0..n` from a seed.

@@ -284,10 +284,11 @@ impl TokenFile {
         })
     }
 
-    /// Checks every chunk of tokens against its checksum unless the file was checked whole
-    /// since it was last changed (its stamp, written by the check, matches its size,
-    /// modification time and inode): the cache is hashed once after it is written, not on every
-    /// open of every run. Damage that leaves the file's metadata as it was is not seen here.
+    /// Checks every chunk of tokens against its checksum unless the file was checked whole since it
+    /// was last changed (its stamp, written by the check, matches its size, modification time and
+    /// inode): the cache is hashed once after it is written, not on every open of every run.
+    ///
+    /// Damage that leaves the file's metadata as it was is not seen here.
     pub fn verify_once(&self) -> Result<(), DataError> {
         let stamp = stamp_of(&self.file);
         if stamp.is_some() && fs::read_to_string(stamp_path(&self.path)).ok() == stamp {
@@ -306,9 +307,11 @@ impl TokenFile {
         }
     }
 
-    /// Checks every chunk of tokens against its checksum (version 2; a version 1 file was
-    /// checked whole when opened). The chunks are read into a buffer rather than through the
-    /// map, so checking a large file does not add it to this process's resident memory.
+    /// Checks every chunk of tokens against its checksum (version 2; a version 1 file was checked
+    /// whole when opened).
+    ///
+    /// The chunks are read into a buffer rather than through the map, so checking a large file does
+    /// not add it to this process's resident memory.
     pub fn verify(&self) -> Result<(), DataError> {
         use std::os::unix::fs::FileExt;
         let (per, hashes) = &self.chunks;
@@ -344,10 +347,11 @@ impl TokenFile {
         Ok(())
     }
 
-    /// Checks chunk `i` against its checksum unless this process already has: what every read
-    /// of a cache whose whole check was skipped (its stamp matched) costs, once per chunk, so
-    /// damage that kept the file's size, time and inode is still caught before its tokens are
-    /// trained on. `Err` names the file and the chunk.
+    /// Checks chunk `i` against its checksum unless this process already has: what every read of a
+    /// cache whose whole check was skipped (its stamp matched) costs, once per chunk, so damage
+    /// that kept the file's size, time and inode is still caught before its tokens are trained on.
+    ///
+    /// `Err` names the file and the chunk.
     fn check_chunk(&self, i: usize) -> Result<(), DataError> {
         use std::sync::atomic::Ordering;
         let (Some(done), Some(&want)) = (self.checked.get(i), self.chunks.1.get(i)) else {
@@ -420,9 +424,10 @@ impl TokenFile {
         }
     }
 
-    /// Tokens `start..end` copied out, their chunks checked on first read. A chunk that fails
-    /// its check is a damaged cache under a running run: the run stops with the message
-    /// (a panic, which the executor records as the run's failure; its checkpoint is kept).
+    /// Tokens `start..end` copied out, their chunks checked on first read.
+    ///
+    /// A chunk that fails its check is a damaged cache under a running run: the run stops with the
+    /// message (a panic, which the executor records as the run's failure; its checkpoint is kept).
     pub fn slice(&self, start: usize, end: usize) -> Vec<u32> {
         self.try_slice(start, end).unwrap_or_else(|e| panic!("{e}"))
     }

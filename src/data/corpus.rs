@@ -153,11 +153,12 @@ pub fn prepare_text(
     Ok(prepared(data, &files, identity, file, facts))
 }
 
-/// The key that identifies the tokens of cache entry `key` to logit stores. The cache key
-/// notices a change cheaply (paths, sizes, modification times), so copying or re-provisioning
-/// the same texts gives a new entry with the same tokens; its identity is then that of the
-/// oldest entry in `cache_dir` whose tokens and facts are byte-identical, so the logit stores
-/// made from them stay valid. Recorded in `alias-KEY` after the first comparison.
+/// The key that identifies the tokens of cache entry `key` to logit stores.
+///
+/// The cache key notices a change cheaply (paths, sizes, modification times), so copying or
+/// re-provisioning the same texts gives a new entry with the same tokens; its identity is then that
+/// of the oldest entry in `cache_dir` whose tokens and facts are byte-identical, so the logit
+/// stores made from them stay valid. Recorded in `alias-KEY` after the first comparison.
 fn identity_key(cache_dir: &Path, key: &str) -> Result<String, DataError> {
     let alias_path = cache_dir.join(format!("alias-{key}"));
     if let Ok(alias) = fs::read_to_string(&alias_path) {
@@ -423,10 +424,12 @@ fn documents(data: &DataConfig, files: &[PathBuf]) -> Documents {
     Documents::new(files, data.corpus, column)
 }
 
-/// Reads, tokenises, splits and caches a text corpus, and records the split
-/// (`split-KEY.json`, [`SplitRecord`]). The documents stream through the tokenizer into a
-/// scratch file (pass one, [`scan`]); the split is chosen from what is known of each document;
-/// the cache is written from the scratch file piece by piece (pass two).
+/// Reads, tokenises, splits and caches a text corpus, and records the split (`split-KEY.json`,
+/// [`SplitRecord`]).
+///
+/// The documents stream through the tokenizer into a scratch file (pass one, [`scan`]); the split
+/// is chosen from what is known of each document; the cache is written from the scratch file piece
+/// by piece (pass two).
 fn build(
     data: &DataConfig,
     files: &CorpusFiles,
@@ -522,10 +525,11 @@ impl EntryPaths {
         }
     }
 
-    /// Removes what a preparation killed while building this entry left behind: its scratch
-    /// file and the temporary files of its tokens, facts, split and tokenizer. Called under the
-    /// entry's lock, so no live process is writing them; the build that follows starts over
-    /// and writes the same bytes an uninterrupted one would.
+    /// Removes what a preparation killed while building this entry left behind: its scratch file
+    /// and the temporary files of its tokens, facts, split and tokenizer.
+    ///
+    /// Called under the entry's lock, so no live process is writing them; the build that follows
+    /// starts over and writes the same bytes an uninterrupted one would.
     fn remove_leftovers(&self) {
         let _ = fs::remove_file(&self.scratch);
         for file in [&self.tokens, &self.facts, &self.split, &self.tokenizer] {
@@ -644,9 +648,10 @@ fn unhex32(h: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The split record of the text corpus of `data` (`split-KEY.json`): what it held out and
-/// where its training pieces lie, for another tokenizer to follow and for the byte index. A
-/// cache entry made before records were kept is rebuilt (the same tokens) to make one.
+/// The split record of the text corpus of `data` (`split-KEY.json`): what it held out and where its
+/// training pieces lie, for another tokenizer to follow and for the byte index.
+///
+/// A cache entry made before records were kept is rebuilt (the same tokens) to make one.
 pub fn split_record(
     data: &DataConfig,
     base_dir: &Path,
@@ -682,9 +687,10 @@ pub fn split_record(
     })
 }
 
-/// The byte index of the training stream of `prepared` (a text corpus prepared from `data`):
-/// where each token ends in the corpus's byte coordinate. Refused for a tokenizer whose tokens
-/// are not the text's bytes.
+/// The byte index of the training stream of `prepared` (a text corpus prepared from `data`): where
+/// each token ends in the corpus's byte coordinate.
+///
+/// Refused for a tokenizer whose tokens are not the text's bytes.
 pub(crate) fn byte_index(
     data: &DataConfig,
     prepared: &Prepared,

@@ -9,10 +9,11 @@ pub struct CorpusInfo {
     /// Human-readable description.
     pub description: String,
     /// Identifies the tokens exactly: the token-cache key of a text corpus (settings plus each
-    /// file's path, size and modification time; when byte-identical tokens were cached before
-    /// under another key — the same texts copied or touched — that older key), or the generator
-    /// version and seeds of the synthetic corpus. Logit stores record it so a store made from
-    /// other tokens is refused.
+    /// file's path, size and modification time; when byte-identical tokens were cached before under
+    /// another key — the same texts copied or touched — that older key), or the generator version
+    /// and seeds of the synthetic corpus.
+    ///
+    /// Logit stores record it so a store made from other tokens is refused.
     pub key: String,
     /// Tokens available for training (the generated length for the synthetic corpus).
     pub train_tokens: u64,

@@ -107,10 +107,11 @@ impl<'t> Encoder<'t> {
     }
 
     /// The tokens of `text`, `part` of a document of `source`, checked against the vocabulary.
-    /// A part that begins a document gets the special tokens the tokenizer adds (BOS, for
-    /// families trained so); a part that ends one gets the separator: the EOS token, or the
-    /// blank line's tokens. (Joined by blank lines, a tail keeps the special tokens too, as
-    /// pdsweep always tokenised it, so older caches keep their tokens.)
+    ///
+    /// A part that begins a document gets the special tokens the tokenizer adds (BOS, for families
+    /// trained so); a part that ends one gets the separator: the EOS token, or the blank line's
+    /// tokens. (Joined by blank lines, a tail keeps the special tokens too, as pdsweep always
+    /// tokenised it, so older caches keep their tokens.)
     pub fn encode(&self, source: &str, text: &str, part: Part) -> Result<Encoded, DataError> {
         let mut tokens = Vec::new();
         match (part, self.eos) {

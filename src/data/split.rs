@@ -146,9 +146,10 @@ impl Pieces {
     }
 }
 
-/// Where a piece of one document starts in a token stream and in the corpus's bytes. The byte
-/// coordinate is the same for every tokenizer: the kept documents (duplicates dropped) laid
-/// end to end in their order, each as its text and separator.
+/// Where a piece of one document starts in a token stream and in the corpus's bytes.
+///
+/// The byte coordinate is the same for every tokenizer: the kept documents (duplicates dropped)
+/// laid end to end in their order, each as its text and separator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Segment {
     /// The piece's first token in the stream.
@@ -287,11 +288,12 @@ fn starts(docs: &[TokenizedDoc]) -> impl Iterator<Item = u64> + '_ {
     })
 }
 
-/// The split another tokenizer made (`held` whole documents, and the `boundary` document whose
-/// head of `head_bytes` bytes stays in training), applied to documents tokenised here, so both
-/// tokenizers hold out the same text and train on the same bytes. `cut` tokenises the
-/// boundary document's head and tail (without and with the separator) here. Documents are
-/// deduplicated first, as the other split did.
+/// The split another tokenizer made (`held` whole documents, and the `boundary` document whose head
+/// of `head_bytes` bytes stays in training), applied to documents tokenised here, so both
+/// tokenizers hold out the same text and train on the same bytes.
+///
+/// `cut` tokenises the boundary document's head and tail (without and with the separator) here.
+/// Documents are deduplicated first, as the other split did.
 pub fn follow(
     docs: Vec<TokenizedDoc>,
     held: &HashSet<[u8; 32]>,

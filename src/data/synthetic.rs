@@ -139,8 +139,10 @@ pub(crate) struct SyntheticSpec {
     /// Seed of the world (the sources' transition tables): the same seed is the same language.
     pub seed: u64,
     /// How many sources documents are drawn from (1–4): sources `0..sources`, of orders
-    /// `1..=sources`. Fewer sources make a world small models can learn almost to its entropy
-    /// rate (one source: a bigram chain), where a fitted irreducible loss can be checked.
+    /// `1..=sources`.
+    ///
+    /// Fewer sources make a world small models can learn almost to its entropy rate (one source: a
+    /// bigram chain), where a fitted irreducible loss can be checked.
     pub sources: u32,
     /// Whether copy events happen (they reward in-context retrieval, which small models lack).
     pub copies: bool,
@@ -310,8 +312,9 @@ impl SyntheticCorpus {
 
     /// Generates the first `n` tokens of the stream whose sampling randomness comes from
     /// `stream_seed` (different stream seeds: independent samples of the same language).
-    /// Generating n tokens then m more must give the same tokens as generating n + m at once
-    /// (i.e. the first n tokens of a longer stream equal the shorter stream).
+    ///
+    /// Generating n tokens then m more must give the same tokens as generating n + m at once (i.e.
+    /// the first n tokens of a longer stream equal the shorter stream).
     pub fn generate(&self, stream_seed: u64, n: usize) -> Generated {
         let mut walker = Walker::new(self, stream_seed);
         let mut tokens = Vec::with_capacity(n);

@@ -36,9 +36,11 @@ impl std::fmt::Debug for Tokenizer {
 
 /// End-of-document tokens as released tokenizers spell them, in order of preference: GPT-2's,
 /// Pythia's, Qwen's, SmolLM2's and OLMo's `<|endoftext|>`, Llama 3's `<|end_of_text|>`, Gemma's
-/// `<eos>`, Llama 2's and Mistral's `</s>`. A chat model's end-of-turn token (`<|im_end|>`,
-/// `<end_of_turn>`, `<|eot_id|>`), which its `config.json` may name as its EOS, is not what its
-/// pre-training put between documents, so configuration files are not asked.
+/// `<eos>`, Llama 2's and Mistral's `</s>`.
+///
+/// A chat model's end-of-turn token (`<|im_end|>`, `<end_of_turn>`, `<|eot_id|>`), which its
+/// `config.json` may name as its EOS, is not what its pre-training put between documents, so
+/// configuration files are not asked.
 pub(crate) const END_OF_DOCUMENT: [&str; 5] = [
     "<|endoftext|>",
     "<|end_of_text|>",
@@ -177,10 +179,11 @@ impl Tokenizer {
     }
 
     /// The exact bytes of each token, so that a tokenization maps to byte offsets even where a
-    /// token splits a multi-byte character: one byte per byte token; for byte-level BPE
-    /// (GPT-2's alphabet: every vocabulary character stands for one byte) the bytes its
-    /// characters stand for; for SentencePiece-style vocabularies `▁` is a space and `<0xXX>` a
-    /// byte. Special tokens (BOS, EOS) have no bytes.
+    /// token splits a multi-byte character: one byte per byte token; for byte-level BPE (GPT-2's
+    /// alphabet: every vocabulary character stands for one byte) the bytes its characters stand
+    /// for; for SentencePiece-style vocabularies `▁` is a space and `<0xXX>` a byte.
+    ///
+    /// Special tokens (BOS, EOS) have no bytes.
     pub fn token_bytes(&self, tokens: &[u32]) -> Result<Vec<Vec<u8>>, DataError> {
         let t = match self {
             Tokenizer::Byte => return Ok(tokens.iter().map(|&b| vec![b.min(255) as u8]).collect()),

@@ -85,10 +85,12 @@ pub fn ends_of(token_bytes: &[Vec<u8>]) -> Vec<usize> {
         .collect()
 }
 
-/// Aligns the student's and the teacher's tokenizations of one text, given where each token
-/// ends (`ends_of`). Tokens without bytes (BOS, EOS) end where the previous token does and are
-/// part of the unit they sit in. A unit starts at a boundary that both sides reach *after at
-/// least one token* (a position exists to predict from).
+/// Aligns the student's and the teacher's tokenizations of one text, given where each token ends
+/// (`ends_of`).
+///
+/// Tokens without bytes (BOS, EOS) end where the previous token does and are part of the unit they
+/// sit in. A unit starts at a boundary that both sides reach *after at least one token* (a position
+/// exists to predict from).
 pub fn align(student: &[usize], teacher: &[usize]) -> Result<Alignment, AlignError> {
     monotone(student, "student")?;
     monotone(teacher, "teacher")?;
@@ -175,7 +177,9 @@ impl Alignment {
 
     /// Checks the invariants against the tokenizations it was made from: units contiguous and
     /// increasing, consecutive tokens on each side used once, and each unit's tokens covering
-    /// exactly its bytes. `Err` names the first violation.
+    /// exactly its bytes.
+    ///
+    /// `Err` names the first violation.
     pub fn check(&self, student: &[usize], teacher: &[usize]) -> Result<(), String> {
         let start_of = |ends: &[usize], t: usize| if t == 0 { 0 } else { ends[t - 1] };
         for (k, u) in self.units.iter().enumerate() {

@@ -181,8 +181,9 @@ impl Truncated {
 }
 
 /// Copies the kept entries to the host, one [`Kept`] per row (the masked-out tail dropped):
-/// `positions × width` ids and values, not the full logits. Empty if the device could not be
-/// read (the caller checks the count and fails the run).
+/// `positions × width` ids and values, not the full logits.
+///
+/// Empty if the device could not be read (the caller checks the count and fails the run).
 pub fn download(truncated: Truncated) -> Vec<Kept> {
     let Truncated { targets, wide_rows } = truncated;
     let [positions, width] = targets.ids.dims();

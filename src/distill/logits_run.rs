@@ -97,10 +97,11 @@ pub struct StoreSpec<'a> {
     pub precision: crate::spec::TeacherPrecision,
 }
 
-/// The header every shard of the store `spec`, written by run `run_id`, carries;
-/// `corpus_key` is the prepared corpus's `crate::data::CorpusInfo::key`. Neither a seed nor
-/// a batch size is part of it (one store serves them all), except the seed of a synthetic
-/// corpus, which generates a stream per seed.
+/// The header every shard of the store `spec`, written by run `run_id`, carries; `corpus_key` is
+/// the prepared corpus's `crate::data::CorpusInfo::key`.
+///
+/// Neither a seed nor a batch size is part of it (one store serves them all), except the seed of a
+/// synthetic corpus, which generates a stream per seed.
 pub fn expected_header(
     run_id: &str,
     spec: &StoreSpec,
@@ -212,9 +213,11 @@ pub struct PassDevice<'a> {
     pub truncate_on: TruncateOn,
 }
 
-/// Runs the teacher over the windows of `spec` the store in `dir` does not hold yet and writes
-/// them as new shards (shards already there are kept, so an interrupted or extended pass only
-/// computes what is missing). `on_progress(done, total)` counts missing windows.
+/// Runs the teacher over the windows of `spec` the store in `dir` does not hold yet and writes them
+/// as new shards (shards already there are kept, so an interrupted or extended pass only computes
+/// what is missing).
+///
+/// `on_progress(done, total)` counts missing windows.
 #[allow(clippy::too_many_arguments)]
 pub fn write_store(
     spec: &StoreSpec,
@@ -311,11 +314,12 @@ pub fn write_store(
 pub struct Fidelity {
     /// The truncation the store is read at (the store's own, or a student's).
     pub view: Truncation,
-    /// Mean KL(stored ‖ teacher) in nats: the distribution a student reading at `view` is
-    /// given (renormalised over its ids, their counts for sampled targets, or with the tail as
-    /// one outcome), at τ = 1, against the teacher's full one coarsened to the same outcomes.
-    /// Renormalised top-k gives −ln of the kept mass; finite for every kind, unlike
-    /// KL(teacher ‖ stored).
+    /// Mean KL(stored ‖ teacher) in nats: the distribution a student reading at `view` is given
+    /// (renormalised over its ids, their counts for sampled targets, or with the tail as one
+    /// outcome), at τ = 1, against the teacher's full one coarsened to the same outcomes.
+    ///
+    /// Renormalised top-k gives −ln of the kept mass; finite for every kind, unlike KL(teacher ‖
+    /// stored).
     pub kl: f64,
     /// Mean teacher probability of the ids kept.
     pub kept_mass: f64,
@@ -326,11 +330,13 @@ pub struct Fidelity {
 /// Held-out windows a fidelity check reads (at most; fewer when the split is shorter).
 pub(crate) const FIDELITY_WINDOWS: u64 = 16;
 
-/// The fidelity of the store `header` describes, read at its own truncation `own` and at each
-/// of `views` (its students'), on the first `FIDELITY_WINDOWS` windows of the held-out split
-/// `val`: each position is stored as the logit pass would store it (encoded and decoded, so
-/// quantisation counts), prepared as a student reads it (`prepare`) and compared with the
-/// teacher's full distribution. Empty when the split is shorter than one window.
+/// The fidelity of the store `header` describes, read at its own truncation `own` and at each of
+/// `views` (its students'), on the first `FIDELITY_WINDOWS` windows of the held-out split `val`:
+/// each position is stored as the logit pass would store it (encoded and decoded, so quantisation
+/// counts), prepared as a student reads it (`prepare`) and compared with the teacher's full
+/// distribution.
+///
+/// Empty when the split is shorter than one window.
 pub fn fidelity(
     teacher: &dyn LanguageModel,
     device: &Device,

@@ -148,10 +148,12 @@ impl Layout {
     }
 }
 
-/// Predicted logit-store bytes per token for a store that keeps `kept` entries of a
-/// `vocab`-sized distribution per position (stores keep exactly the top k): `kept` pairs of a ⌈log2 V⌉-bit id and an 8-bit value, rounded up to whole
-/// bytes. Blocks round to bytes once per step, not per token, so the payload is at most this;
-/// shard headers and block tables add well under 1 %.
+/// Predicted logit-store bytes per token for a store that keeps `kept` entries of a `vocab`-sized
+/// distribution per position (stores keep exactly the top k): `kept` pairs of a ⌈log2 V⌉-bit id and
+/// an 8-bit value, rounded up to whole bytes.
+///
+/// Blocks round to bytes once per step, not per token, so the payload is at most this; shard
+/// headers and block tables add well under 1 %.
 pub fn logit_bytes_per_token(vocab: u64, kept: u64) -> u64 {
     (kept * (index_bits(vocab) + VALUE_BITS) as u64).div_ceil(8)
 }
@@ -458,10 +460,11 @@ pub(crate) fn write_shard(
     write_atomic(path, &parts).map_err(|e| fail(e.into()))
 }
 
-/// A verified shard: its header and digest table; blocks are read on demand, one window at a
-/// time, and each is checked against its digest before it is decoded. The file is open only
-/// while its blocks are read ([`Shard::close`] lets it go), so a store of thousands of shards
-/// does not hold thousands of file handles.
+/// A verified shard: its header and digest table; blocks are read on demand, one window at a time,
+/// and each is checked against its digest before it is decoded.
+///
+/// The file is open only while its blocks are read ([`Shard::close`] lets it go), so a store of
+/// thousands of shards does not hold thousands of file handles.
 #[derive(Debug)]
 pub(crate) struct Shard {
     /// The store it belongs to.

@@ -86,10 +86,11 @@ pub struct CrossSide {
 }
 
 impl TeacherTargets<'_> {
-    /// The teacher targets of every position of `batch`, truncated to this
-    /// student's top-p and top-k, on `device`; `None` when the store failed (the error is
-    /// kept in `self.error`). An online teacher truncating on the device hands its targets
-    /// over without a trip through the host.
+    /// The teacher targets of every position of `batch`, truncated to this student's top-p and
+    /// top-k, on `device`; `None` when the store failed (the error is kept in `self.error`).
+    ///
+    /// An online teacher truncating on the device hands its targets over without a trip through the
+    /// host.
     pub fn targets(&mut self, batch: &Batch, device: &Device) -> Option<SparseTargets> {
         let t = self.truncation;
         if let TeacherSource::Online {
@@ -258,10 +259,12 @@ pub fn fill_offsets(kept: &mut [Kept], index: &crate::data::ByteIndex, windows: 
     }
 }
 
-/// The teacher's `k` most probable tokens (no nucleus cut) at every position of `batch`, with
-/// its ln p of the token that actually follows (`Kept::next`, its byte offsets left at 0 for
-/// [`fill_offsets`]): what an aligned store keeps and a live teacher of another tokenizer
-/// gives its student. Computed on the host from each head chunk's logits.
+/// The teacher's `k` most probable tokens (no nucleus cut) at every position of `batch`, with its
+/// ln p of the token that actually follows (`Kept::next`, its byte offsets left at 0 for
+/// [`fill_offsets`]): what an aligned store keeps and a live teacher of another tokenizer gives its
+/// student.
+///
+/// Computed on the host from each head chunk's logits.
 pub(crate) fn teacher_next_support_k(
     teacher: &dyn LanguageModel,
     batch: &Batch,
@@ -368,10 +371,11 @@ fn online_on_device(
     }
 }
 
-/// The teacher's logits for `inputs` chunk by chunk of positions: the hidden states of the
-/// whole batch, then [`crate::kernels::default_head_chunk`] positions at a time through the
-/// head (f32 logits), so the `[positions, vocab]` logits never exist at once. Yields each
-/// chunk's first position and its `[positions, vocab]` logits.
+/// The teacher's logits for `inputs` chunk by chunk of positions: the hidden states of the whole
+/// batch, then [`crate::kernels::default_head_chunk`] positions at a time through the head (f32
+/// logits), so the `[positions, vocab]` logits never exist at once.
+///
+/// Yields each chunk's first position and its `[positions, vocab]` logits.
 fn head_chunks(
     teacher: &dyn LanguageModel,
     inputs: Tensor<2, Int>,
@@ -499,9 +503,10 @@ fn teacher_support_in(
     out
 }
 
-/// `k` tokens drawn from the teacher's distribution at every position of `batch` (the logit
-/// pass of a sampled store, and a live teacher's sampled targets), each position seeded by
-/// its window and place in it ([`draw_seed`]), so a store and a live teacher draw the same.
+/// `k` tokens drawn from the teacher's distribution at every position of `batch` (the logit pass of
+/// a sampled store, and a live teacher's sampled targets), each position seeded by its window and
+/// place in it ([`draw_seed`]), so a store and a live teacher draw the same.
+///
 /// Sampling needs the whole distribution, so it always runs on the host.
 pub(crate) fn teacher_samples(
     teacher: &dyn LanguageModel,

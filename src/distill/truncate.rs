@@ -95,8 +95,10 @@ impl Kept {
 }
 
 /// Truncates the logits `z` of one position: tokens in decreasing probability until their
-/// cumulative probability reaches `top_p` (the token that crosses it is kept), then at most
-/// `top_k` of them. Ties go to the lower token id.
+/// cumulative probability reaches `top_p` (the token that crosses it is kept), then at most `top_k`
+/// of them.
+///
+/// Ties go to the lower token id.
 pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     let vocab = z.len();
     let k = (top_k.kept(vocab as u64) as usize).clamp(1, vocab.max(1));
@@ -122,10 +124,12 @@ pub fn truncate(z: &[f32], top_p: f64, top_k: TopK) -> Kept {
     kept
 }
 
-/// The seed of the draws at `position` of training window `window` (its own stream, so a
-/// store's draws do not depend on which windows a pass computes together, and a live
-/// teacher draws what a store would hold). SplitMix64 ([`mix`]) is a fixed algorithm, so a
-/// store's draws are the same bytes on every machine and release.
+/// The seed of the draws at `position` of training window `window` (its own stream, so a store's
+/// draws do not depend on which windows a pass computes together, and a live teacher draws what a
+/// store would hold).
+///
+/// SplitMix64 ([`mix`]) is a fixed algorithm, so a store's draws are the same bytes on every
+/// machine and release.
 pub(crate) fn draw_seed(window: u64, position: u64) -> u64 {
     mix(
         mix(0x5eed_5a3d, window.wrapping_add(1)),
@@ -180,9 +184,10 @@ pub fn sample(z: &[f32], k: u64, seed: u64) -> Kept {
 }
 
 /// The ids of the `k` largest values of `z` (ties to the lower id), in no particular order.
-/// One pass with a running threshold: only values above the current k-th largest enter a
-/// buffer, which is cut back to the top k when it fills; O(V) with a single comparison for
-/// most entries, where selecting among all V ids costs several times more at V = 49,152.
+///
+/// One pass with a running threshold: only values above the current k-th largest enter a buffer,
+/// which is cut back to the top k when it fills; O(V) with a single comparison for most entries,
+/// where selecting among all V ids costs several times more at V = 49,152.
 fn top_ids(z: &[f32], k: usize) -> Vec<u32> {
     let by_prob = |a: &u32, b: &u32| z[*b as usize].total_cmp(&z[*a as usize]).then(a.cmp(b));
     if k >= z.len() {
@@ -224,10 +229,12 @@ fn top_ids(z: &[f32], k: usize) -> Vec<u32> {
     buffer
 }
 
-/// How many of the first entries of `kept` (most probable first, log-probabilities under the
-/// full vocabulary) a student with `top_p` and `top_k` uses: entries until their cumulative
-/// probability reaches `top_p`, at most `top_k`. Applied to a store written with a larger k and
-/// no nucleus cut, this gives the same support as [`truncate`] on the teacher's logits.
+/// How many of the first entries of `kept` (most probable first, log-probabilities under the full
+/// vocabulary) a student with `top_p` and `top_k` uses: entries until their cumulative probability
+/// reaches `top_p`, at most `top_k`.
+///
+/// Applied to a store written with a larger k and no nucleus cut, this gives the same support as
+/// [`truncate`] on the teacher's logits.
 pub fn refine(kept: &Kept, top_p: f64, top_k: TopK) -> usize {
     let k = (top_k.kept(kept.ids.len() as u64) as usize).max(1);
     let mut mass = 0.0f64;

@@ -32,9 +32,10 @@ pub struct GapPoint {
 }
 
 /// What a capacity-gap curve is fitted to: each student's loss, or, when every student has a
-/// same-seed baseline, its paired loss: student − own baseline + mean of those baselines. Pairing
-/// removes what a seed does to both runs alike (initial weights, data order), so the curve's
-/// noise is the noise of the gain, not of the loss.
+/// same-seed baseline, its paired loss: student − own baseline + mean of those baselines.
+///
+/// Pairing removes what a seed does to both runs alike (initial weights, data order), so the
+/// curve's noise is the noise of the gain, not of the loss.
 pub(crate) fn fitted_losses(points: &[GapPoint]) -> (Vec<f64>, bool) {
     let pairs: Option<Vec<f64>> = points.iter().map(|p| p.paired_baseline).collect();
     match pairs {
@@ -53,8 +54,9 @@ pub(crate) fn fitted_losses(points: &[GapPoint]) -> (Vec<f64>, bool) {
 
 /// The gain of distillation per teacher: baseline loss − student loss, each student against its
 /// same-seed baseline (`paired_baseline`), as (teacher parameters, mean gain over seeds, their
-/// sample standard deviation (`None` with one seed), seeds), sorted by teacher size. Students
-/// without a pair are left out.
+/// sample standard deviation (`None` with one seed), seeds), sorted by teacher size.
+///
+/// Students without a pair are left out.
 pub fn paired_gains(points: &[GapPoint]) -> Vec<(f64, f64, Option<f64>, usize)> {
     let mut by_teacher: Vec<(f64, Vec<f64>)> = Vec::new();
     for p in points {
@@ -326,9 +328,10 @@ fn pooled_sd(levels: &[Level]) -> Option<f64> {
     (df > 0).then(|| (ss / df as f64).sqrt())
 }
 
-/// The levels whose mean is within the noise of the best one's (`b`): mean difference at most
-/// two standard errors of the difference, from the pooled replicate spread. Without
-/// replicates only the best level itself.
+/// The levels whose mean is within the noise of the best one's (`b`): mean difference at most two
+/// standard errors of the difference, from the pooled replicate spread.
+///
+/// Without replicates only the best level itself.
 fn tied_with_best(levels: &[Level], b: usize) -> std::ops::RangeInclusive<usize> {
     let Some(sd) = pooled_sd(levels) else {
         return b..=b;
@@ -379,16 +382,17 @@ pub(crate) fn near_best_phrase(
     })
 }
 
-/// Whether the data support the fitted quadratic `q`'s minimum as the optimum of `levels`
-/// (sorted by x, at least three). The best measured level (lowest mean) must be inside the
-/// grid, else the optimum is at the edge or beyond it. The levels tied with it within the noise
-/// (replicates' pooled spread; only the best without replicates) form the measured optimum:
-/// the curve must have its minimum between their outer neighbours, must not pass above the best
-/// level by more than half the depth of the measured dip (or two standard errors of its mean),
-/// and the interval `ci` of the optimum, when there is one, must contain one of them. With
-/// noisy replicates the best mean is often a neighbour of the true optimum, which the quadratic
-/// through every point locates better; a single-seed grid keeps the strict rule. `fmt` writes
-/// a value of the variable.
+/// Whether the data support the fitted quadratic `q`'s minimum as the optimum of `levels` (sorted
+/// by x, at least three).
+///
+/// The best measured level (lowest mean) must be inside the grid, else the optimum is at the edge
+/// or beyond it. The levels tied with it within the noise (replicates' pooled spread; only the best
+/// without replicates) form the measured optimum: the curve must have its minimum between their
+/// outer neighbours, must not pass above the best level by more than half the depth of the measured
+/// dip (or two standard errors of its mean), and the interval `ci` of the optimum, when there is
+/// one, must contain one of them. With noisy replicates the best mean is often a neighbour of the
+/// true optimum, which the quadratic through every point locates better; a single-seed grid keeps
+/// the strict rule. `fmt` writes a value of the variable.
 pub(crate) fn judge_optimum(
     levels: &[Level],
     q: &Quadratic,
@@ -478,9 +482,11 @@ pub struct GapCurve {
     pub samples: Vec<[f64; 2]>,
     /// The optimum.
     pub optimum: Optimum,
-    /// The measured values (lowest, highest) whose mean student loss is within the noise of
-    /// the best one's (`near_best`): on a plateau, the answer "any teacher in this range"
-    /// beside the fitted optimum. `None` without replicates or with fewer than 3 values.
+    /// The measured values (lowest, highest) whose mean student loss is within the noise of the
+    /// best one's (`near_best`): on a plateau, the answer "any teacher in this range" beside the
+    /// fitted optimum.
+    ///
+    /// `None` without replicates or with fewer than 3 values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near_best: Option<[f64; 2]>,
     /// The optimum's value in each bootstrap resample (`None` where the resample had no

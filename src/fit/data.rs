@@ -429,10 +429,12 @@ fn same(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
-/// A named set of points, checked to be fittable by `law`: more distinct inputs than the law
-/// has parameters (replicates count once), at least two model sizes (and, for distillation,
-/// two teacher losses). Returns how much the points support (see [`Support`]) and warnings
-/// for parameters the points cannot pin down.
+/// A named set of points, checked to be fittable by `law`: more distinct inputs than the law has
+/// parameters (replicates count once), at least two model sizes (and, for distillation, two teacher
+/// losses).
+///
+/// Returns how much the points support (see [`Support`]) and warnings for parameters the points
+/// cannot pin down.
 pub(crate) fn check_fittable(
     law: LawKind,
     source: &str,

@@ -143,9 +143,10 @@ impl Fit {
         }
     }
 
-    /// Bootstrap sample `i` (cyclically) of a supervised fit as a law; `None` for a
-    /// distillation fit or one without samples. Samples hold natural parameters in the
-    /// order of [`LawKind::param_names`].
+    /// Bootstrap sample `i` (cyclically) of a supervised fit as a law; `None` for a distillation
+    /// fit or one without samples.
+    ///
+    /// Samples hold natural parameters in the order of [`LawKind::param_names`].
     pub fn supervised_sample(&self, i: usize) -> Option<SupervisedSource> {
         let s = self.samples.get(i % self.samples.len().max(1))?;
         if s.len() < self.law.n_params() {

@@ -43,9 +43,10 @@ impl StartGrid {
         theta
     }
 
-    /// Replaces axes from `spec`: `NAME=START:STOP:STEP` or `NAME=V1,V2,...`, entries separated
-    /// by `;`, e.g. `alpha=0:2:0.5;e=-1,0,1`. Names are the θ coordinates (`a`, `b`, `e`,
-    /// `alpha`, `beta`, `gamma`, ...).
+    /// Replaces axes from `spec`: `NAME=START:STOP:STEP` or `NAME=V1,V2,...`, entries separated by
+    /// `;`, e.g. `alpha=0:2:0.5;e=-1,0,1`.
+    ///
+    /// Names are the θ coordinates (`a`, `b`, `e`, `alpha`, `beta`, `gamma`, ...).
     pub fn with_overrides(mut self, spec: &str) -> Result<StartGrid, FitError> {
         for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
             let bad = |reason: String| {

@@ -18,9 +18,11 @@ use super::store::{
 };
 use super::sweep::law_optimum;
 
-/// The answer to "which teacher for this student?". A quantity that could not be given, or
-/// that failed a sanity bound, is `None` (or kept and flagged) with the reason in `problems`
-/// under its field name, so the answer says why on the same line.
+/// The answer to "which teacher for this student?".
+///
+/// A quantity that could not be given, or that failed a sanity bound, is `None` (or kept and
+/// flagged) with the reason in `problems` under its field name, so the answer says why on the same
+/// line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Recommendation {
     /// `busbridge2025` or the sweep database.
@@ -262,13 +264,14 @@ enum Method {
     TStar(Box<TStarScaling>),
 }
 
-/// From a sweep's stored fits: its supervised law and the distillation law of the query's
-/// config (or of the config with the most points). Budgets default to the sweep's when it used
-/// only one. The answer comes from the distillation law when the law is identified and has an
-/// optimum at every student size the sweep measured, else from the T*(S) fit of the measured
-/// optima; the choice is made once per sweep, not per student, so answers move smoothly with
-/// the student's size. Answers outside the measured ranges are flagged as extrapolations,
-/// and quantities that break a sanity bound are refused with the reason.
+/// From a sweep's stored fits: its supervised law and the distillation law of the query's config
+/// (or of the config with the most points).
+///
+/// Budgets default to the sweep's when it used only one. The answer comes from the distillation law
+/// when the law is identified and has an optimum at every student size the sweep measured, else
+/// from the T*(S) fit of the measured optima; the choice is made once per sweep, not per student,
+/// so answers move smoothly with the student's size. Answers outside the measured ranges are
+/// flagged as extrapolations, and quantities that break a sanity bound are refused with the reason.
 pub fn recommend_from_fits(
     fits: &[StoredFit],
     q: &RecommendQuery,
@@ -748,8 +751,10 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 /// Why the distillation law should not answer (under-determined, or no optimum at a measured
-/// student size), or `None` when it may. Parameters that are not identified on their own (c1
-/// and f1 trade off against each other) do not disqualify it: the answer is flagged instead.
+/// student size), or `None` when it may.
+///
+/// Parameters that are not identified on their own (c1 and f1 trade off against each other) do not
+/// disqualify it: the answer is flagged instead.
 fn law_trouble(
     distill: &Fit,
     supervised: &Fit,
@@ -836,9 +841,11 @@ fn measured_text(
     )]
 }
 
-/// Checks that the answer moves the right way with the student's size between the nearest
-/// measured size and `n_s`: the optimal teacher should not shrink and the predicted loss not
-/// rise as the student grows. Returns a warning naming where it fails.
+/// Checks that the answer moves the right way with the student's size between the nearest measured
+/// size and `n_s`: the optimal teacher should not shrink and the predicted loss not rise as the
+/// student grows.
+///
+/// Returns a warning naming where it fails.
 fn monotone_warning(
     method: &Method,
     distill: &Fit,

@@ -86,8 +86,9 @@ pub struct ReleasedCheck {
 }
 
 /// The checks of one config's students (`students`), with `supervised` (the supervised fit, for
-/// L̃_S's bootstrap samples) and `opts` for the law fit. Empty when the config has no
-/// pre-trained teacher or no trained one.
+/// L̃_S's bootstrap samples) and `opts` for the law fit.
+///
+/// Empty when the config has no pre-trained teacher or no trained one.
 pub(crate) fn released_checks(
     config: &str,
     students: &[CheckStudent],

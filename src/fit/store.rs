@@ -241,11 +241,12 @@ pub(crate) fn tstar_key(student_tokens: f64, teacher_tokens: Option<f64>, config
     }
 }
 
-/// The row id after which the newest `pdsweep fit` call's rows start: every call writes its
-/// rows in one transaction with its summary last, so that call's rows are those after the
-/// summary before it (0 when there is none, as in databases of older versions). Fits of an
-/// earlier call whose group the newest call did not fit (a budget or student size no longer
-/// in the sweep file) are history, not the sweep's current answer.
+/// The row id after which the newest `pdsweep fit` call's rows start: every call writes its rows in
+/// one transaction with its summary last, so that call's rows are those after the summary before it
+/// (0 when there is none, as in databases of older versions).
+///
+/// Fits of an earlier call whose group the newest call did not fit (a budget or student size no
+/// longer in the sweep file) are history, not the sweep's current answer.
 pub(crate) fn current_call_floor(summary_ids: impl IntoIterator<Item = i64>) -> i64 {
     let mut ids: Vec<i64> = summary_ids.into_iter().collect();
     ids.sort_unstable();

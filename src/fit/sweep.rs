@@ -59,6 +59,7 @@ pub struct FinishedRun {
 
 /// What a finished run is to the fits: a run's kind, with a teacher's learning-rate candidate
 /// (`[teachers] tune_lr`) told apart, since no law uses it (its tuned teacher adopts the best).
+///
 /// In JSON: `teacher`, `teacher-candidate`, `student`, `baseline`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -181,10 +182,12 @@ fn tokens_key(data: &Value) -> String {
 }
 
 /// Runs on one scale: a teacher whose tokenizer is not the students' has its held-out loss
-/// re-expressed in nats per *student* token through bits per byte (its bits per byte times
-/// the students' nats per bit-per-byte), so teachers of every tokenizer compare by what they
-/// predict of the same text, never by their own nats per token. Also returns which runs those
-/// are (no supervised law sees them: their tokens and parameters are another tokenizer's).
+/// re-expressed in nats per *student* token through bits per byte (its bits per byte times the
+/// students' nats per bit-per-byte), so teachers of every tokenizer compare by what they predict of
+/// the same text, never by their own nats per token.
+///
+/// Also returns which runs those are (no supervised law sees them: their tokens and parameters are
+/// another tokenizer's).
 pub fn on_students_scale(runs: &[FinishedRun]) -> (Vec<FinishedRun>, Vec<String>) {
     let students = runs
         .iter()
@@ -826,9 +829,10 @@ fn tstar_fits(capacity_gaps: &[CapacityGap], boot: usize) -> Fitted<Vec<TStarSca
 
 /// The capacity-gap groups of one config's students: one per (student size, budget), its seeds
 /// replicates within it, split by the teachers' token budget when the student distilled from
-/// teachers of one size trained on two or more budgets (a size curve means something only at one budget;
-/// students of pre-trained teachers then join every budget's group). Each group comes with
-/// its teachers' budget when split.
+/// teachers of one size trained on two or more budgets (a size curve means something only at one
+/// budget; students of pre-trained teachers then join every budget's group).
+///
+/// Each group comes with its teachers' budget when split.
 fn student_groups(pts: &[Student]) -> Vec<StudentGroup> {
     let mut by_student: BTreeMap<(u64, u64), Vec<Student>> = BTreeMap::new();
     for s in pts {
@@ -904,9 +908,11 @@ fn budget_comparisons(gaps: &[CapacityGap], boot: usize, seed: u64) -> Vec<Budge
 }
 
 /// The points of a capacity-gap group that its curve against teacher size is fitted to: those of
-/// teachers trained on the sweep's data, when there are any. A pre-trained teacher's size is not
-/// on the same axis (it learnt from other data, for far more tokens); it stays on the curve
-/// against teacher loss, and [`ReleasedCheck`] sets it against the trained teachers' law.
+/// teachers trained on the sweep's data, when there are any.
+///
+/// A pre-trained teacher's size is not on the same axis (it learnt from other data, for far more
+/// tokens); it stays on the curve against teacher loss, and [`ReleasedCheck`] sets it against the
+/// trained teachers' law.
 fn sized_points(points: &[GapPoint], group: &[Student]) -> Vec<GapPoint> {
     let trained: Vec<GapPoint> = points
         .iter()
@@ -923,6 +929,7 @@ fn sized_points(points: &[GapPoint], group: &[Student]) -> Vec<GapPoint> {
 
 /// The mean held-out loss of the finished baselines of one student size and budget, over their
 /// seeds, and how many there are.
+///
 /// Every finished baseline of `params` trained on `tokens`.
 fn baselines_of(runs: &[FinishedRun], params: f64, tokens: f64) -> Vec<Baseline> {
     runs.iter()

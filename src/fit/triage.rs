@@ -124,10 +124,10 @@ pub struct RankingCheck {
     pub ci: Option<[f64; 2]>,
 }
 
-/// Checks `ranked` against the gains of the students of `student_params` in `runs` (each
-/// student's loss against its same-seed baseline); `None` with fewer than three teachers with
-/// gains. Seeds are resampled with replacement `bootstrap` times (seeded by `seed`) for the
-/// interval.
+/// Checks `ranked` against the gains of the students of `student_params` in `runs` (each student's
+/// loss against its same-seed baseline); `None` with fewer than three teachers with gains.
+///
+/// Seeds are resampled with replacement `bootstrap` times (seeded by `seed`) for the interval.
 pub fn check_ranking(
     ranked: &[RankedTeacher],
     runs: &[FinishedRun],

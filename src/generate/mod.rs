@@ -51,9 +51,10 @@ pub struct Generated {
     pub forward_calls: usize,
 }
 
-/// Continues each of `prompts` by `new_tokens` tokens. Sequence `i` draws from its own stream
-/// of `seed` (`Sampler::new(seed, first_stream + i)`), so a prompt gives the same text whatever
-/// it is batched with.
+/// Continues each of `prompts` by `new_tokens` tokens.
+///
+/// Sequence `i` draws from its own stream of `seed` (`Sampler::new(seed, first_stream + i)`), so a
+/// prompt gives the same text whatever it is batched with.
 pub fn generate(
     model: &Transformer,
     prompts: &[Vec<u32>],

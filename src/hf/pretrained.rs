@@ -74,13 +74,14 @@ impl PretrainedModel {
     }
 }
 
-/// Loads the weights of the folder `dir` into a model for `config`'s context and vocabulary
-/// on `device`: pdsweep's transformer for a plain LLaMA (`config` is its architecture), the
-/// released decoder of its family otherwise. `config_sha256` is the hash the plan recorded: a
-/// `config.json` changed since is refused (the run's identity would not describe the model
-/// any more). A `config` with fewer vocabulary rows than the folder's `vocab_size` keeps the
-/// first rows of the embedding and head (a padded vocabulary cut to its tokenizer's, as the
-/// plan decided).
+/// Loads the weights of the folder `dir` into a model for `config`'s context and vocabulary on
+/// `device`: pdsweep's transformer for a plain LLaMA (`config` is its architecture), the released
+/// decoder of its family otherwise.
+///
+/// `config_sha256` is the hash the plan recorded: a `config.json` changed since is refused (the
+/// run's identity would not describe the model any more). A `config` with fewer vocabulary rows
+/// than the folder's `vocab_size` keeps the first rows of the embedding and head (a padded
+/// vocabulary cut to its tokenizer's, as the plan decided).
 pub fn load_model(
     dir: &Path,
     config: &TransformerConfig,

@@ -355,9 +355,10 @@ type FileStamp = (PathBuf, u64, Option<std::time::SystemTime>);
 /// Hashes already computed by this process.
 static HASHES: Mutex<Option<HashMap<Vec<FileStamp>, String>>> = Mutex::new(None);
 
-/// SHA-256 (hex) over the weight files of `dir` in name order, each as its file name, its
-/// length (u64, little-endian) and its bytes: the identity of a pre-trained model. Computed
-/// once per process for unchanged files (about 1 s per GB here).
+/// SHA-256 (hex) over the weight files of `dir` in name order, each as its file name, its length
+/// (u64, little-endian) and its bytes: the identity of a pre-trained model.
+///
+/// Computed once per process for unchanged files (about 1 s per GB here).
 pub(crate) fn weights_sha256(dir: &Path) -> Result<String, HfError> {
     let paths = weight_file_paths(dir)?;
     let stamps: Vec<FileStamp> = paths

@@ -265,13 +265,13 @@ fn unit_losses(
     per_unit.sum()
 }
 
-/// The chunk loop of [`head_loss`] and [`cross_head_loss`]: `score(first, z)` is one chunk's
-/// loss from its logits z = h · W (f32), for the chunks `(first, n)` of `bounds`. Without
-/// gradients each chunk's logits are scored and dropped. With them, each chunk's loss is
-/// differentiated on its own (a graph of one chunk) and its logits' gradient multiplied into
-/// ∂/∂h and ∂/∂W at once, and the result carries those gradients through a surrogate,
-/// Σ h·∂h + Σ W·∂W, whose value is replaced by the loss: memory stays one chunk's logits on
-/// every backend.
+/// The chunk loop of [`head_loss`] and [`cross_head_loss`]: `score(first, z)` is one chunk's loss
+/// from its logits z = h · W (f32), for the chunks `(first, n)` of `bounds`.
+///
+/// Without gradients each chunk's logits are scored and dropped. With them, each chunk's loss is
+/// differentiated on its own (a graph of one chunk) and its logits' gradient multiplied into ∂/∂h
+/// and ∂/∂W at once, and the result carries those gradients through a surrogate, Σ h·∂h + Σ W·∂W,
+/// whose value is replaced by the loss: memory stays one chunk's logits on every backend.
 fn chunked(
     h: Tensor<2>,
     head: &HeadWeight,

@@ -39,11 +39,12 @@ pub trait FusedOps: Backend {
         tau: f32,
     ) -> FloatTensor<Self>;
 
-    /// The output head with its losses, in chunks of `chunk` positions (`super::cpu::head`):
-    /// Σ_r ce_weight·CE_r + kd_weight·KD_r as a `[1]` tensor. `h`: `[rows, d]`; `w`: `[d,
-    /// vocab]` (`layout` 0) or `[vocab, d]` (1, tied); `targets`: `[rows]`; `ids`,
-    /// `log_probs`, `mask`: `[rows, width]`, read only when `kind` is a [`loss_code`] (not
-    /// [`NO_DISTILL`]).
+    /// The output head with its losses, in chunks of `chunk` positions (`super::cpu::head`): Σ_r
+    /// ce_weight·CE_r + kd_weight·KD_r as a `[1]` tensor.
+    ///
+    /// `h`: `[rows, d]`; `w`: `[d, vocab]` (`layout` 0) or `[vocab, d]` (1, tied); `targets`:
+    /// `[rows]`; `ids`, `log_probs`, `mask`: `[rows, width]`, read only when `kind` is a
+    /// [`loss_code`] (not [`NO_DISTILL`]).
     #[allow(clippy::too_many_arguments)]
     fn fused_head_loss(
         h: FloatTensor<Self>,
@@ -62,10 +63,11 @@ pub trait FusedOps: Backend {
 
     /// The output head with the cross-tokenizer distillation term, in chunks of about `chunk`
     /// positions that never split a unit (`super::cpu::cross`): Σ_r weights[0]·CE_r +
-    /// weights[1]·Σ_u L_u as a `[1]` tensor. `h`, `w`, `targets`, `layout` as in
-    /// [`FusedOps::fused_head_loss`]; `span`: `[rows]`; `log_t`, `matched`, `mask`: `[rows,
-    /// width]`; `student_matched`: `[vocab]`; `kind`: [`cross_code`]; `gold_weights`: (w_m,
-    /// w_u).
+    /// weights[1]·Σ_u L_u as a `[1]` tensor.
+    ///
+    /// `h`, `w`, `targets`, `layout` as in [`FusedOps::fused_head_loss`]; `span`: `[rows]`;
+    /// `log_t`, `matched`, `mask`: `[rows, width]`; `student_matched`: `[vocab]`; `kind`:
+    /// [`cross_code`]; `gold_weights`: (w_m, w_u).
     #[allow(clippy::too_many_arguments)]
     fn fused_cross_head_loss(
         h: FloatTensor<Self>,

@@ -57,9 +57,11 @@ impl Affine {
     }
 }
 
-/// A parameter of one block. Norms: `AttnNorm` before attention and `MlpNorm` before the MLP
-/// (LLaMA's `input_layernorm` and `post_attention_layernorm`), `PostAttnNorm` and `PostMlpNorm`
-/// on the outputs (Gemma's sandwich, OLMo 2).
+/// A parameter of one block.
+///
+/// Norms: `AttnNorm` before attention and `MlpNorm` before the MLP (LLaMA's `input_layernorm` and
+/// `post_attention_layernorm`), `PostAttnNorm` and `PostMlpNorm` on the outputs (Gemma's sandwich,
+/// OLMo 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayerPart {
     /// Norm before attention.
@@ -679,9 +681,11 @@ impl Decoder {
     }
 
     /// The same model with its matrices (embedding, projections, head) stored in bf16; norms,
-    /// biases and position tables stay f32. On flex every product then rounds its f32
-    /// activations to bf16 and sums in f32 (`crate::kernels::cpu::bf16`); elsewhere products
-    /// run in the dtype [`Decoder::hidden_in`] is asked for.
+    /// biases and position tables stay f32.
+    ///
+    /// On flex every product then rounds its f32 activations to bf16 and sums in f32
+    /// (`crate::kernels::cpu::bf16`); elsewhere products run in the dtype [`Decoder::hidden_in`] is
+    /// asked for.
     pub fn with_bf16_weights(mut self) -> Decoder {
         let half = |t: Tensor<2>| t.cast(FloatDType::BF16);
         self.embed = half(self.embed);

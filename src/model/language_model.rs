@@ -118,10 +118,11 @@ impl TeacherModel {
         }
     }
 
-    /// The same teacher running in `precision`. For bf16 its matrices are stored in bf16 (a
-    /// transformer of pdsweep's becomes the equivalent [`Decoder`]) and its activations are
-    /// `activations`: f32 on the CPU, whose kernels round them to bf16 at every product, bf16
-    /// on a GPU. `Err` names what could not be converted.
+    /// The same teacher running in `precision`.
+    ///
+    /// For bf16 its matrices are stored in bf16 (a transformer of pdsweep's becomes the equivalent
+    /// [`Decoder`]) and its activations are `activations`: f32 on the CPU, whose kernels round them
+    /// to bf16 at every product, bf16 on a GPU. `Err` names what could not be converted.
     pub fn in_precision(
         self,
         precision: TeacherPrecision,
@@ -142,11 +143,12 @@ impl TeacherModel {
         })
     }
 
-    /// The same model seeing `bos` before every window: a model released with a tokenizer
-    /// that puts BOS before each text (Gemma, Llama 3) was trained so, and scores a window
-    /// without it far worse (Gemma-3-270M: about 1.5 nats/token). The windows are unchanged:
-    /// position i still predicts token i + 1 from tokens 0..=i, now with BOS in front, so
-    /// logits line up with a student's. Needs one position more than the windows
+    /// The same model seeing `bos` before every window: a model released with a tokenizer that puts
+    /// BOS before each text (Gemma, Llama 3) was trained so, and scores a window without it far
+    /// worse (Gemma-3-270M: about 1.5 nats/token).
+    ///
+    /// The windows are unchanged: position i still predicts token i + 1 from tokens 0..=i, now with
+    /// BOS in front, so logits line up with a student's. Needs one position more than the windows
     /// ([`LanguageModel::context`] says how many remain).
     pub fn with_bos(mut self, bos: Option<u32>) -> TeacherModel {
         self.bos = bos;

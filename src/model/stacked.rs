@@ -10,9 +10,11 @@ use burn::tensor::{Int, Tensor};
 
 use super::transformer::Transformer;
 
-/// The weights of K same-shape transformers, each `[K, rows, cols]`, in [`Slot`] order:
-/// token embedding; per block attention norm, wq, wk, wv, wo, MLP norm, gate, up, down; final
-/// norm; the untied head if any. RMSNorm gains are stored as `[K, 1, d]` rows.
+/// The weights of K same-shape transformers, each `[K, rows, cols]`, in [`Slot`] order: token
+/// embedding; per block attention norm, wq, wk, wv, wo, MLP norm, gate, up, down; final norm; the
+/// untied head if any.
+///
+/// RMSNorm gains are stored as `[K, 1, d]` rows.
 #[derive(Debug, Clone)]
 pub(crate) struct StackedTransformer {
     /// The stacked weights (plain tensors, no autodiff).

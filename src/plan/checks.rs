@@ -225,8 +225,9 @@ pub(crate) fn design_checks(plan: &Plan, priors: &Priors) -> Vec<DesignWarning> 
 /// teacher size is an optimum at that budget, and the student's capacity and the teachers' data
 /// cannot be told apart (the project's own reference at 4M tokens: 770 down to 6.6 tokens per
 /// parameter, T* where teachers saw 26–40).
-/// A note, not a warning: every reference of the project was designed so, and `--strict` does
-/// not refuse it.
+///
+/// A note, not a warning: every reference of the project was designed so, and `--strict` does not
+/// refuse it.
 pub fn one_teacher_budget(plan: &Plan) -> Option<String> {
     let trained: HashMap<&RunId, &super::run::Run> = plan
         .runs

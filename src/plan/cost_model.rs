@@ -207,9 +207,11 @@ impl Calibration {
         Calibration::fit(&samples, source)
     }
 
-    /// The prices that best explain `samples` (work of a step, measured seconds per step):
-    /// least squares on relative errors with every price ≥ 0 (each subset of prices is solved
-    /// and the best feasible one kept). `None` with fewer than two samples.
+    /// The prices that best explain `samples` (work of a step, measured seconds per step): least
+    /// squares on relative errors with every price ≥ 0 (each subset of prices is solved and the
+    /// best feasible one kept).
+    ///
+    /// `None` with fewer than two samples.
     pub fn fit(samples: &[(StepWork, f64)], source: String) -> Option<Calibration> {
         let rows: Vec<([f64; 3], f64)> = samples
             .iter()

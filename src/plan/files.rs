@@ -133,9 +133,11 @@ pub(crate) fn resolve_files(sweep: &Sweep) -> Result<Resolved, SpecError> {
 
 /// How documents are joined: `[corpus] separator`, else `eos` when the corpus has a
 /// `tokenizer.json` and every tokenizer of the sweep has an end-of-document token, else a blank
-/// line. Every tokenizer of the sweep joins them the same way (one text for students and
-/// teachers, aligned by bytes across tokenizers), so an explicit `eos` is refused when one of
-/// them has no such token.
+/// line.
+///
+/// Every tokenizer of the sweep joins them the same way (one text for students and teachers,
+/// aligned by bytes across tokenizers), so an explicit `eos` is refused when one of them has no
+/// such token.
 fn separator(
     sweep: &Sweep,
     corpus: &CorpusSection,
@@ -399,11 +401,13 @@ fn stated_vocabs(sweep: &Sweep) -> Vec<(u64, String, std::ops::Range<usize>)> {
     out
 }
 
-/// The vocabulary of a sweep with pre-trained teachers, which every stated `vocab` must equal,
-/// with the plan's notes on it. With a `tokenizer.json` corpus it is the tokenizer's (one past
-/// its last id): a teacher with more rows has them as padding (no token id reaches them), cut
-/// when it loads; a teacher with fewer is refused. Otherwise it is the teachers' (they must
-/// agree). `None` without any pre-trained teacher.
+/// The vocabulary of a sweep with pre-trained teachers, which every stated `vocab` must equal, with
+/// the plan's notes on it.
+///
+/// With a `tokenizer.json` corpus it is the tokenizer's (one past its last id): a teacher with more
+/// rows has them as padding (no token id reaches them), cut when it loads; a teacher with fewer is
+/// refused. Otherwise it is the teachers' (they must agree). `None` without any pre-trained
+/// teacher.
 fn pretrained_vocab(
     sweep: &Sweep,
     corpus: &CorpusSection,

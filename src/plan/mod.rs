@@ -258,8 +258,9 @@ impl Plan {
             .map(|r| r * run.config.data.context)
     }
 
-    /// Refuses a plan whose logit stores and checkpoints would not fit `[limits] disk`. For a
-    /// real-text corpus it is called from [`Plan::attach_corpus`], when the stores are sized
+    /// Refuses a plan whose logit stores and checkpoints would not fit `[limits] disk`.
+    ///
+    /// For a real-text corpus it is called from [`Plan::attach_corpus`], when the stores are sized
     /// as the union of the windows their students read (before, only an upper bound is known).
     fn check_disk(&self, sweep: &Sweep) -> Result<(), SpecError> {
         let Some(limit) = &sweep.file.limits.disk else {

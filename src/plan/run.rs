@@ -59,9 +59,11 @@ impl fmt::Display for RunKind {
 }
 
 /// A run id: the first 16 hex digits of SHA-256 over the run's resolved configuration as JSON
-/// ([`RunConfig::identity_json`]). A new id is only ever made from a configuration
-/// ([`RunId::of`]); ids read back from where they were recorded keep what was written
-/// ([`RunId::from_stored`]). In JSON and SQLite it is the plain string.
+/// ([`RunConfig::identity_json`]).
+///
+/// A new id is only ever made from a configuration ([`RunId::of`]); ids read back from where they
+/// were recorded keep what was written ([`RunId::from_stored`]). In JSON and SQLite it is the plain
+/// string.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RunId(String);
@@ -132,9 +134,10 @@ pub struct ModelSpec {
     /// For a pre-trained teacher: the Hugging Face folder its weights come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pretrained: Option<PretrainedSource>,
-    /// For a released teacher of another architecture than plain LLaMA: that architecture
-    /// (`shape` is then its nearest LLaMA shape, for what is priced by shape). Absent for
-    /// pdsweep's own models and plain LLaMA teachers, so their ids are unchanged.
+    /// For a released teacher of another architecture than plain LLaMA: that architecture (`shape`
+    /// is then its nearest LLaMA shape, for what is priced by shape).
+    ///
+    /// Absent for pdsweep's own models and plain LLaMA teachers, so their ids are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<crate::model::Architecture>,
 }
@@ -182,9 +185,10 @@ pub struct PretrainedSource {
     /// SHA-256 (hex) over its weight files, in name order, each as its name, its length and
     /// its bytes.
     pub weights_sha256: String,
-    /// The token the model sees before every window (its tokenizer puts it before each text,
-    /// so it was trained with it: Gemma, Llama 3). Part of the id; absent (and left out of the
-    /// JSON) for models without one.
+    /// The token the model sees before every window (its tokenizer puts it before each text, so it
+    /// was trained with it: Gemma, Llama 3).
+    ///
+    /// Part of the id; absent (and left out of the JSON) for models without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bos: Option<u32>,
 }
@@ -192,9 +196,10 @@ pub struct PretrainedSource {
 /// Where a run's peak learning rate comes from when it is tuned on other runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LrTuning {
-    /// The candidate runs (same model and budget, every seed and peak; a teacher's: its own
-    /// seed at every peak), in plan order. Left
-    /// out of the run's id (see [`RunConfig::identity_json`]): adding a seed adds candidates,
+    /// The candidate runs (same model and budget, every seed and peak; a teacher's: its own seed at
+    /// every peak), in plan order.
+    ///
+    /// Left out of the run's id (see [`RunConfig::identity_json`]): adding a seed adds candidates,
     /// and must not make every finished student of the other seeds a new run.
     pub candidates: Vec<RunId>,
     /// The candidate peaks (`tune_lr`), which are part of the id. Empty in
@@ -250,10 +255,12 @@ impl DistillConfig {
     }
 }
 
-/// Everything needed to execute a run. Its JSON (less a tuned run's candidate runs, see
-/// [`RunConfig::identity_json`]) is hashed into the run's id, so two plans that resolve a run
-/// identically give it the same id. The JSON is the sweep database's record of the run: its
-/// layout is fixed (`RunConfigJson`), whatever the shape of the types here.
+/// Everything needed to execute a run.
+///
+/// Its JSON (less a tuned run's candidate runs, see [`RunConfig::identity_json`]) is hashed into
+/// the run's id, so two plans that resolve a run identically give it the same id. The JSON is the
+/// sweep database's record of the run: its layout is fixed (`RunConfigJson`), whatever the shape of
+/// the types here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "RunConfigJson", from = "RunConfigJson")]
 pub struct RunConfig {
@@ -267,10 +274,11 @@ pub struct RunConfig {
     pub data: DataConfig,
     /// Optimiser (trained runs only).
     pub train: Option<TrainConfig>,
-    /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate
-    /// is chosen from; for a teacher of a sweep with `[teachers] tune_lr`: its candidate runs
-    /// (`train.lr`'s peak is replaced by the best candidate's when the run starts;
-    /// `run::tuning`). Recorded inside `train` in the JSON.
+    /// For a student of a sweep with `[train] tune_lr`: the baselines its peak learning rate is
+    /// chosen from; for a teacher of a sweep with `[teachers] tune_lr`: its candidate runs
+    /// (`train.lr`'s peak is replaced by the best candidate's when the run starts; `run::tuning`).
+    ///
+    /// Recorded inside `train` in the JSON.
     pub tune: Option<LrTuning>,
     /// Distillation (students only).
     pub distill: Option<DistillConfig>,
@@ -281,9 +289,10 @@ pub struct RunConfig {
     pub backend: Backend,
 }
 
-/// A run configuration as the database records it (and its id hashes): `tune` sits inside
-/// `train`, after the optimiser settings; the backend is not recorded. Field order is part of
-/// the id.
+/// A run configuration as the database records it (and its id hashes): `tune` sits inside `train`,
+/// after the optimiser settings; the backend is not recorded.
+///
+/// Field order is part of the id.
 #[derive(Serialize, Deserialize)]
 struct RunConfigJson {
     kind: RunKind,
@@ -401,12 +410,12 @@ impl RunConfig {
     }
 
     /// The JSON hashed into the run's id: [`to_json`](Self::to_json) without a tuned run's
-    /// candidate runs (`train.tune.candidates`), which list every seed's baselines, and
-    /// without a logit pass's coverage (its students' streams and the positions they add up
-    /// to). A student's identity is its own seed, shape, budget, distillation and the
-    /// candidate peaks; the rate it trains at is chosen when it starts and recorded with its
-    /// result. A logit store's is its teacher, corpus, context and truncation: it grows with
-    /// the students it serves.
+    /// candidate runs (`train.tune.candidates`), which list every seed's baselines, and without a
+    /// logit pass's coverage (its students' streams and the positions they add up to).
+    ///
+    /// A student's identity is its own seed, shape, budget, distillation and the candidate peaks;
+    /// the rate it trains at is chosen when it starts and recorded with its result. A logit store's
+    /// is its teacher, corpus, context and truncation: it grows with the students it serves.
     pub fn identity_json(&self) -> String {
         if let Some(logits) = self.logits.as_ref() {
             let mut config = self.clone();
@@ -431,10 +440,11 @@ impl RunConfig {
     }
 }
 
-/// The runs a stored configuration's learning rate is tuned on (`train.tune.candidates`),
-/// read from its JSON; empty for a run that is not tuned. Schedulers treat these dependencies
-/// as settled once each is done or failed: a candidate that diverged is an answer ("this rate
-/// is too high"), not a blocker.
+/// The runs a stored configuration's learning rate is tuned on (`train.tune.candidates`), read from
+/// its JSON; empty for a run that is not tuned.
+///
+/// Schedulers treat these dependencies as settled once each is done or failed: a candidate that
+/// diverged is an answer ("this rate is too high"), not a blocker.
 pub(crate) fn tuned_on(config_json: &str) -> Vec<RunId> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(config_json) else {
         return Vec::new();

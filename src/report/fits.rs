@@ -285,10 +285,12 @@ fn trend(fit: &Value) -> Option<TrendView> {
     })
 }
 
-/// Fills the fitted pieces of `data.fits` (the supervised law, fitted capacity-gap curves with
-/// T* and its interval, T*(S) fits) from the fits stored in `db`, and says in
-/// `data.fits.notes` what could not be used. The recommendation is not stored by `pdsweep
-/// fit` (`pdsweep recommend` computes it for a student size), so it stays empty here.
+/// Fills the fitted pieces of `data.fits` (the supervised law, fitted capacity-gap curves with T*
+/// and its interval, T*(S) fits) from the fits stored in `db`, and says in `data.fits.notes` what
+/// could not be used.
+///
+/// The recommendation is not stored by `pdsweep fit` (`pdsweep recommend` computes it for a student
+/// size), so it stays empty here.
 pub fn attach(db: &SweepDb, data: &mut ReportData) -> Result<(), ReportError> {
     let (fits, unreadable) = stored(db)?;
     let f = &mut data.fits;

@@ -711,14 +711,14 @@ fn released(h: &mut String, data: &ReportData) {
     }
 }
 
-/// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the
-/// held-out split was chosen.
-/// The learning rate each student size and budget was tuned to (`[train] tune_lr`) and each
-/// teacher size and budget (`[teachers] tune_lr`): every candidate peak's mean held-out loss
-/// over its finished runs, the chosen one in bold, diverged ones named. Nothing for a sweep
-/// that did not tune.
-/// Students' distillation degrees per setting, and aligned samples of a teacher, a student and
-/// its baseline continuing the same held-out prefix (nothing before `pdsweep fit` measured).
+/// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the held-out
+/// split was chosen.
+///
+/// The learning rate each student size and budget was tuned to (`[train] tune_lr`) and each teacher
+/// size and budget (`[teachers] tune_lr`): every candidate peak's mean held-out loss over its
+/// finished runs, the chosen one in bold, diverged ones named. Nothing for a sweep that did not
+/// tune. Students' distillation degrees per setting, and aligned samples of a teacher, a student
+/// and its baseline continuing the same held-out prefix (nothing before `pdsweep fit` measured).
 fn degrees(h: &mut String, data: &ReportData) {
     let sim = &data.similarity;
     if sim.groups.is_empty() {

@@ -27,9 +27,10 @@ pub struct SweepSource<'a> {
     pub text: &'a str,
 }
 
-/// Reads everything the report shows from `db`: the current plan's runs, curves and views,
-/// then the stored fits (see [`fits::attach`]). `sweep` is the sweep file the user named; without
-/// one, the text recorded with the plan is used.
+/// Reads everything the report shows from `db`: the current plan's runs, curves and views, then the
+/// stored fits (see [`fits::attach`]).
+///
+/// `sweep` is the sweep file the user named; without one, the text recorded with the plan is used.
 pub fn gather(db: &SweepDb, sweep: Option<SweepSource>) -> Result<ReportData, ReportError> {
     let plan_id = db.current_plan()?.ok_or_else(|| ReportError::NoPlan {
         path: db.path().to_path_buf(),
@@ -496,9 +497,11 @@ fn adopted_from(db: &SweepDb, id: &RunId) -> Option<RunId> {
         .map(|a| RunId::from_stored(a.to_string()))
 }
 
-/// Ids of the finished baselines at a learning rate that lost (`[train] tune_lr`): per student
-/// size and budget, every baseline not at the peak `run::tuning::best_peak` chooses (the rate
-/// the students trained at). Figures and gaps leave them out, as `fit` does.
+/// Ids of the finished baselines at a learning rate that lost (`[train] tune_lr`): per student size
+/// and budget, every baseline not at the peak `run::tuning::best_peak` chooses (the rate the
+/// students trained at).
+///
+/// Figures and gaps leave them out, as `fit` does.
 fn untuned_baselines(runs: &[RunView]) -> HashSet<RunId> {
     let mut groups: BTreeMap<(u64, u64), Vec<&RunView>> = BTreeMap::new();
     for b in runs

@@ -73,9 +73,10 @@ impl Summary {
 /// this process are still running (their results may unblock more runs).
 const IDLE_POLL: Duration = Duration::from_millis(200);
 
-/// Executes every runnable run of plan `plan_id` in `db`, `opts.jobs` at a time. Each worker
-/// has its own database connection and device; events from all of them reach `on_event` on
-/// the calling thread.
+/// Executes every runnable run of plan `plan_id` in `db`, `opts.jobs` at a time.
+///
+/// Each worker has its own database connection and device; events from all of them reach `on_event`
+/// on the calling thread.
 pub fn execute(
     db: &mut SweepDb,
     plan_id: i64,

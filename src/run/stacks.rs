@@ -73,17 +73,20 @@ pub(crate) const CPU_MIN_STACK: usize = 16;
 /// How much faster than one run alone a stack must measure for `auto` to use it.
 pub(crate) const AUTO_MARGIN: f64 = 1.1;
 
-/// The largest vocabulary that stacks. A stack scores all its members' logits at once
-/// (members × positions × vocabulary floats, and as many for their gradient), where a run
-/// alone goes through the fused chunked head (`crate::kernels::head_loss`) and holds one
-/// chunk: above this a stack would trade bounded memory for little speed, as the head is
-/// most of such a step.
+/// The largest vocabulary that stacks.
+///
+/// A stack scores all its members' logits at once (members × positions × vocabulary floats, and as
+/// many for their gradient), where a run alone goes through the fused chunked head
+/// (`crate::kernels::head_loss`) and holds one chunk: above this a stack would trade bounded memory
+/// for little speed, as the head is most of such a step.
 pub(crate) const MAX_STACK_VOCAB: u64 = 8192;
 
-/// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the
-/// context and the batch rows. `None` for runs that never stack (logit passes, pre-trained
-/// teachers, runs without training settings, bf16 or f16 runs and accumulated batches: the stacked
-/// model computes in f32 on whole batches only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
+/// What runs must share to train as one stack: the model (shape, RoPE θ, RMSNorm ε), the context
+/// and the batch rows.
+///
+/// `None` for runs that never stack (logit passes, pre-trained teachers, runs without training
+/// settings, bf16 or f16 runs and accumulated batches: the stacked model computes in f32 on whole
+/// batches only; vocabularies above [`MAX_STACK_VOCAB`]; students across tokenizers).
 pub(crate) fn stack_key(config: &RunConfig) -> Option<String> {
     if config.kind == RunKind::Logits || config.model.pretrained.is_some() {
         return None;
@@ -121,8 +124,9 @@ pub(crate) fn stack_key(config: &RunConfig) -> Option<String> {
     ))
 }
 
-/// The runs (names, in the order given) that could train together as a stack, by shape: one
-/// group per stack key with at least two runs, labelled like `2L d32 h2 ff112, 64×128 tokens`.
+/// The runs (names, in the order given) that could train together as a stack, by shape: one group
+/// per stack key with at least two runs, labelled like `2L d32 h2 ff112, 64×128 tokens`.
+///
 /// Runs of a group train together when they are runnable at the same time.
 pub fn groups<'a>(
     runs: impl IntoIterator<Item = (&'a str, &'a RunConfig)>,
@@ -216,10 +220,12 @@ impl StackAdvisor {
         }
     }
 
-    /// The most members a stack of runs like `config` should have on `device` when `available`
-    /// such runs are runnable: 1 (alone) unless a stack measured at least `AUTO_MARGIN`
-    /// times the throughput of one run alone. Measures what it does not know yet.
-    /// Only stacks of at least `min` members are measured and taken.
+    /// The most members a stack of runs like `config` should have on `device` when `available` such
+    /// runs are runnable: 1 (alone) unless a stack measured at least `AUTO_MARGIN` times the
+    /// throughput of one run alone.
+    ///
+    /// Measures what it does not know yet. Only stacks of at least `min` members are measured and
+    /// taken.
     pub fn members(
         &self,
         config: &RunConfig,

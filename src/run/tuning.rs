@@ -64,9 +64,11 @@ pub fn scores(results: &[(f64, f64)]) -> Vec<PeakScore> {
     out
 }
 
-/// The tuned peak of `(peak, held-out loss)` results: among the peaks with the most finished
-/// runs (a peak that diverged for some seed is not compared on fewer seeds), the one with the
-/// lowest mean loss; the smaller peak on a tie. `None` when nothing finished.
+/// The tuned peak of `(peak, held-out loss)` results: among the peaks with the most finished runs
+/// (a peak that diverged for some seed is not compared on fewer seeds), the one with the lowest
+/// mean loss; the smaller peak on a tie.
+///
+/// `None` when nothing finished.
 pub(crate) fn best_peak(results: &[(f64, f64)]) -> Option<f64> {
     best_of(&scores(results))
 }

@@ -225,9 +225,11 @@ impl Teacher {
     }
 
     /// `model`, of another vocabulary than this teacher's (a student across tokenizers, or its
-    /// baseline), at the sequence granularities only: the teacher's prefixes as text, encoded
-    /// by the model's tokenizer (their last `context − 1` tokens), continued and compared with
-    /// the teacher's continuations on bytes. The token measures need one vocabulary: NaN.
+    /// baseline), at the sequence granularities only: the teacher's prefixes as text, encoded by
+    /// the model's tokenizer (their last `context − 1` tokens), continued and compared with the
+    /// teacher's continuations on bytes.
+    ///
+    /// The token measures need one vocabulary: NaN.
     fn measure_across(
         &self,
         row: &RunRow,

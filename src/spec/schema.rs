@@ -79,9 +79,11 @@ pub struct CorpusSection {
     #[serde(default)]
     pub tokenizer: Option<TokenizerSetting>,
     /// How documents are joined: `eos` (BOS where the tokenizer adds one, the text, its
-    /// end-of-document token: as released models were trained; the default with a
-    /// `tokenizer.json` that has one, as every tokenizer of the sweep must) or `blank_line` (`"\n\n"` after each; the default and the only choice
-    /// with `byte` and `bpe`). Teachers with tokenizers of their own join documents the same way.
+    /// end-of-document token: as released models were trained; the default with a `tokenizer.json`
+    /// that has one, as every tokenizer of the sweep must) or `blank_line` (`"\n\n"` after each;
+    /// the default and the only choice with `byte` and `bpe`).
+    ///
+    /// Teachers with tokenizers of their own join documents the same way.
     #[serde(default)]
     pub separator: Option<Spanned<Separator>>,
     /// Vocabulary size for `bpe` and `synthetic`.
@@ -186,10 +188,10 @@ pub struct GroupSection {
     #[serde(default)]
     pub baseline: Option<Spanned<bool>>,
     /// Teachers only: peak learning rates tried for every teacher (the schedule's shape is the
-    /// teacher's `lr`): each is trained as a candidate run, and the teacher takes the peak
-    /// whose candidate reaches the lowest held-out loss, adopting that candidate (see
-    /// `run::tuning`). Students tune on
-    /// their baselines instead (`[train] tune_lr`).
+    /// teacher's `lr`): each is trained as a candidate run, and the teacher takes the peak whose
+    /// candidate reaches the lowest held-out loss, adopting that candidate (see `run::tuning`).
+    ///
+    /// Students tune on their baselines instead (`[train] tune_lr`).
     #[serde(default)]
     pub tune_lr: Option<Spanned<Vec<f64>>>,
     /// Models given one by one: a derived `size` or an explicit shape.
@@ -254,8 +256,10 @@ pub struct ModelEntry {
     #[serde(default)]
     pub pretrained: Option<String>,
     /// Teachers only: the teacher's own tokenizer (`byte`, `bpe` or a `tokenizer.json`), when it
-    /// differs from the students' `[corpus] tokenizer`; its students then distil across
-    /// tokenizers (`[distill] cross_tokenizer`). A pre-trained teacher brings its own.
+    /// differs from the students' `[corpus] tokenizer`; its students then distil across tokenizers
+    /// (`[distill] cross_tokenizer`).
+    ///
+    /// A pre-trained teacher brings its own.
     #[serde(default)]
     pub tokenizer: Option<TokenizerSetting>,
     /// Teachers only: the vocabulary of a `bpe` `tokenizer`.
@@ -391,14 +395,17 @@ pub struct TrainSection {
     #[serde(default)]
     pub tune_lr: Option<Spanned<Vec<f64>>>,
     /// Positions per chunk of the fused output head and loss: one chunk's logits (positions ×
-    /// vocabulary floats) are the largest buffer of a large-vocabulary step. Default: as many
-    /// as keep them within 64 MiB (at least 128).
+    /// vocabulary floats) are the largest buffer of a large-vocabulary step.
+    ///
+    /// Default: as many as keep them within 64 MiB (at least 128).
     #[serde(default)]
     pub head_chunk: Option<Count>,
-    /// Tokens per micro-batch (gradient accumulation), rounded to whole sequences: each
-    /// optimiser step sums the gradients of `batch_tokens / micro_batch_tokens` forward and
-    /// backward passes, then clips and steps once, as for the whole batch. Only the
-    /// activations of one micro-batch are held at a time. Default: the whole batch at once.
+    /// Tokens per micro-batch (gradient accumulation), rounded to whole sequences: each optimiser
+    /// step sums the gradients of `batch_tokens / micro_batch_tokens` forward and backward passes,
+    /// then clips and steps once, as for the whole batch.
+    ///
+    /// Only the activations of one micro-batch are held at a time. Default: the whole batch at
+    /// once.
     #[serde(default)]
     pub micro_batch_tokens: Option<Spanned<Count>>,
 }

@@ -11,9 +11,10 @@ use serde::{Deserialize, Serialize, Serializer};
 /// below it means every product of two counts still fits an `f64` exactly enough and a `u64`.
 pub(crate) const MAX_COUNT: f64 = 1e15;
 
-/// Parses a decimal count with an optional SI suffix: `K` = 10^3, `M` = 10^6, `B`/`G` = 10^9,
-/// `T` = 10^12 (case-insensitive). Fractions are allowed (`"1.9B"`) as long as the result is a
-/// whole number of at least 1.
+/// Parses a decimal count with an optional SI suffix: `K` = 10^3, `M` = 10^6, `B`/`G` = 10^9, `T` =
+/// 10^12 (case-insensitive).
+///
+/// Fractions are allowed (`"1.9B"`) as long as the result is a whole number of at least 1.
 pub fn parse_count(text: &str) -> Result<u64, String> {
     let trimmed = text.trim().replace('_', "");
     if trimmed.is_empty() {

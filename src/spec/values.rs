@@ -474,8 +474,9 @@ pub enum ScheduleKind {
 }
 
 /// A value that changes over a run: the learning rate or the distillation weight α.
-/// Written as a number (constant) or a table `{ schedule = "wsd", peak = 3e-3, warmup = 0.1,
-/// decay = 0.2, final = 0.0 }` (`max` is accepted for `peak`).
+///
+/// Written as a number (constant) or a table `{ schedule = "wsd", peak = 3e-3, warmup = 0.1, decay
+/// = 0.2, final = 0.0 }` (`max` is accepted for `peak`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleTable {

@@ -206,8 +206,9 @@ impl SweepDb {
     }
 
     /// Returns to `planned` every `running` run whose owner is a process of this host that no
-    /// longer exists (killed, crashed, rebooted); returns how many. Their checkpoints let them
-    /// resume where they stopped.
+    /// longer exists (killed, crashed, rebooted); returns how many.
+    ///
+    /// Their checkpoints let them resume where they stopped.
     pub fn requeue_dead(&self) -> Result<usize, StoreError> {
         let fail = |e| StoreError::sql(self.path(), "find runs of dead processes", e);
         let mut stmt = self

@@ -141,9 +141,11 @@ CREATE TABLE fits (
 CREATE INDEX fits_scope ON fits (scope, key, law, id);
 "#;
 
-/// Version 7: Slurm. Each `sbatch` call (an array job) and each run's attempt in one, recorded
-/// before the call so a coordinator that dies mid-submission finds its job by name; and each
-/// session of a run (a job's start or restart after a requeue) with the step it resumed from.
+/// Version 7: Slurm.
+///
+/// Each `sbatch` call (an array job) and each run's attempt in one, recorded before the call so a
+/// coordinator that dies mid-submission finds its job by name; and each session of a run (a job's
+/// start or restart after a requeue) with the step it resumed from.
 const V7: &str = r#"
 CREATE TABLE slurm_submissions (
     id           INTEGER PRIMARY KEY,

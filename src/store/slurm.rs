@@ -76,8 +76,10 @@ const TASK_COLUMNS: &str = "t.run_id, r.name, r.kind, t.attempt, t.submission, s
 
 impl SweepDb {
     /// Records a submission of `tasks` (run id, array index) as array job `job_name` before
-    /// `sbatch` is called, in one transaction: each run gets its next attempt number and is
-    /// marked `running`, owned by the job. Returns the submission's id.
+    /// `sbatch` is called, in one transaction: each run gets its next attempt number and is marked
+    /// `running`, owned by the job.
+    ///
+    /// Returns the submission's id.
     pub fn slurm_submit(
         &mut self,
         job_name: &str,

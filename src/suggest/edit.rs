@@ -76,12 +76,13 @@ fn seeds(first: u64, count: u64) -> String {
     }
 }
 
-/// `text` with `edit` applied. Teacher sizes join `[teachers] sizes` (or become a
-/// `[[teachers.models]]` entry when the file lists models one by one); a seed joins
-/// `[students] seed` when the students have their own seeds, else the sweep's `seed` (teachers
-/// keep training on the first seed only, so no teacher is retrained), and every
-/// `[[students.models]]` entry with its own `seed` list; a seed for one entry joins its `seed`
-/// list, which starts as a copy of the seeds it inherits.
+/// `text` with `edit` applied.
+///
+/// Teacher sizes join `[teachers] sizes` (or become a `[[teachers.models]]` entry when the file
+/// lists models one by one); a seed joins `[students] seed` when the students have their own seeds,
+/// else the sweep's `seed` (teachers keep training on the first seed only, so no teacher is
+/// retrained), and every `[[students.models]]` entry with its own `seed` list; a seed for one entry
+/// joins its `seed` list, which starts as a copy of the seeds it inherits.
 pub fn apply(text: &str, edit: Edit) -> Result<String, SuggestError> {
     let mut doc: DocumentMut = text.parse().map_err(SuggestError::Parse)?;
     match edit {

@@ -645,12 +645,14 @@ fn candidates(groups: &[Group], current: &Plan) -> Vec<Candidate> {
     out
 }
 
-/// More seeds for every student and baseline, and, where the file lists students one by one,
-/// more seeds for each entry alone (cheaper, and where the noise is widest it buys the most):
-/// the seeds as the sweep file `text` stands. Each comes as one seed and as a block that adds
-/// about half as many seeds again as the group has: one seed among a dozen narrows an interval
-/// by ~4 %, under what the simulation of the expected width can resolve, so a greedy search
-/// offered single seeds only would pass over replicates even when several of them pay.
+/// More seeds for every student and baseline, and, where the file lists students one by one, more
+/// seeds for each entry alone (cheaper, and where the noise is widest it buys the most): the seeds
+/// as the sweep file `text` stands.
+///
+/// Each comes as one seed and as a block that adds about half as many seeds again as the group has:
+/// one seed among a dozen narrows an interval by ~4 %, under what the simulation of the expected
+/// width can resolve, so a greedy search offered single seeds only would pass over replicates even
+/// when several of them pay.
 fn seed_candidates(text: &str, groups: &[Group]) -> Vec<Candidate> {
     let next_seed = groups
         .iter()

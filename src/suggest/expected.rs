@@ -69,10 +69,12 @@ impl CurveModel {
 }
 
 /// The expected T* interval under `design`: the median over simulated sweeps of the interval's
-/// width as a ratio (97.5th / 2.5th percentile), and the fraction of sweeps whose optimum the
-/// data support. A sweep without a supported interval counts as twice the measured grid's span
-/// (the model's, not the design's: a design that adds a teacher beyond the grid must not make
-/// its own failures look worse), so a design that often fails ranks below one that rarely does.
+/// width as a ratio (97.5th / 2.5th percentile), and the fraction of sweeps whose optimum the data
+/// support.
+///
+/// A sweep without a supported interval counts as twice the measured grid's span (the model's, not
+/// the design's: a design that adds a teacher beyond the grid must not make its own failures look
+/// worse), so a design that often fails ranks below one that rarely does.
 pub fn expected_width(model: &CurveModel, design: &[(f64, u64)], seed: u64) -> (f64, f64) {
     let [lo, hi] = model.grid;
     let penalty = 2.0 * (hi / lo).ln().max(std::f64::consts::LN_2);

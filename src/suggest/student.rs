@@ -180,10 +180,11 @@ fn anchor(student_params: f64, optimum: &Optimum) -> Option<Anchor> {
     }
 }
 
-/// The line through `anchors` in ln S (in ln of the optimum when `log`), weighted by the
-/// inverse squared half-widths of their intervals, at `student_params`; its interval from
-/// `DRAWS` redraws of each anchor, normal within its interval (±1.96 σ), refitted. Two
-/// anchors at least.
+/// The line through `anchors` in ln S (in ln of the optimum when `log`), weighted by the inverse
+/// squared half-widths of their intervals, at `student_params`; its interval from `DRAWS` redraws
+/// of each anchor, normal within its interval (±1.96 σ), refitted.
+///
+/// Two anchors at least.
 fn extrapolate(
     anchors: &[Anchor],
     student_params: f64,

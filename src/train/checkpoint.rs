@@ -200,9 +200,10 @@ pub fn load(path: &Path, run_id: &str) -> Result<Option<Loaded>, CheckpointError
     }))
 }
 
-/// Writes the checkpoint at `src` (of run `from`, verified) to `dst` as run `to`'s: the same
-/// model, optimiser and position under the other run's id. A tuned teacher adopts its best
-/// candidate this way (`run::adopt`) instead of training it again.
+/// Writes the checkpoint at `src` (of run `from`, verified) to `dst` as run `to`'s: the same model,
+/// optimiser and position under the other run's id.
+///
+/// A tuned teacher adopts its best candidate this way (`run::adopt`) instead of training it again.
 pub fn relabel(
     src: &Path,
     from: &str,

@@ -25,21 +25,25 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Training-loss logging interval in steps.
     pub log_every: u64,
-    /// Arithmetic of the training step. Left out of the JSON (and so of the id) when f32, so
-    /// runs planned before mixed precision existed keep their ids; bf16 and f16 runs are new
-    /// runs, since their results differ.
+    /// Arithmetic of the training step.
+    ///
+    /// Left out of the JSON (and so of the id) when f32, so runs planned before mixed precision
+    /// existed keep their ids; bf16 and f16 runs are new runs, since their results differ.
     #[serde(default, skip_serializing_if = "Precision::is_f32")]
     pub precision: Precision,
-    /// Positions per chunk of the fused output head and loss (`[train] head_chunk`); `None`
-    /// for the default of the vocabulary ([`TrainConfig::head_chunk_for`]). Left out of the
-    /// JSON when unset, so earlier runs keep their ids; a chosen chunk is part of the id, as
-    /// it changes the order in which the head's gradient is summed (the last bits of a run).
+    /// Positions per chunk of the fused output head and loss (`[train] head_chunk`); `None` for the
+    /// default of the vocabulary ([`TrainConfig::head_chunk_for`]).
+    ///
+    /// Left out of the JSON when unset, so earlier runs keep their ids; a chosen chunk is part of
+    /// the id, as it changes the order in which the head's gradient is summed (the last bits of a
+    /// run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_chunk: Option<u64>,
-    /// Sequences per micro-batch (`[train] micro_batch_tokens` over the context), when the
-    /// batch is accumulated from smaller ones; `None` for the whole batch at once. Left out
-    /// of the JSON when unset, so earlier runs keep their ids; a chosen micro-batch is part
-    /// of the id, as it changes the order in which gradients are summed (the last bits).
+    /// Sequences per micro-batch (`[train] micro_batch_tokens` over the context), when the batch is
+    /// accumulated from smaller ones; `None` for the whole batch at once.
+    ///
+    /// Left out of the JSON when unset, so earlier runs keep their ids; a chosen micro-batch is
+    /// part of the id, as it changes the order in which gradients are summed (the last bits).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub micro_batch_seqs: Option<u64>,
 }

@@ -150,15 +150,17 @@ pub struct TrainJob<'a> {
 }
 
 /// burn's device seed is process-wide and parameters are initialised lazily, so two runs
-/// initialising models at once (`run --jobs N`) would draw from one another's stream. Seeding
-/// and materialising every parameter happen under this lock.
+/// initialising models at once (`run --jobs N`) would draw from one another's stream.
+///
+/// Seeding and materialising every parameter happen under this lock.
 static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Builds a fresh model of `model` on `device`, its weights drawn from `seed`. The weights depend
-/// only on the seed, whatever other threads of the process do meanwhile, and whatever the
-/// backend: they are always drawn on the CPU (burn's GPU backends have random generators of
-/// their own, so a model drawn on a GPU would start somewhere else than the same run on the
-/// CPU) and then copied to `device`.
+/// Builds a fresh model of `model` on `device`, its weights drawn from `seed`.
+///
+/// The weights depend only on the seed, whatever other threads of the process do meanwhile, and
+/// whatever the backend: they are always drawn on the CPU (burn's GPU backends have random
+/// generators of their own, so a model drawn on a GPU would start somewhere else than the same run
+/// on the CPU) and then copied to `device`.
 pub fn init_model(model_config: &TransformerConfig, seed: u64, device: &Device) -> Transformer {
     let host = Device::flex();
     let on_host = device.clone().without_autodiff() == host;
@@ -465,11 +467,12 @@ pub(crate) struct Update<'a> {
     pub(crate) micro_rows: usize,
 }
 
-/// One optimiser step; returns the loss before the update. The batch's gradients are summed
-/// over micro-batches of `update.micro_rows` rows (one pass when the batch fits), each
-/// micro-batch's mean loss weighted by its share of the positions, so the step is the whole
-/// batch's. With a loss scale, the scaled loss is differentiated, the gradients are unscaled
-/// (in the same pass as clipping), and a step whose gradients overflowed is skipped.
+/// One optimiser step; returns the loss before the update.
+///
+/// The batch's gradients are summed over micro-batches of `update.micro_rows` rows (one pass when
+/// the batch fits), each micro-batch's mean loss weighted by its share of the positions, so the
+/// step is the whole batch's. With a loss scale, the scaled loss is differentiated, the gradients
+/// are unscaled (in the same pass as clipping), and a step whose gradients overflowed is skipped.
 pub(crate) fn train_step(
     model: &mut Transformer,
     optim: &mut ModuleOptimizer,
@@ -560,8 +563,10 @@ impl Pass<'_> {
     }
 
     /// The whole batch's loss and gradients, summed over micro-batches of `rows` rows: each
-    /// weighted by its share of the batch's positions, so a micro-batch's mean loss adds up to
-    /// the batch's mean. Only one micro-batch's activations are alive at a time.
+    /// weighted by its share of the batch's positions, so a micro-batch's mean loss adds up to the
+    /// batch's mean.
+    ///
+    /// Only one micro-batch's activations are alive at a time.
     fn accumulate(
         &self,
         model: &Transformer,

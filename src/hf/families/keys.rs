@@ -332,10 +332,11 @@ fn rope_entry(params: &Obj, key: &str, theta: Option<f64>) -> Result<Rope, Confi
     Ok(Rope { theta, scaling })
 }
 
-/// The RoPE of a config: `rope_parameters` (transformers 5), else `rope_scaling` with
-/// `rope_theta` (transformers 4), else θ = `default_theta`; a top-level
-/// `original_max_position_embeddings` overrides the table's, as in transformers. A
-/// `rope_parameters` table keyed by layer type (Gemma 3) is read by [`rope_by_layer_type`]
+/// The RoPE of a config: `rope_parameters` (transformers 5), else `rope_scaling` with `rope_theta`
+/// (transformers 4), else θ = `default_theta`; a top-level `original_max_position_embeddings`
+/// overrides the table's, as in transformers.
+///
+/// A `rope_parameters` table keyed by layer type (Gemma 3) is read by [`rope_by_layer_type`]
 /// instead.
 pub fn rope(obj: &Obj, default_theta: f64) -> Result<Rope, ConfigError> {
     let mut rope = rope_tables(obj, default_theta)?;

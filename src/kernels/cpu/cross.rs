@@ -526,9 +526,10 @@ multiversion! {
 }
 
 /// The `k` largest logits of `z` and their ids, sorted (larger first, ties to the lower id),
-/// skipping ids whose `excluded` flag is not 0; fewer when fewer ids are left. One pass over
-/// `z` against a running threshold: a block of [`LANES`] logits is looked at one by one only
-/// when its largest passes the threshold, and the buffer is cut back to its best k by
+/// skipping ids whose `excluded` flag is not 0; fewer when fewer ids are left.
+///
+/// One pass over `z` against a running threshold: a block of [`LANES`] logits is looked at one by
+/// one only when its largest passes the threshold, and the buffer is cut back to its best k by
 /// selection whenever it holds 2k.
 #[inline(always)]
 fn top_candidates(z: &[f32], excluded: Option<&[f32]>, k: usize, buf: &mut Vec<(f32, u32)>) {

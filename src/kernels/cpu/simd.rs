@@ -62,9 +62,10 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
-/// Defines `fn NAME(args) -> ret` whose body is compiled three times (AVX-512, AVX2, portable)
-/// and chosen at run time by [`isa`]. Helpers the body calls must be `#[inline(always)]` so
-/// they are compiled with the same features.
+/// Defines `fn NAME(args) -> ret` whose body is compiled three times (AVX-512, AVX2, portable) and
+/// chosen at run time by [`isa`].
+///
+/// Helpers the body calls must be `#[inline(always)]` so they are compiled with the same features.
 macro_rules! multiversion {
     ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
@@ -225,9 +226,10 @@ const EXP_LO: f32 = -87.336_55;
 /// Above this, e^x overflows.
 const EXP_HI: f32 = 88.722_83;
 
-/// e^x lane-wise: range reduction x = n·ln 2 + r, |r| ≤ ln2/2, and Cephes' degree-6 polynomial
-/// for e^r (relative error about 1e-7, within 2 ulp of libm). Returns exactly 0 below −87.3
-/// (and for −∞), +∞ above 88.7, NaN for NaN.
+/// e^x lane-wise: range reduction x = n·ln 2 + r, |r| ≤ ln2/2, and Cephes' degree-6 polynomial for
+/// e^r (relative error about 1e-7, within 2 ulp of libm).
+///
+/// Returns exactly 0 below −87.3 (and for −∞), +∞ above 88.7, NaN for NaN.
 #[inline(always)]
 #[allow(clippy::excessive_precision)] // Cephes' coefficients, written as published
 pub fn exp(x: V) -> V {

@@ -287,8 +287,9 @@ pub fn distill_forward(
 
 /// ∂loss/∂s_j for every kept entry j (0 for padding) into `c`, and their sum: the gradient of a
 /// distillation loss with respect to the student's log-probabilities s at τ (its τ² included).
-/// A tail entry's s_t = ln(1 − Σ_j e^{s_j}) is a function of the real entries', so its
-/// coefficient is passed on to them (∂s_t/∂s_j = −e^{s_j − s_t}) and is 0 itself.
+///
+/// A tail entry's s_t = ln(1 − Σ_j e^{s_j}) is a function of the real entries', so its coefficient
+/// is passed on to them (∂s_t/∂s_j = −e^{s_j − s_t}) and is 0 itself.
 #[inline(always)]
 pub(super) fn support_coefficients(
     kind: LossKind,

@@ -40,9 +40,10 @@ fn read_error(path: &Path, e: impl Into<crate::error::Cause>) -> HfError {
     }
 }
 
-/// Writes every finished teacher, student and baseline of the current plan of `db` (or only
-/// the runs named or numbered in `only`) as a model folder `paths.out/RUN_NAME`. Pre-trained
-/// teachers are skipped: they are model folders already.
+/// Writes every finished teacher, student and baseline of the current plan of `db` (or only the
+/// runs named or numbered in `only`) as a model folder `paths.out/RUN_NAME`.
+///
+/// Pre-trained teachers are skipped: they are model folders already.
 pub fn export_models(
     db: &SweepDb,
     paths: &ExportPaths,

@@ -198,9 +198,10 @@ pub(crate) enum Step {
     Interrupted,
 }
 
-/// The result row of a finished run. Its `extra_json` holds the precision, the device and the
-/// throughput as model FLOP/s and MFU ([`train::utilization`]; a logit pass counts forward
-/// FLOPs).
+/// The result row of a finished run.
+///
+/// Its `extra_json` holds the precision, the device and the throughput as model FLOP/s and MFU
+/// ([`train::utilization`]; a logit pass counts forward FLOPs).
 pub(crate) fn result_row(
     ctx: &Ctx,
     val_loss: f64,

@@ -100,9 +100,10 @@ fn plan_pass(ctx: &Ctx, spec: &StoreSpec) -> Result<Attempt<Pass>, RunError> {
     })
 }
 
-/// Runs the pass, reporting progress as training events and renewing the run's heartbeat every
-/// ten windows. The outer error is the recorder's (it stops the sweep); the inner one is the
-/// pass's own.
+/// Runs the pass, reporting progress as training events and renewing the run's heartbeat every ten
+/// windows.
+///
+/// The outer error is the recorder's (it stops the sweep); the inner one is the pass's own.
 fn write_with_progress(
     ctx: &Ctx,
     spec: &StoreSpec,

@@ -15,9 +15,11 @@ use crate::run::stacks::stack_key;
 use crate::run::unit::WorkUnit;
 
 /// Executes every run of `unit` on `device`, recording through `recorder`; returns each run's
-/// outcome in the unit's order. A failing run (error, NaN, panic) is recorded as failed and
-/// the others go on; only a failure to record stops the unit. Each run's curves also go to
-/// its TensorBoard event files (see [`TensorBoard`]).
+/// outcome in the unit's order.
+///
+/// A failing run (error, NaN, panic) is recorded as failed and the others go on; only a failure to
+/// record stops the unit. Each run's curves also go to its TensorBoard event files (see
+/// [`TensorBoard`]).
 pub(crate) fn execute_unit(
     unit: &WorkUnit,
     env: &ExecEnv,

@@ -30,8 +30,10 @@ pub trait Objective {
 
     /// The loss of `batch` at `step` of `steps` as terms that a stack of runs (see
     /// `crate::train::stack`) evaluates for all its members at once; equal to what
-    /// [`Objective::loss`] computes. `Err` with the reason when the targets cannot be had (a
-    /// distillation objective also keeps the error for its run's failure).
+    /// [`Objective::loss`] computes.
+    ///
+    /// `Err` with the reason when the targets cannot be had (a distillation objective also keeps
+    /// the error for its run's failure).
     fn terms(&mut self, step: u64, steps: u64, batch: &Batch) -> Result<LossTerms, String>;
 }
 

@@ -294,9 +294,10 @@ pub(crate) struct StepInputs<'a> {
     pub clip: &'a [f64],
 }
 
-/// One forward and backward pass of the stack and one AdamW step of every member; returns
-/// each member's loss. `Err` with the members (position, loss) whose loss is not finite, and
-/// nothing stepped.
+/// One forward and backward pass of the stack and one AdamW step of every member; returns each
+/// member's loss.
+///
+/// `Err` with the members (position, loss) whose loss is not finite, and nothing stepped.
 pub(crate) fn stacked_step(
     stack: &mut StackedTransformer,
     optim: &mut StackedAdamW,
