@@ -33,6 +33,7 @@ mod run_stack;
 mod sample_degree;
 mod shared_store;
 mod slurm;
+mod snapshots;
 mod spec_fuzz;
 mod stack_train;
 mod suggest;
