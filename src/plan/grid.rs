@@ -692,6 +692,30 @@ struct Builder<'c, 'a> {
     naive_flops: f64,
 }
 
+/// One student model at one token budget and seed: what its distilled runs share, whatever
+/// the teacher.
+struct StudentSlot<'a> {
+    m: &'a GroupModel,
+    steps: u64,
+    tokens: u64,
+    seed: u64,
+    /// The baselines its learning rate is tuned on (`[train] tune_lr`), else empty.
+    tuning: &'a [RunId],
+    /// `-BUDGET` in its name when the students have several budgets, else empty.
+    budget_part: &'a str,
+    /// `-sSEED` in its name when the sweep has several seeds, else empty.
+    seed_part: String,
+}
+
+/// The teacher run a student distils from.
+struct TeacherSlot<'a> {
+    t: &'a GroupModel,
+    /// Its index in the builder's runs.
+    run: usize,
+    /// `-BUDGET` in the student's name when the teachers have several budgets, else empty.
+    budget_part: &'a str,
+}
+
 /// A student whose logit store is not known yet.
 struct PendingStudent {
     config: RunConfig,
@@ -931,7 +955,15 @@ impl Builder<'_, '_> {
                     Vec::new()
                 };
                 for &seed in &m.seeds {
-                    let seed_part = self.ctx.seed_suffix(seed);
+                    let slot = StudentSlot {
+                        m,
+                        steps,
+                        tokens,
+                        seed,
+                        tuning: &tuning,
+                        budget_part: &budget_part,
+                        seed_part: self.ctx.seed_suffix(seed),
+                    };
                     for (ti, t) in teachers.iter().enumerate() {
                         if !allowed(t.n, m.n) {
                             continue;
@@ -941,42 +973,17 @@ impl Builder<'_, '_> {
                             let Some(tr) = pick_teacher(teacher_runs, ti, bi, seed) else {
                                 continue;
                             };
-                            let teacher = &self.runs[tr.index];
                             let t_budget = if many_teacher_budgets && t.spec.pretrained.is_none() {
                                 format!("-{}", t.budgets[bi])
                             } else {
                                 String::new()
                             };
-                            let crossing = t.data.is_some();
-                            let mut seen = HashSet::new();
-                            for point in &self.ctx.distill {
-                                let point = &point.for_pair(crossing);
-                                if !seen.insert(point.key()) {
-                                    continue;
-                                }
-                                if crossing && point.targets == Targets::Sampled {
-                                    return Err(cross_sampled_error(sweep, t));
-                                }
-                                let config = RunConfig {
-                                    distill: Some(point.config_for(teacher.id.clone())),
-                                    ..self.student(m, steps, tokens, seed, &tuning)
-                                };
-                                let name = format!(
-                                    "student-{}{budget_part}-from-{}{t_budget}{}{seed_part}",
-                                    m.spec.label,
-                                    t.spec.label,
-                                    labels.describe(point)
-                                );
-                                self.naive_flops += naive_pair_flops(teacher, t.n, m.n, tokens);
-                                let store_key = self.store_key(point, tr.index, seed);
-                                pending.push(PendingStudent {
-                                    config,
-                                    name,
-                                    teacher: tr.index,
-                                    store_key,
-                                    tuned_on: tuning.clone(),
-                                });
-                            }
+                            let from = TeacherSlot {
+                                t,
+                                run: tr.index,
+                                budget_part: &t_budget,
+                            };
+                            pending.extend(self.distilled(&slot, &from, &labels)?);
                         }
                     }
                 }
@@ -985,6 +992,54 @@ impl Builder<'_, '_> {
         self.check_pairs(teachers, students, &used_teachers, pending.is_empty())?;
         self.link_students(pending);
         Ok(())
+    }
+
+    /// The students of `slot` distilled from the teacher run of `from`: one per distinct
+    /// distillation setting of the sweep (as this pair sees it: a pair across tokenizers has
+    /// settings of its own).
+    fn distilled(
+        &mut self,
+        slot: &StudentSlot<'_>,
+        from: &TeacherSlot<'_>,
+        labels: &AxisLabels,
+    ) -> Result<Vec<PendingStudent>, SpecError> {
+        let (m, t) = (slot.m, from.t);
+        let teacher = &self.runs[from.run];
+        let crossing = t.data.is_some();
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for point in &self.ctx.distill {
+            let point = &point.for_pair(crossing);
+            if !seen.insert(point.key()) {
+                continue;
+            }
+            if crossing && point.targets == Targets::Sampled {
+                return Err(cross_sampled_error(self.ctx.sweep, t));
+            }
+            let config = RunConfig {
+                distill: Some(point.config_for(teacher.id.clone())),
+                ..self.student(m, slot.steps, slot.tokens, slot.seed, slot.tuning)
+            };
+            let name = format!(
+                "student-{}{}-from-{}{}{}{}",
+                m.spec.label,
+                slot.budget_part,
+                t.spec.label,
+                from.budget_part,
+                labels.describe(point),
+                slot.seed_part,
+            );
+            self.naive_flops += naive_pair_flops(teacher, t.n, m.n, slot.tokens);
+            let store_key = self.store_key(point, from.run, slot.seed);
+            out.push(PendingStudent {
+                config,
+                name,
+                teacher: from.run,
+                store_key,
+                tuned_on: slot.tuning.to_vec(),
+            });
+        }
+        Ok(out)
     }
 
     fn check_pairs(
