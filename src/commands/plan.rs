@@ -58,7 +58,7 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
         .exists()
         .then(|| SweepDb::open(&db_path))
         .transpose()?;
-    plan.check_design(&super::priors::priors(db.as_ref()));
+    plan.check_design(&super::priors::priors(&sweep, db.as_ref()));
     drop(db);
     if cmd.strict && !plan.warnings.is_empty() {
         for w in &plan.warnings {

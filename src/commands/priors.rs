@@ -1,14 +1,30 @@
 //! The priors of `plan`'s design checks: T*(S), a supervised law and each student size's
 //! optimal teacher loss from the sweep's own stored fits when it has them (`pdsweep fit`), else
-//! the rule of thumb T* ≈ 2.5·S and no loss law.
+//! the sweep file's `[prior] teacher_ratio`, else the rule of thumb T* ≈ 2.5·S and no loss law.
 
 use pdsweep::fit::{Optimum, stored_fits};
 use pdsweep::plan::{LossPrior, Priors, TStarPrior, TeacherLossPrior};
+use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
 
-/// The priors for a sweep whose database is `db` (if it exists yet).
-pub fn priors(db: Option<&SweepDb>) -> Priors {
+/// The priors for `sweep`, whose database is `db` (if it exists yet): its stored fits first,
+/// then its `[prior]`, then the defaults.
+pub fn priors(sweep: &Sweep, db: Option<&SweepDb>) -> Priors {
     let mut priors = Priors::default();
+    let prior = &sweep.file.prior;
+    if let Some(ratio) = prior.teacher_ratio {
+        let from = prior
+            .source
+            .as_deref()
+            .unwrap_or("the sweep file's `[prior]`");
+        priors.tstar = TStarPrior::Linear {
+            ratio: ratio.get(),
+            source: format!(
+                "T* ≈ {}·S, {from}, until this sweep's own fits replace it",
+                ratio.get()
+            ),
+        };
+    }
     let Some(fits) = db.and_then(|db| stored_fits(db).ok()) else {
         return priors;
     };

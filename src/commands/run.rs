@@ -88,7 +88,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         .exists()
         .then(|| SweepDb::open(&db_path))
         .transpose()?;
-    plan.check_design(&super::priors::priors(existing.as_ref()));
+    plan.check_design(&super::priors::priors(&sweep, existing.as_ref()));
     drop(existing);
     for w in &plan.warnings {
         eprintln!("warning: {w}");

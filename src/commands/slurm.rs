@@ -81,7 +81,7 @@ pub fn slurm(cmd: SlurmCommand) -> anyhow::Result<()> {
     // Job time limits ("auto") are priced on this machine until the sweep's own runs (on the
     // cluster's nodes) refine them.
     let calibration = match sweep.file.estimate.flops_per_s {
-        Some(f) => Calibration::flops_only(f.0, "[estimate] flops_per_s"),
+        Some(f) => Calibration::flops_only(f.get(), "[estimate] flops_per_s"),
         None => super::estimate::calibration(None, sweep.file.backend, true),
     };
     if cmd.dry_run {

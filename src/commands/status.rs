@@ -83,7 +83,7 @@ fn snapshot(cmd: &StatusCommand) -> anyhow::Result<Snapshot> {
     let runs = db.status(plan_id)?;
     let backend = sweep.file.backend;
     let calibration = match sweep.file.estimate.flops_per_s {
-        Some(f) => Calibration::flops_only(f.0, "[estimate] flops_per_s"),
+        Some(f) => Calibration::flops_only(f.get(), "[estimate] flops_per_s"),
         None => super::estimate::calibration(Some(&db), backend, true),
     };
     let eta = db.eta_s(plan_id, &calibration)?;

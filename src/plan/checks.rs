@@ -183,7 +183,7 @@ impl Default for Priors {
                 // project's own reference measured T*/S from 26 (5.2K) down to 7 (20.6K) at one
                 // teacher budget, so it is only a starting point until the sweep's fits replace
                 // it (`commands/priors.rs`).
-                source: "T* ≈ 2.5·S, a rule of thumb attributed to Zhang et al. 2025, until this sweep's own fits replace it".into(),
+                source: "T* ≈ 2.5·S, a rule of thumb attributed to Zhang et al. 2025, until this sweep's own fits or `[prior] teacher_ratio` replace it".into(),
             },
             loss: None,
             teacher_loss: Vec::new(),

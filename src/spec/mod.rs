@@ -20,9 +20,7 @@ pub(crate) use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
 pub(crate) use values::ScheduleTable;
 pub use values::{
     Alpha, Backend, CorpusKind, CrossTokenizer, LossKind, Missing, Schedule, Separator,
-    TokenizerKind, TopK,
+    Temperature, TokenizerKind, TopK,
 };
-pub(crate) use values::{
-    Design, DistillMode, Name, ScheduleKind, Targets, Temperature, TokenizerSetting, TopP,
-};
+pub(crate) use values::{Design, DistillMode, Name, ScheduleKind, Targets, TokenizerSetting, TopP};
 pub use values::{Precision, TeacherPrecision};

@@ -55,6 +55,25 @@ pub struct SweepFile {
     /// Resources of the jobs `pdsweep slurm` submits.
     #[serde(default)]
     pub slurm: Option<super::slurm::SlurmSection>,
+    /// The researcher's prior on the optimal teacher, for `plan`'s design checks.
+    #[serde(default)]
+    pub prior: PriorSection,
+}
+
+/// `[prior]`: what the researcher expects the optimal teacher to be before this sweep's own
+/// fits say (they replace it once `pdsweep fit` has run).
+///
+/// It decides only which teacher grids `plan` warns about; no run depends on it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorSection {
+    /// The optimal teacher's non-embedding parameters as a multiple of the student's (for
+    /// example from an earlier sweep on similar text); without it the rule of thumb 2.5.
+    #[serde(default)]
+    pub teacher_ratio: Option<Ratio>,
+    /// Where the prior comes from, printed with the check.
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 fn default_seed() -> OneOrMany<u64> {

@@ -350,8 +350,18 @@ fn finite_in(value: f64, low: f64, high: f64, low_open: bool, what: &str) -> Res
 macro_rules! checked_float {
     ($(#[$doc:meta])* $name:ident, $low:expr, $high:expr, $open:expr, $what:literal) => {
         $(#[$doc])*
+        ///
+        /// Its value is read with [`Self::get`]; outside this crate one is made only through
+        /// its check (`try_from`, or parsing), so an unchecked value cannot enter a plan.
         #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
-        pub struct $name(pub f64);
+        pub struct $name(pub(crate) f64);
+
+        impl $name {
+            /// The checked value.
+            pub fn get(self) -> f64 {
+                self.0
+            }
+        }
 
         impl TryFrom<f64> for $name {
             type Error = String;

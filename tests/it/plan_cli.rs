@@ -402,6 +402,26 @@ batch_tokens = "8K"
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(!stdout(&out).contains("warning"), "{}", stdout(&out));
+
+    // The researcher's prior replaces the rule of thumb: T* ≈ 10 · 20,640 = 206.4K is beyond the
+    // 140K teacher, so the same grid no longer brackets it, and the warning names the prior.
+    let prior = format!(
+        "{}\n[prior]\nteacher_ratio = 10\nsource = \"our round-9 sweep\"\n",
+        std::fs::read_to_string(tmp.path().join("thin.toml")).unwrap()
+    );
+    std::fs::write(tmp.path().join("thin.toml"), prior).unwrap();
+    let out = pdsweep(
+        tmp.path(),
+        &["plan", "thin.toml", "--dry-run", "--no-probe"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "T* ≈ 206400 (T* ≈ 10·S, our round-9 sweep, until this sweep's own fits replace it)"
+        ),
+        "{text}"
+    );
 }
 
 /// A capacity-gap grid whose teachers all read one budget gets a note (not a warning: `--strict`

@@ -224,7 +224,7 @@ fn distilled_students_in_a_stack_compute_what_they_compute_alone() {
     for (k, c) in configs.iter_mut().enumerate() {
         let mut distill = d(c);
         match k {
-            1 => distill.temperature.0 = 2.0,
+            1 => distill.temperature = pdsweep::spec::Temperature::try_from(2.0).expect("τ = 2"),
             2 => distill.loss = pdsweep::spec::LossKind::ReverseKl,
             3 => distill.alpha = pdsweep::spec::Alpha(pdsweep::spec::Schedule::constant(0.5)),
             _ => {}
