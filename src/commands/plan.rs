@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use pdsweep::plan::{Plan, PlanFormat, PlanOptions, render};
-use pdsweep::run::stacks;
+use pdsweep::run::stack_groups;
 use pdsweep::spec::Sweep;
 use pdsweep::store::{SweepDb, SweepLayout};
 
@@ -109,7 +109,7 @@ pub fn plan(cmd: PlanCommand) -> anyhow::Result<()> {
 /// What `run --stack` can do with this plan: the groups of same-shape runs, and what `auto`
 /// does on the sweep's backend.
 fn stacks_note(plan: &Plan, backend: pdsweep::spec::Backend) -> String {
-    let groups = stacks::groups(plan.runs.iter().map(|r| (r.name.as_str(), &r.config)));
+    let groups = stack_groups(plan.runs.iter().map(|r| (r.name.as_str(), &r.config)));
     if groups.is_empty() {
         return String::new();
     }

@@ -133,7 +133,7 @@ fn released(path: &std::path::Path, json: bool) -> anyhow::Result<()> {
     } else {
         let text = std::fs::read_to_string(path)
             .map_err(|e| UsageError(format!("cannot read `{}`: {e}", path.display())))?;
-        pdsweep::hf::families::parse(&text).map_err(|e| {
+        pdsweep::hf::parse_config(&text).map_err(|e| {
             UsageError(format!(
                 "`{}`: key `{}` {}",
                 path.display(),

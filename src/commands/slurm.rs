@@ -11,10 +11,11 @@ use anyhow::Context;
 use pdsweep::plan::{Calibration, Plan, PlanOptions, RunId};
 use pdsweep::run::lease::{Holder, Lease};
 use pdsweep::run::slurm::arrays::{ArrayRef, group};
-use pdsweep::run::slurm::coordinator::{candidates, in_flight};
+
 use pdsweep::run::slurm::script::batch_script;
 use pdsweep::run::slurm::{
-    CoordinatorOptions, Slurm, SlurmEvent, SlurmFlags, SlurmSettings, coordinate,
+    CoordinatorOptions, Slurm, SlurmEvent, SlurmFlags, SlurmSettings, candidates, coordinate,
+    in_flight,
 };
 use pdsweep::spec::Sweep;
 use pdsweep::spec::slurm::{SlurmMem, SlurmTime};

@@ -6,14 +6,14 @@
 
 mod config;
 mod error;
-pub mod families;
+pub(crate) mod families;
 mod pretrained;
 mod tokenizer;
 mod weights;
 
 pub(crate) use config::LlamaConfig;
 pub(crate) use error::HfError;
-pub use families::ReleasedConfig;
+pub use families::{ReleasedConfig, parse as parse_config};
 pub use pretrained::{PretrainedModel, load_model, read_config};
 pub use tokenizer::TokenizerFile;
 pub use weights::write_safetensors;

@@ -5,7 +5,7 @@
 //! time) and spread over the current rayon pool. They plug into burn as a backend extension
 //! for the flex backend; every other backend runs the same maths from burn's own ops.
 //!
-//! - [`ops`]: the tensor functions the model and the objectives call
+//! - `ops`: the tensor functions the model and the objectives call
 //! - `extension`: burn's side (flex primitives, autodiff backward steps)
 //! - [`composite`]: the burn-op versions (GPU backends, and the tests' reference)
 //! - `cpu`: the kernels on plain slices
@@ -16,7 +16,7 @@ mod cpu;
 pub mod cross_reference;
 mod extension;
 mod head;
-pub mod ops;
+pub(crate) mod ops;
 
 pub use cpu::cross::units;
 

@@ -1,5 +1,5 @@
 //! Executing a planned sweep, in three parts: how a unit of work is executed, per kind of run
-//! ([`execute`](mod@execute), shared by every scheduler); where units are scheduled (worker threads of this
+//! (`execute`, shared by every scheduler); where units are scheduled (worker threads of this
 //! process, or [`slurm`] job arrays); and where results are recorded ([`record`]: the sweep
 //! database directly, or each run's own files, ingested by the Slurm coordinator). The
 //! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
@@ -7,14 +7,14 @@
 
 mod error;
 mod events;
-pub mod execute;
+pub(crate) mod execute;
 mod graph;
 pub mod lease;
 mod local;
 mod pools;
 pub mod record;
 pub mod slurm;
-pub mod stacks;
+pub(crate) mod stacks;
 pub mod tuning;
 mod unit;
 
@@ -23,4 +23,4 @@ pub use execute::Outcome;
 
 pub use local::{RunOptions, Summary, execute};
 
-pub use stacks::{StackAdvisor, StackPolicy};
+pub use stacks::{StackAdvisor, StackPolicy, groups as stack_groups};

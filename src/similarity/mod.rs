@@ -3,11 +3,11 @@
 //! LLM judge): token (`token`: teacher-forced top-1 agreement and Jensen–Shannon divergence),
 //! sequence ([`ngram`]: chrF-style n-gram overlap of continuations of the same held-out
 //! prefixes, on bytes) and homogenisation (the diversity of a model's own samples). The
-//! **distillation degree** ([`degree`](mod@degree)) is a student's similarity minus its same-seed
+//! **distillation degree** (`degree`) is a student's similarity minus its same-seed
 //! baseline's: any two models of one corpus resemble each other, and the baseline says how
 //! much. Measurements are made once per sweep and stored ([`measure`], `records`).
 
-pub mod degree;
+pub(crate) mod degree;
 mod measure;
 mod models;
 pub mod ngram;

@@ -2,7 +2,7 @@
 //! compute device (and what the cuda backend needs at run time), mixed precision, and
 //! throughput (model FLOPs, MFU, benchmarks).
 
-pub mod agreement;
+pub(crate) mod agreement;
 pub mod bench;
 pub mod checkpoint;
 mod config;
