@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use pdsweep::fit::{
-    Beyond, CapacityGap, Optimum, RankedTeacher, RankingCheck, Role, SCOPE_CAPACITY_GAP,
-    TriageError, TriageTarget, check_ranking, finished_runs, nats_per_bpb, rank, stored_fits,
+    Beyond, BudgetComparison, CapacityGap, Optimum, RankedTeacher, RankingCheck, Role,
+    SCOPE_CAPACITY_GAP, TriageError, TriageTarget, check_ranking, finished_runs, nats_per_bpb,
+    rank, stored_fits,
 };
 use pdsweep::plan::RunKind;
 use pdsweep::spec::units::{format_count, parse_count};
@@ -33,6 +34,61 @@ pub struct TriageCommand {
     pub optimum_from: Option<FitTarget>,
     /// JSON output.
     pub json: bool,
+}
+
+/// Bootstrap resamples of the pooled curve of a teacher-budget sweep's target.
+const POOLED_RESAMPLES: usize = 1000;
+
+/// For a student whose teachers trained at several budgets (`near`: its capacity-gap groups,
+/// one per budget): the interior optimum of student loss against teacher loss over every
+/// budget's teachers together, converted to bits per byte. `None` when the student has fewer
+/// than two budgets or the pooled curve has no interior optimum.
+///
+/// One budget's optimum can be the flat top of what that budget reaches (the teacher-budget
+/// reference's 1M-token teachers never get near the others' optimum), with a narrow interval
+/// that is not the student's optimum; the pooled curve sees every teacher loss the sweep made.
+fn pooled_target(
+    db: &SweepDb,
+    near: &[&CapacityGap],
+    path: &std::path::Path,
+) -> anyhow::Result<Option<TriageTarget>> {
+    let Some(first) = near.iter().find(|g| g.teacher_tokens.is_some()) else {
+        return Ok(None);
+    };
+    let group: Vec<&CapacityGap> = near
+        .iter()
+        .copied()
+        .filter(|g| g.config == first.config && g.student_tokens == first.student_tokens)
+        .collect();
+    let Some(comparison) = BudgetComparison::of(&group, POOLED_RESAMPLES, 1) else {
+        return Ok(None);
+    };
+    let Optimum::Interior { at, ci, .. } = comparison.pooled_by_teacher_loss.optimum else {
+        return Ok(None);
+    };
+    let Some(k) = student_nats_per_bpb(db, first.student_params)? else {
+        return Ok(None);
+    };
+    Ok(Some(TriageTarget {
+        bpb: at / k,
+        ci: ci.map(|[lo, hi]| [lo / k, hi / k]),
+        source: format!(
+            "the fitted optimal teacher loss over every budget's teachers, {at:.4} nats/token, of student {} on {} tokens, teachers at {} budgets, in {}",
+            format_count(first.student_params),
+            format_count(first.student_tokens),
+            comparison.budgets.len(),
+            path.display()
+        ),
+        beyond: None,
+    }))
+}
+
+/// Nats per token of one bit per byte for the students (or baselines) of `params` parameters.
+fn student_nats_per_bpb(db: &SweepDb, params: f64) -> anyhow::Result<Option<f64>> {
+    Ok(finished_runs(db)?
+        .iter()
+        .filter(|r| matches!(r.kind, Role::Student | Role::Baseline) && r.params == params)
+        .find_map(|r| nats_per_bpb(r.loss, r.bpb)))
 }
 
 /// Runs `pdsweep triage`.
@@ -138,9 +194,16 @@ fn fitted_target(
         .iter()
         .map(|g| (g.student_params / student).ln().abs())
         .fold(f64::INFINITY, f64::min);
-    let best = gaps
+    let near: Vec<&CapacityGap> = gaps
         .iter()
         .filter(|g| ((g.student_params / student).ln().abs() - nearest).abs() < 1e-9)
+        .collect();
+    if let Some(target) = pooled_target(db, &near, path)? {
+        return Ok(target);
+    }
+    let best = near
+        .iter()
+        .copied()
         .filter_map(|g| match &g.by_teacher_loss.optimum {
             Optimum::Interior { at, ci, .. } => Some((g, *at, *ci, None)),
             // at the edge of the grid: the optimum is there or beyond it
@@ -165,12 +228,7 @@ fn fitted_target(
             ))
         })?;
     let (g, at, ci, beyond) = best;
-    let runs = finished_runs(db)?;
-    let k = runs
-        .iter()
-        .filter(|r| matches!(r.kind, Role::Student | Role::Baseline) && r.params == g.student_params)
-        .find_map(|r| nats_per_bpb(r.loss, r.bpb))
-        .ok_or_else(|| {
+    let k = student_nats_per_bpb(db, g.student_params)?.ok_or_else(|| {
             UsageError(format!(
                 "{}: its students have no bits per byte to convert the optimal teacher loss with\n\nhint: {hint}",
                 path.display()
