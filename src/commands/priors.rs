@@ -2,7 +2,7 @@
 //! optimal teacher loss from the sweep's own stored fits when it has them (`pdsweep fit`), else
 //! the sweep file's `[prior] teacher_ratio`, else the rule of thumb T* ≈ 2.5·S and no loss law.
 
-use pdsweep::fit::{Optimum, stored_fits};
+use pdsweep::fit::{BudgetComparison, CapacityGap, Optimum, StoredFit, stored_fits};
 use pdsweep::plan::{LossPrior, Priors, TStarPrior, TeacherLossPrior};
 use pdsweep::spec::Sweep;
 use pdsweep::store::SweepDb;
@@ -89,5 +89,45 @@ pub fn priors(sweep: &Sweep, db: Option<&SweepDb>) -> Priors {
             _ => {}
         }
     }
+    pool_budgets(&mut priors, &fits);
     priors
+}
+
+/// Bootstrap resamples of a pooled curve in `plan`'s priors (fewer than `fit`'s: a prior).
+const POOLED_RESAMPLES: usize = 200;
+
+/// For each student whose teachers trained at several budgets: the optimum over every
+/// budget's teachers together replaces the per-budget one. One budget's own optimum can be the
+/// flat top of what that budget reaches (narrow, and not the student's optimum).
+fn pool_budgets(priors: &mut Priors, fits: &[StoredFit]) {
+    let gaps: Vec<CapacityGap> = fits
+        .iter()
+        .filter(|f| f.scope == "capacity_gap")
+        .filter_map(|f| f.as_gap())
+        .filter(|g| g.teacher_tokens.is_some())
+        .collect();
+    let mut students: Vec<f64> = gaps.iter().map(|g| g.student_params).collect();
+    students.sort_by(f64::total_cmp);
+    students.dedup();
+    for s in students {
+        let group: Vec<&CapacityGap> = gaps.iter().filter(|g| g.student_params == s).collect();
+        let Some(first) = group.first() else { continue };
+        let group: Vec<&CapacityGap> = group
+            .iter()
+            .copied()
+            .filter(|g| g.config == first.config && g.student_tokens == first.student_tokens)
+            .collect();
+        let Some(c) = BudgetComparison::of(&group, POOLED_RESAMPLES, 1) else {
+            continue;
+        };
+        if let Optimum::Interior { at, ci, .. } = c.pooled_by_teacher_loss.optimum {
+            priors.teacher_loss.retain(|p| p.student_params != s);
+            priors.teacher_loss.push(TeacherLossPrior {
+                student_params: s,
+                loss: at,
+                ci,
+                source: "this sweep's capacity-gap fit over every teacher budget".into(),
+            });
+        }
+    }
 }

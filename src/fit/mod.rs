@@ -44,8 +44,8 @@ pub use recommend::{RecommendQuery, Recommendation, recommend_from_fits, recomme
 pub use released::ReleasedCheck;
 
 pub use store::{
-    FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUPERVISED, gap_key, save_fits,
-    stored_fits,
+    FitRecord, FitSummary, SCOPE_CAPACITY_GAP, SCOPE_DISTILL, SCOPE_SUPERVISED, StoredFit, gap_key,
+    save_fits, stored_fits,
 };
 pub(crate) use store::{SCOPE_SUMMARY, current_call_floor};
 pub use sweep::{
