@@ -44,10 +44,19 @@ pub struct Extrapolated {
     pub at: f64,
     /// Its 95 % interval.
     pub interval: [f64; 2],
-    /// The slope per e-fold of student size (d at / d ln S; for sizes d ln T* / d ln S).
+    /// The slope per e-fold of student size (d at / d ln S; for sizes d ln T* / d ln S); NaN
+    /// where there is none (a size read off the teachers of one budget), written as `null`.
+    #[serde(deserialize_with = "nan_if_null")]
     pub slope: f64,
     /// The measured optima it comes from.
     pub from: Vec<Anchor>,
+}
+
+/// A number that JSON may hold as `null`: serde_json writes NaN so, and a prediction file
+/// written with a NaN must read back.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// The prediction at one teacher budget.
@@ -590,5 +599,27 @@ mod tests {
             predict_student(&measured, &gaps, 9_800.0, provenance(), 1),
             Err(StudentPredictionError::Measured { .. })
         ));
+    }
+
+    /// A NaN slope (a size read off one budget's teachers) is written as `null` by serde_json
+    /// and reads back as NaN: the committed 80K prediction has one.
+    #[test]
+    fn a_nan_slope_survives_the_prediction_file() {
+        let x = Extrapolated {
+            at: 78_700.0,
+            interval: [37_200.0, 240_000.0],
+            slope: f64::NAN,
+            from: Vec::new(),
+        };
+        let text = serde_json::to_string(&x).expect("write");
+        assert!(text.contains("\"slope\":null"), "{text}");
+        let back: Extrapolated = serde_json::from_str(&text).expect("read");
+        assert!(back.slope.is_nan() && back.at == x.at && back.interval == x.interval);
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("benches/teacher_budget_80k.prediction.json");
+        let p = read_student_prediction(&file)
+            .expect("reads")
+            .expect("a student prediction");
+        assert!((p.student_params - 76_440.0).abs() < 1e-9);
     }
 }
