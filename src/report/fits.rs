@@ -359,7 +359,7 @@ fn attach_summary(f: &mut FitViews, fits: &[Stored]) {
 /// Each stored capacity-gap fit onto the curve of its student and budget; a fit no finished
 /// curve matches is stale, and the notes say to fit again.
 fn attach_capacity_gaps(f: &mut FitViews, fits: &[Stored]) {
-    let mut stale = 0;
+    let (mut stale, mut per_budget) = (0, 0);
     for gap in fits.iter().filter(|s| s.scope == "capacity_gap") {
         let r = &gap.result;
         let (Some(s), Some(d)) = (num(&r["student_params"]), num(&r["student_tokens"])) else {
@@ -370,9 +370,18 @@ fn attach_capacity_gaps(f: &mut FitViews, fits: &[Stored]) {
             .iter_mut()
             .filter(|v| close(v.student_n, s) && close(v.budget, d) && v.fitted.is_none())
             .any(|view| fill_gap(view, r));
-        if !matched {
-            stale += 1;
+        // a fit of one teacher budget's teachers (a teacher-budget sweep) has no curve of its
+        // own here: the report draws one per student over every teacher
+        match (matched, num(&r["teacher_tokens"])) {
+            (true, _) => {}
+            (false, Some(_)) => per_budget += 1,
+            (false, None) => stale += 1,
         }
+    }
+    if per_budget > 0 {
+        f.notes.push(format!(
+            "{per_budget} capacity-gap fit(s) of one teacher budget each are not drawn: the report draws one curve per student over the teachers of every budget (`pdsweep fit` prints each budget's optimum)"
+        ));
     }
     if stale > 0 {
         f.notes.push(format!(
