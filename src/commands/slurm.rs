@@ -159,7 +159,7 @@ fn flags(cmd: &SlurmCommand) -> anyhow::Result<SlurmFlags> {
         .as_deref()
         .map(|m| {
             m.parse::<SlurmMem>()
-                .map(|m| m.0)
+                .map(SlurmMem::mib)
                 .map_err(|e| UsageError(format!("--mem: {e}")))
         })
         .transpose()?;

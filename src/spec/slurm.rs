@@ -124,8 +124,17 @@ pub struct SlurmResources {
 
 /// Memory per job in MiB, written as Slurm reads `--mem`: a number with an optional suffix
 /// `K`, `M` (the default), `G` or `T`, in powers of 1024 (`"16G"`, `"500M"`, `16000`).
+///
+/// Outside this crate one is made only by parsing, so its value has passed the check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlurmMem(pub u64);
+pub struct SlurmMem(pub(crate) u64);
+
+impl SlurmMem {
+    /// The memory in MiB.
+    pub fn mib(self) -> u64 {
+        self.0
+    }
+}
 
 impl FromStr for SlurmMem {
     type Err = String;
