@@ -111,13 +111,7 @@ fn pool_budgets(priors: &mut Priors, fits: &[StoredFit]) {
     students.dedup();
     for s in students {
         let group: Vec<&CapacityGap> = gaps.iter().filter(|g| g.student_params == s).collect();
-        let Some(first) = group.first() else { continue };
-        let group: Vec<&CapacityGap> = group
-            .iter()
-            .copied()
-            .filter(|g| g.config == first.config && g.student_tokens == first.student_tokens)
-            .collect();
-        let Some(c) = BudgetComparison::of(&group, POOLED_RESAMPLES, 1) else {
+        let Some(c) = BudgetComparison::of_student(&group, POOLED_RESAMPLES, 1) else {
             continue;
         };
         if let Optimum::Interior { at, ci, .. } = c.pooled_by_teacher_loss.optimum {

@@ -52,21 +52,13 @@ fn pooled_target(
     near: &[&CapacityGap],
     path: &std::path::Path,
 ) -> anyhow::Result<Option<TriageTarget>> {
-    let Some(first) = near.iter().find(|g| g.teacher_tokens.is_some()) else {
-        return Ok(None);
-    };
-    let group: Vec<&CapacityGap> = near
-        .iter()
-        .copied()
-        .filter(|g| g.config == first.config && g.student_tokens == first.student_tokens)
-        .collect();
-    let Some(comparison) = BudgetComparison::of(&group, POOLED_RESAMPLES, 1) else {
+    let Some(comparison) = BudgetComparison::of_student(near, POOLED_RESAMPLES, 1) else {
         return Ok(None);
     };
     let Optimum::Interior { at, ci, .. } = comparison.pooled_by_teacher_loss.optimum else {
         return Ok(None);
     };
-    let Some(k) = student_nats_per_bpb(db, first.student_params)? else {
+    let Some(k) = student_nats_per_bpb(db, comparison.student_params)? else {
         return Ok(None);
     };
     Ok(Some(TriageTarget {
@@ -74,8 +66,8 @@ fn pooled_target(
         ci: ci.map(|[lo, hi]| [lo / k, hi / k]),
         source: format!(
             "the fitted optimal teacher loss over every budget's teachers, {at:.4} nats/token, of student {} on {} tokens, teachers at {} budgets, in {}",
-            format_count(first.student_params),
-            format_count(first.student_tokens),
+            format_count(comparison.student_params),
+            format_count(comparison.student_tokens),
             comparison.budgets.len(),
             path.display()
         ),

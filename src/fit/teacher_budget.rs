@@ -59,6 +59,23 @@ pub struct BudgetComparison {
 }
 
 impl BudgetComparison {
+    /// The comparison for one student's per-budget groups among `gaps` (all of that student:
+    /// those of the first group's config and student budget are kept), `None` with fewer than
+    /// two budgets. Used where only stored fits are at hand (`triage`, `plan`'s priors).
+    pub fn of_student(gaps: &[&CapacityGap], bootstrap: usize, seed: u64) -> Option<Self> {
+        let first = gaps.iter().find(|g| g.teacher_tokens.is_some())?;
+        let group: Vec<&CapacityGap> = gaps
+            .iter()
+            .copied()
+            .filter(|g| {
+                g.teacher_tokens.is_some()
+                    && g.config == first.config
+                    && g.student_tokens == first.student_tokens
+            })
+            .collect();
+        Self::of(&group, bootstrap, seed)
+    }
+
     /// The comparison for the per-budget groups `gaps` of one student and config (at least two;
     /// `None` otherwise), with `bootstrap` resamples seeded by `seed` for the pooled curve.
     pub fn of(gaps: &[&CapacityGap], bootstrap: usize, seed: u64) -> Option<BudgetComparison> {
