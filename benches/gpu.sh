@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU benchmark, prepared for a GPU machine without internet access. It needs no build
-# there: it runs a pdsweep binary built beforehand (the default build has both GPU backends,
-# cuda and wgpu) and prints one table: training tokens/s and MFU of a GPT-2-small-like model
+# there: it runs a pdsweep binary built beforehand with both GPU backends
+# (`cargo build --release --features gpu`: cuda and wgpu) and prints one table: training tokens/s and MFU of a GPT-2-small-like model
 # (124M, context 1024) in f32, bf16 and f16; the logit pass in positions/s; the quick-start
 # sweep end to end on the GPU; a stack of 32 small students against the same runs one at a
 # time; and, on wgpu, `--devices` with several workers against one. Every section has its own
@@ -47,7 +47,7 @@ esac
 
 if [ -n "$PREPARE" ]; then
     bin="${PDSWEEP_BIN:-${CARGO_TARGET_DIR:-$HERE/target}/release/pdsweep}"
-    [ -x "$bin" ] || { echo "no binary at $bin: run cargo build --release first" >&2; exit 2; }
+    [ -x "$bin" ] || { echo "no binary at $bin: run cargo build --release --features gpu first" >&2; exit 2; }
     mkdir -p "$PREPARE"
     cp "$bin" "$PREPARE/pdsweep" && strip "$PREPARE/pdsweep" 2>/dev/null
     loader="$(ldconfig -p 2>/dev/null | awk '/libvulkan.so.1 .*x86-64/ {print $NF; exit}')"

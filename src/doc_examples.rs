@@ -263,7 +263,7 @@ fn the_command_line_reference_is_the_one_the_parser_writes() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{} is stale: run `PDSWEEP_BLESS=1 cargo test --release --bin pdsweep` to rewrite it",
+        "{} is stale: run `PDSWEEP_BLESS=1 cargo test --release --features gpu --bin pdsweep` to rewrite it",
         path.display()
     );
 }
@@ -276,7 +276,7 @@ fn reference_markdown() -> String {
         .show_table_of_contents(true);
     let generated = clap_markdown::help_markdown_custom::<Cli>(&options);
     let note = "This chapter is generated from the command-line parser (`src/cli.rs`); \
-                `PDSWEEP_BLESS=1 cargo test --release --bin pdsweep` rewrites it.\n\n";
+                `PDSWEEP_BLESS=1 cargo test --release --features gpu --bin pdsweep` rewrites it.\n\n";
     match generated.split_once('\n') {
         Some((title, rest)) => format!("{title}\n\n{note}{}", rest.trim_start()),
         None => generated,

@@ -518,11 +518,26 @@ fn step_value(st: &Step, to_target: bool) -> String {
 
 /// The suggestion as text.
 fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
-    let mut out = format!(
-        "T* intervals now ({finished} finished runs; widths are 97.5th / 2.5th percentile):\n"
-    );
+    let mut out = String::new();
+    // Why `expect`: a `String`'s `fmt::Write` never fails, and no `Display` impl written here
+    // returns an error, so this is a bug, not an input.
+    write_suggestion(&mut out, s, finished, goal).expect("formatting into a String cannot fail");
+    out
+}
+
+/// Writes [`render`]'s text into `out`.
+fn write_suggestion(
+    out: &mut String,
+    s: &Suggestion,
+    finished: usize,
+    goal: Goal,
+) -> std::fmt::Result {
+    writeln!(
+        out,
+        "T* intervals now ({finished} finished runs; widths are 97.5th / 2.5th percentile):"
+    )?;
     for g in &s.groups {
-        let _ = writeln!(
+        writeln!(
             out,
             "  student {} on {} tokens ({}): {}\n    {}",
             format_count(g.student_params),
@@ -530,27 +545,27 @@ fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
             g.config,
             g.now,
             outlook(g, !s.steps.is_empty()),
-        );
+        )?;
     }
     let mut limit = match goal.budget {
         Budget::Runs(n) => format!("{n} runs"),
         Budget::Seconds(s) => format_duration(s),
     };
     if let Some(w) = goal.target_width {
-        let _ = write!(limit, ", for intervals expected wider than {w}×");
+        write!(limit, ", for intervals expected wider than {w}×")?;
     }
     if s.steps.is_empty() {
-        let _ = writeln!(out, "\nnothing to propose within {limit}");
+        writeln!(out, "\nnothing to propose within {limit}")?;
     } else {
         let total: f64 = s.steps.iter().map(|st| st.seconds).sum();
         let runs: usize = s.steps.iter().map(|st| st.new_runs.len()).sum();
-        let _ = writeln!(
+        writeln!(
             out,
             "\nproposed ({runs} runs, about {} one at a time; budget {limit}):",
             format_duration(total)
-        );
+        )?;
         for (i, st) in s.steps.iter().enumerate() {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "  {}. {}: {}\n     {} new runs, about {}{}: {}",
                 i + 1,
@@ -560,14 +575,14 @@ fn render(s: &Suggestion, finished: usize, goal: Goal) -> String {
                 format_duration(st.seconds),
                 step_value(st, goal.target_width.is_some()),
                 st.new_runs.join(", ")
-            );
+            )?;
         }
     }
     if !s.passed_over.is_empty() {
-        let _ = writeln!(out, "\npassed over:");
+        writeln!(out, "\npassed over:")?;
         for (what, why) in &s.passed_over {
-            let _ = writeln!(out, "  {what}: {why}");
+            writeln!(out, "  {what}: {why}")?;
         }
     }
-    out
+    Ok(())
 }

@@ -7,10 +7,13 @@
 //!
 //! - `ops`: the tensor functions the model and the objectives call
 //! - `extension`: burn's side (flex primitives, autodiff backward steps)
+//! - `chunked_attention`: memory-efficient causal attention for training on every other
+//!   backend (chunked forward, recomputing backward, from burn's primitive ops)
 //! - [`composite`]: the burn-op versions (GPU backends, and the tests' reference)
 //! - `cpu`: the kernels on plain slices
 //! - [`cross_reference`]: the cross-tokenizer losses in f64, the reference of their kernels
 
+mod chunked_attention;
 pub mod composite;
 mod cpu;
 pub mod cross_reference;
@@ -26,6 +29,6 @@ pub(crate) use cpu::truncation::{exp_nonpositive, exp_sum_f64, none_above, row_m
 pub use head::{CrossDistillation, Distillation, HeadWeight};
 
 pub use ops::{
-    causal_attention, composite_only, cross_entropy, cross_head_loss, default_head_chunk,
-    head_logits, head_loss, linear, rms_norm, sparse_distill, swiglu,
+    causal_attention, chunked_causal_attention, composite_only, cross_entropy, cross_head_loss,
+    default_head_chunk, head_logits, head_loss, linear, rms_norm, sparse_distill, swiglu,
 };

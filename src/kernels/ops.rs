@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use burn::backend::{DType, Dispatch, DispatchDevice};
 use burn::tensor::{FloatDType, Int, Tensor};
 
+use super::chunked_attention::ChunkedAttention;
 use super::composite;
 use super::extension::{FusedOps, NO_DISTILL, cross_code, loss_code};
 use super::head::{CrossDistillation, Distillation, HeadWeight};
@@ -287,6 +288,12 @@ pub fn causal_attention(
     kv_heads: usize,
 ) -> Tensor<3> {
     if !fused(&q) {
+        // Under autodiff (training on a GPU backend, or a dtype the CPU kernel does not take),
+        // burn's `attention` would keep [batch, heads, seq, seq] scores for the backward pass.
+        if kernels_enabled() && [&q, &k, &v].iter().any(|t| t.is_tracked()) {
+            let chunk = attention_chunk(q.dims()[0], heads, q.dims()[1]);
+            return chunked_causal_attention(q, k, v, cos, sin, heads, kv_heads, chunk);
+        }
         return composite::causal_attention(q, k, v, cos, sin, heads, kv_heads);
     }
     Tensor::from_dispatch(<Dispatch as FusedOps>::fused_attention(
@@ -298,4 +305,51 @@ pub fn causal_attention(
         heads,
         kv_heads,
     ))
+}
+
+/// Score elements of one query chunk (`batch · heads · chunk · seq`) that
+/// [`chunked_causal_attention`] aims for: 2^24, 64 MiB in f32.
+const CHUNK_SCORES: usize = 1 << 24;
+
+/// Query positions per chunk for `batch · heads` attention rows over `seq` positions: as many
+/// as keep a chunk's scores near [`CHUNK_SCORES`], at least 16 (or the whole sequence).
+pub(crate) fn attention_chunk(batch: usize, heads: usize, seq: usize) -> usize {
+    let per_position = (batch * heads * seq).max(1);
+    (CHUNK_SCORES / per_position).clamp(16, seq.max(16))
+}
+
+/// [`causal_attention`] through the chunked, memory-efficient extension
+/// (`super::chunked_attention`), `chunk` query positions at a time.
+///
+/// Rotary embeddings are applied here, key/value heads are shared by their query heads without
+/// copies, and no `[batch, heads, seq, seq]` tensor is kept for the backward pass. What the GPU
+/// backends train with ([`causal_attention`] picks the chunk).
+///
+/// # Shapes
+/// - as [`causal_attention`]
+#[allow(clippy::too_many_arguments)]
+pub fn chunked_causal_attention(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+    chunk: usize,
+) -> Tensor<3> {
+    let [batch, seq, width] = q.dims();
+    let head_dim = width / heads;
+    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
+    let (cos, sin) = (cos.unsqueeze::<4>(), sin.unsqueeze::<4>());
+    let q = composite::rotate(split(q, heads), &cos, &sin);
+    let k = composite::rotate(split(k, kv_heads), &cos, &sin);
+    let v = split(v, kv_heads);
+    let out = Tensor::<4>::from_dispatch(<Dispatch as ChunkedAttention>::chunked_attention(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        chunk,
+    ));
+    out.swap_dims(1, 2).reshape([batch, seq, width])
 }

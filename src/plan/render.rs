@@ -145,9 +145,15 @@ const CSV_HEADER: [&str; 26] = [
 ];
 
 fn csv(plan: &Plan) -> String {
+    // Why `expect`: the writer writes into memory, which cannot fail, and every field is text.
+    csv_records(plan).expect("writing CSV into memory cannot fail")
+}
+
+/// The plan's runs as CSV records under [`CSV_HEADER`].
+fn csv_records(plan: &Plan) -> Result<String, csv::Error> {
     let names = names_by_id(plan);
     let mut writer = csv::Writer::from_writer(Vec::new());
-    let _ = writer.write_record(CSV_HEADER);
+    writer.write_record(CSV_HEADER)?;
     for run in &plan.runs {
         let c = &run.config;
         let s = &c.model.shape;
@@ -198,13 +204,12 @@ fn csv(plan: &Plan) -> String {
             run_passes(plan, run).map_or(String::new(), |p| format!("{p:.4}")),
             run.memory.total().to_string(),
         ];
-        let _ = writer.write_record(&record);
+        writer.write_record(&record)?;
     }
-    writer
+    let bytes = writer
         .into_inner()
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .unwrap_or_default()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn table(plan: &Plan) -> String {

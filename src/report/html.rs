@@ -4,7 +4,7 @@
 //! intervals and `fit`'s warnings, the corpus, the runs and their results, the sweep file and
 //! provenance.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use super::data::{GapVerdict, LawView, ReportData, RunState, RunView, TrendView, sig};
 use super::figures::Figure;
@@ -106,14 +106,35 @@ pub fn page(
     missing: &[String],
 ) -> String {
     let mut h = String::new();
+    // Why `expect`: a `String`'s `fmt::Write` never fails, so an error could only come from a
+    // `Display` impl of ours returning one, which none does: a bug, not an input.
+    body(&mut h, data, figures, skipped, missing).expect("formatting into a String cannot fail");
     let name = esc(&data.sweep.name);
-    let _ = writeln!(h, "<h1>Sweep <code>{name}</code></h1>");
+    // The font is cut down to the characters the page shows (figures included).
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>pdsweep report: {name}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n{h}</body>\n</html>\n",
+        font_face_css(&super::render::svg_text(&h))
+    )
+}
+
+/// The page's body, section by section.
+fn body(
+    h: &mut String,
+    data: &ReportData,
+    figures: &[PageFigure],
+    skipped: &[PageSkip],
+    missing: &[String],
+) -> fmt::Result {
+    let name = esc(&data.sweep.name);
+    writeln!(h, "<h1>Sweep <code>{name}</code></h1>")?;
     let done = data
         .runs
         .iter()
         .filter(|r| r.state == RunState::Done)
         .count();
-    let _ = writeln!(
+    writeln!(
         h,
         "<p class=\"sub\">{}{done} of {} runs done · report drawn {} by pdsweep {}</p>",
         data.sweep
@@ -123,26 +144,26 @@ pub fn page(
         data.runs.len(),
         esc(&data.provenance.date_utc),
         esc(&data.provenance.pdsweep_version),
-    );
-    h += "<nav><a href=\"#answer\">Recommendation</a><a href=\"#figures\">Figures</a>\
+    )?;
+    *h += "<nav><a href=\"#answer\">Recommendation</a><a href=\"#figures\">Figures</a>\
           <a href=\"#fits\">Fitted parameters</a><a href=\"#corpus\">Corpus</a>\
           <a href=\"#runs\">Runs</a><a href=\"#config\">Configuration</a>\
           <a href=\"#provenance\">Provenance</a></nav>\n";
     if !missing.is_empty() {
-        h +=
+        *h +=
             "<div class=\"missing\" id=\"missing\"><strong>Missing from this report</strong><ul>\n";
         for m in missing {
-            let _ = writeln!(h, "<li>{}</li>", rich(m));
+            writeln!(h, "<li>{}</li>", rich(m))?;
         }
-        h += "</ul></div>\n";
+        *h += "</ul></div>\n";
     }
-    recommendation(&mut h, data);
-    h += "<h2 id=\"figures\">Figures</h2>\n";
+    recommendation(h, data)?;
+    *h += "<h2 id=\"figures\">Figures</h2>\n";
     for f in figures {
         let stem = esc(&f.rendered.name);
         // 1 inch of figure = 110 CSS pixels, so text has one size in every figure.
         let width_px = (f.figure.size_in().0 * 110.0).round();
-        let _ = write!(
+        write!(
             h,
             "<figure id=\"fig-{stem}\">\n<h3>{}</h3>\n<div class=\"fig\" style=\"max-width:{width_px}px\">{}</div>\n<figcaption>{} \
              <span class=\"files\">Files: <a href=\"{stem}.png\">{stem}.png</a> (300 dpi), \
@@ -150,34 +171,27 @@ pub fn page(
             esc(f.figure.title()),
             strip_xml_decl(&f.rendered.svg_bare),
             rich(&f.figure.caption()),
-        );
+        )?;
     }
     if !skipped.is_empty() {
-        h += "<h3>Figures not drawn</h3><ul>\n";
+        *h += "<h3>Figures not drawn</h3><ul>\n";
         for s in skipped {
-            let _ = writeln!(h, "<li>{}: {}</li>", esc(s.title), rich(s.reason));
+            writeln!(h, "<li>{}: {}</li>", esc(s.title), rich(s.reason))?;
         }
-        h += "</ul>\n";
+        *h += "</ul>\n";
     }
-    fits(&mut h, data);
-    degrees(&mut h, data);
-    learning_rates(&mut h, data);
-    corpus(&mut h, data);
-    runs(&mut h, data);
-    let _ = write!(
+    fits(h, data)?;
+    degrees(h, data)?;
+    learning_rates(h, data)?;
+    corpus(h, data)?;
+    runs(h, data)?;
+    write!(
         h,
         "<h2 id=\"config\">Sweep configuration</h2>\n<p>From <code>{}</code>:</p>\n<pre>{}</pre>\n",
         esc(&data.sweep.path),
         esc(&data.sweep.toml)
-    );
-    provenance(&mut h, data);
-    // The font is cut down to the characters the page shows (figures included).
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>pdsweep report: {name}</title>\n<style>{}{CSS}</style>\n</head>\n<body>\n{h}</body>\n</html>\n",
-        font_face_css(&super::render::svg_text(&h))
-    )
+    )?;
+    provenance(h, data)
 }
 
 fn strip_xml_decl(svg: &str) -> &str {
@@ -189,10 +203,10 @@ fn strip_xml_decl(svg: &str) -> &str {
 
 /// The page's answer: the recommendation when one was computed, else what the fitted curves
 /// (or, before any fit, the grid) say about each student's optimal teacher; then the caveats.
-fn recommendation(h: &mut String, data: &ReportData) {
+fn recommendation(h: &mut String, data: &ReportData) -> fmt::Result {
     h.push_str("<h2 id=\"answer\">Recommendation</h2>\n");
     if let Some(r) = &data.fits.recommendation {
-        recommended(h, r);
+        recommended(h, r)?;
     } else {
         h.push_str(&fit_status(data));
         let judged: Vec<_> = data
@@ -202,17 +216,18 @@ fn recommendation(h: &mut String, data: &ReportData) {
             .filter(|g| g.t_star.is_some() || g.verdict.is_some())
             .collect();
         if !judged.is_empty() {
-            fitted_optima(h, &judged);
+            fitted_optima(h, &judged)?;
         } else {
-            grid_optima(h, &data.fits.optimal_teacher.points);
+            grid_optima(h, &data.fits.optimal_teacher.points)?;
         }
     }
-    caveats(h, data);
+    caveats(h, data)?;
+    Ok(())
 }
 
 /// The recommendation for the sweep's student: the teacher, its interval, and what it predicts.
-fn recommended(h: &mut String, r: &super::data::RecommendationView) {
-    let _ = write!(
+fn recommended(h: &mut String, r: &super::data::RecommendationView) -> fmt::Result {
+    write!(
         h,
         "<div class=\"answer\"><p>For a student of <strong>{}</strong> non-embedding parameters{}, \
          the optimal teacher has <strong>{}</strong> non-embedding parameters \
@@ -228,26 +243,27 @@ fn recommended(h: &mut String, r: &super::data::RecommendationView) {
         } else {
             ""
         },
-    );
+    )?;
     if let Some(l) = r.predicted_loss {
-        let _ = write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>");
+        write!(h, "<li>Predicted student loss: {l:.4} nats/token</li>")?;
     }
     if let Some(g) = r.predicted_gain {
-        let _ = write!(
+        write!(
             h,
             "<li>Predicted gain over no teacher: {g:.4} nats/token</li>"
-        );
+        )?;
     }
     if let Some(c) = r.teacher_cost_flops {
-        let _ = write!(
+        write!(
             h,
             "<li>Cost of pre-training that teacher: {c:.2e} FLOPs</li>"
-        );
+        )?;
     }
     if !r.note.is_empty() {
-        let _ = write!(h, "<li>{}</li>", rich(&r.note));
+        write!(h, "<li>{}</li>", rich(&r.note))?;
     }
     h.push_str("</ul></div>\n");
+    Ok(())
 }
 
 /// Without a recommendation: the opening of the answer box, saying how far the fits got.
@@ -271,7 +287,7 @@ fn fit_status(data: &ReportData) -> String {
 
 /// The optimal teacher per student from the fitted capacity-gap curves: an interior optimum
 /// with its interval, an edge of the grid, or no supported optimum.
-fn fitted_optima(h: &mut String, judged: &[&super::data::CapacityGapView]) {
+fn fitted_optima(h: &mut String, judged: &[&super::data::CapacityGapView]) -> fmt::Result {
     h.push_str("<p>Optimal teacher per student, from the fitted capacity-gap curves:</p><ul>\n");
     for g in judged {
         let support = gap_support(g);
@@ -298,16 +314,17 @@ fn fitted_optima(h: &mut String, judged: &[&super::data::CapacityGapView]) {
             Some(tied) => format!("{text}; {tied}"),
             None => text,
         };
-        let _ = writeln!(h, "<li>{}: {text}</li>", esc(&g.label()));
+        writeln!(h, "<li>{}: {text}</li>", esc(&g.label()))?;
     }
     h.push_str("</ul></div>\n");
+    Ok(())
 }
 
 /// Before any fit: the best teacher on the grid per student, and whether it is an edge.
-fn grid_optima(h: &mut String, grid: &[super::data::OptimalPoint]) {
+fn grid_optima(h: &mut String, grid: &[super::data::OptimalPoint]) -> fmt::Result {
     if grid.is_empty() {
         h.push_str("<p>No student has been distilled from two or more teachers yet.</p></div>\n");
-        return;
+        return Ok(());
     }
     h.push_str("<p>Best teacher on the grid so far (lowest mean student loss):</p><ul>\n");
     for p in grid {
@@ -318,14 +335,15 @@ fn grid_optima(h: &mut String, grid: &[super::data::OptimalPoint]) {
             (true, _) => " — <strong>edge of grid: extend the grid toward larger teachers</strong>",
             _ => "",
         };
-        let _ = writeln!(
+        writeln!(
             h,
             "<li>{}: teacher of {} non-embedding parameters{edge}</li>",
             esc(&p.label),
             si(p.t_star),
-        );
+        )?;
     }
     h.push_str("</ul></div>\n");
+    Ok(())
 }
 
 /// `4 teachers × 2 seeds` — what a capacity-gap answer rests on.
@@ -340,7 +358,7 @@ fn gap_support(g: &super::data::CapacityGapView) -> String {
 
 /// What the reader must know before trusting the headline: `fit`'s warnings, fits it could
 /// not make, the noise between seeds, and answers at the edge of the grid.
-fn caveats(h: &mut String, data: &ReportData) {
+fn caveats(h: &mut String, data: &ReportData) -> fmt::Result {
     let f = &data.fits;
     let mut items: Vec<String> = Vec::new();
     let mut laws: Vec<(String, &LawView)> = Vec::new();
@@ -413,18 +431,19 @@ fn caveats(h: &mut String, data: &ReportData) {
         ));
     }
     if items.is_empty() {
-        return;
+        return Ok(());
     }
     h.push_str("<div class=\"caveats\"><strong>Before you rely on this</strong><ul>\n");
     for i in items {
-        let _ = writeln!(h, "<li>{i}</li>");
+        writeln!(h, "<li>{i}</li>")?;
     }
     h.push_str("</ul></div>\n");
+    Ok(())
 }
 
-fn law_table(h: &mut String, law: &LawView) {
+fn law_table(h: &mut String, law: &LawView) -> fmt::Result {
     if let Some(support) = &law.support {
-        let _ = writeln!(
+        writeln!(
             h,
             "<p>Fitted to {}{}.</p>",
             esc(support),
@@ -433,7 +452,7 @@ fn law_table(h: &mut String, law: &LawView) {
             } else {
                 ""
             }
-        );
+        )?;
     }
     h.push_str("<table><tr><th class=\"l\">parameter</th><th>value</th><th>interval</th></tr>\n");
     // The law's own order (E, A, α, B, β, γ, then the distillation law's c0, c1, f1, d1).
@@ -460,96 +479,100 @@ fn law_table(h: &mut String, law: &LawView) {
             "gamma" => "γ",
             other => other,
         };
-        let _ = writeln!(
+        writeln!(
             h,
             "<tr><td class=\"l\">{}</td><td>{}</td>{ci}</tr>",
             esc(shown),
             sig(*v)
-        );
+        )?;
     }
     h.push_str("</table>\n");
     if !law.warnings.is_empty() {
         h.push_str("<ul class=\"warn\">\n");
         for w in &law.warnings {
-            let _ = writeln!(h, "<li>{}</li>", rich(w));
+            writeln!(h, "<li>{}</li>", rich(w))?;
         }
         h.push_str("</ul>\n");
     }
+    Ok(())
 }
 
-fn trend_row(h: &mut String, name: &str, t: &TrendView) {
+fn trend_row(h: &mut String, name: &str, t: &TrendView) -> fmt::Result {
     let cis: Vec<String> =
         t.ci.iter()
             .map(|(k, (a, b))| format!("{k} ∈ [{}, {}]", sig(*a), sig(*b)))
             .collect();
-    let _ = writeln!(
+    writeln!(
         h,
         "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
         esc(name),
         esc(&t.formula()),
         esc(&cis.join(", ")),
         opt(t.r2, |r| format!("{r:.3}"))
-    );
+    )?;
+    Ok(())
 }
 
 /// The fitted parameters section: notes, the supervised and distillation laws, released
 /// teachers, the optimal teacher per student, T*(S), and what was not fitted.
-fn fits(h: &mut String, data: &ReportData) {
+fn fits(h: &mut String, data: &ReportData) -> fmt::Result {
     h.push_str("<h2 id=\"fits\">Fitted parameters</h2>\n");
     let f = &data.fits;
     if !f.any_fit() {
         h.push_str("<p>No fits yet: run <code>pdsweep fit</code>.</p>\n");
     }
     for n in &f.notes {
-        let _ = writeln!(h, "<p>{}</p>", rich(n));
+        writeln!(h, "<p>{}</p>", rich(n))?;
     }
     if let Some(src) = &f.source {
-        let _ = writeln!(h, "<p>From {}.</p>", rich(src));
+        writeln!(h, "<p>From {}.</p>", rich(src))?;
     }
-    laws(h, f);
-    released(h, data);
-    optimum_table(h, data);
-    tstar_fits(h, &f.optimal_teacher);
+    laws(h, f)?;
+    released(h, data)?;
+    optimum_table(h, data)?;
+    tstar_fits(h, &f.optimal_teacher)?;
     if !f.skipped.is_empty() {
         h.push_str("<h3>Not fitted</h3><ul>\n");
         for (what, why) in &f.skipped {
-            let _ = writeln!(h, "<li>{}: {}</li>", esc(what), rich(why));
+            writeln!(h, "<li>{}: {}</li>", esc(what), rich(why))?;
         }
         h.push_str("</ul>\n");
     }
+    Ok(())
 }
 
 /// The supervised law (with its leave-largest-out error) and each distillation law.
-fn laws(h: &mut String, f: &super::data::FitViews) {
+fn laws(h: &mut String, f: &super::data::FitViews) -> fmt::Result {
     if let Some(law) = &f.supervised.law {
-        let _ = writeln!(
+        writeln!(
             h,
             "<h3>Supervised law ({}), fitted to {} runs</h3>",
             esc(&law.law),
             f.supervised.points.len()
-        );
-        law_table(h, law);
+        )?;
+        law_table(h, law)?;
         if let Some(e) = law.extrapolation_error {
-            let _ = writeln!(
+            writeln!(
                 h,
                 "<p>Leave-largest-out extrapolation error: {:.2}%.</p>",
                 100.0 * e
-            );
+            )?;
         }
     }
     for (config, law) in &f.distill {
-        let _ = writeln!(
+        writeln!(
             h,
             "<h3>Distillation law (Busbridge et al. 2025, Eq. 8), {}</h3>\
              <p>L_S = L_T + L_T^−c0 · (1 + (L_T/(L̃_S·d1))^(1/f1))^(−c1·f1) · (A/N_S^α + B/D_S^β)^γ</p>",
             esc(config)
-        );
-        law_table(h, law);
+        )?;
+        law_table(h, law)?;
     }
+    Ok(())
 }
 
 /// The table of the optimal teacher per student (and budget, and config when they differ).
-fn optimum_table(h: &mut String, data: &ReportData) {
+fn optimum_table(h: &mut String, data: &ReportData) -> fmt::Result {
     let judged: Vec<_> = data
         .fits
         .capacity_gap
@@ -557,15 +580,15 @@ fn optimum_table(h: &mut String, data: &ReportData) {
         .filter(|g| g.t_star.is_some() || g.verdict.is_some())
         .collect();
     if judged.is_empty() {
-        return;
+        return Ok(());
     }
     // The config column only when configs differ; otherwise the settings are named once.
     let configs = judged.iter().any(|g| !g.config.is_empty());
     h.push_str("<h3>Optimal teacher per student</h3>\n");
     if !configs && let Some(settings) = &data.distill_settings {
-        let _ = writeln!(h, "<p>Every student: {}.</p>", esc(settings));
+        writeln!(h, "<p>Every student: {}.</p>", esc(settings))?;
     }
-    let _ = writeln!(
+    writeln!(
         h,
         "<table><tr><th class=\"l\">student</th><th>tokens</th>{}<th>teachers × seeds</th>\
          <th>T*</th><th>interval</th><th class=\"l\">verdict</th></tr>",
@@ -574,7 +597,7 @@ fn optimum_table(h: &mut String, data: &ReportData) {
         } else {
             ""
         }
-    );
+    )?;
     for g in judged {
         let (t, interval, verdict) = match (&g.t_star, &g.verdict) {
             (Some(t), _) => (
@@ -594,7 +617,7 @@ fn optimum_table(h: &mut String, data: &ReportData) {
             ),
             (None, None) => continue,
         };
-        let _ = writeln!(
+        writeln!(
             h,
             "<tr><td class=\"l\">{}</td><td>{}</td>{}<td>{} × {}</td><td>{t}</td><td>{interval}</td><td class=\"l\">{verdict}</td></tr>",
             esc(&g.student),
@@ -606,47 +629,49 @@ fn optimum_table(h: &mut String, data: &ReportData) {
             },
             g.teachers(),
             g.seeds(),
-        );
+        )?;
     }
     h.push_str("</table>\n");
+    Ok(())
 }
 
 /// The T*(S) fits (linear and power law), which fits better, and their warnings.
-fn tstar_fits(h: &mut String, ot: &super::data::OptimalTeacherView) {
+fn tstar_fits(h: &mut String, ot: &super::data::OptimalTeacherView) -> fmt::Result {
     if ot.linear.is_none() && ot.power.is_none() {
-        return;
+        return Ok(());
     }
     h.push_str(
         "<h3>T*(S)</h3><table><tr><th class=\"l\">form</th><th class=\"l\">fit</th>\
          <th class=\"l\">intervals</th><th>R²</th></tr>\n",
     );
     if let Some(t) = &ot.linear {
-        trend_row(h, "linear", t);
+        trend_row(h, "linear", t)?;
     }
     if let Some(t) = &ot.power {
-        trend_row(h, "power law", t);
+        trend_row(h, "power law", t)?;
     }
     h.push_str("</table>\n");
     if let Some(b) = &ot.better {
-        let _ = writeln!(
+        writeln!(
             h,
             "<p>Better fit: {} (lower rms log residual), over {} student sizes.</p>",
             esc(b),
             ot.fitted_points.len()
-        );
+        )?;
     }
     if !ot.warnings.is_empty() {
         h.push_str("<ul class=\"warn\">\n");
         for w in &ot.warnings {
-            let _ = writeln!(h, "<li>{}</li>", rich(w));
+            writeln!(h, "<li>{}</li>", rich(w))?;
         }
         h.push_str("</ul>\n");
     }
+    Ok(())
 }
 
 /// Each pre-trained teacher's students against the distillation law fitted to the trained
 /// teachers' students, and against the best trained teacher of the same student.
-fn released(h: &mut String, data: &ReportData) {
+fn released(h: &mut String, data: &ReportData) -> fmt::Result {
     let name = |id: &str| {
         data.runs
             .iter()
@@ -654,7 +679,7 @@ fn released(h: &mut String, data: &ReportData) {
             .map_or(id.to_string(), |r| r.name.clone())
     };
     for c in &data.fits.released {
-        let _ = writeln!(
+        writeln!(
             h,
             "<h3>Pre-trained teacher {} against the trained teachers' law ({})</h3>\n\
              <p>Its held-out loss L_T = {}. The distillation law was fitted to the {} students of \
@@ -675,7 +700,7 @@ fn released(h: &mut String, data: &ReportData) {
                     " No prediction: {}.",
                     rich(why.lines().next().unwrap_or(""))
                 ))
-        );
+        )?;
         for s in &c.students {
             let measured = match s.measured_sd {
                 Some(sd) => format!("{} ± {sd:.4}", loss(s.measured)),
@@ -683,7 +708,7 @@ fn released(h: &mut String, data: &ReportData) {
             };
             let gain = |g: Option<f64>| opt(g, |g| format!("{g:+.4}"));
             let best = s.best_trained.as_ref();
-            let _ = writeln!(
+            writeln!(
                 h,
                 "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{measured}</td><td>{}</td>\
                  <td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -705,10 +730,11 @@ fn released(h: &mut String, data: &ReportData) {
                 opt(best.map(|b| b.teacher_loss), loss),
                 opt(best.map(|b| b.student_loss), loss),
                 gain(best.and_then(|b| b.gain)),
-            );
+            )?;
         }
         h.push_str("</table>\n");
     }
+    Ok(())
 }
 
 /// The corpus as the runs recorded it: files, documents, tokens, duplicates and how the held-out
@@ -719,15 +745,15 @@ fn released(h: &mut String, data: &ReportData) {
 /// finished runs, the chosen one in bold, diverged ones named. Nothing for a sweep that did not
 /// tune. Students' distillation degrees per setting, and aligned samples of a teacher, a student
 /// and its baseline continuing the same held-out prefix (nothing before `pdsweep fit` measured).
-fn degrees(h: &mut String, data: &ReportData) {
+fn degrees(h: &mut String, data: &ReportData) -> fmt::Result {
     let sim = &data.similarity;
     if sim.groups.is_empty() {
-        return;
+        return Ok(());
     }
     h.push_str("<h2 id=\"degree\">Distillation degree</h2>\n<p>How much closer to its teacher each student is than its same-seed baseline: teacher-forced top-1 agreement and Jensen–Shannon divergence on held-out text (token), chrF1 of continuations of the same held-out prefixes under the same seeds (sequence), and how much nearer the teacher's self-similarity across seeds the student's is (homogenisation). Positive: closer to the teacher. Mean over seeds with a 95 % bootstrap interval.</p>\n<table><tr><th>student</th><th>seeds</th><th>agreement</th><th>JSD</th><th>chrF</th><th>homogenisation</th></tr>\n");
     for g in &sim.groups {
         let s = &g.summary;
-        let _ = writeln!(
+        writeln!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&g.group),
@@ -736,7 +762,7 @@ fn degrees(h: &mut String, data: &ReportData) {
             esc(&s.jsd.render()),
             esc(&s.chrf.render()),
             esc(&s.homogenisation.render()),
-        );
+        )?;
     }
     h.push_str("</table>\n");
     let name = |id: &crate::plan::RunId| {
@@ -783,7 +809,7 @@ fn degrees(h: &mut String, data: &ReportData) {
         }
         shown += 1;
         let teacher_name = name(&rec.reference_id).map(|n| n.0).unwrap_or_default();
-        let _ = writeln!(
+        writeln!(
             h,
             "<table class=\"samples\"><tr><th>prefix</th><td><pre>{}</pre></td></tr>\n<tr><th>{}</th><td><pre>{}</pre></td></tr>\n<tr><th>{}</th><td><pre>{}</pre></td></tr>",
             esc(&sample.prefix),
@@ -791,22 +817,23 @@ fn degrees(h: &mut String, data: &ReportData) {
             esc(&t.text),
             esc(&student),
             esc(&sample.text),
-        );
+        )?;
         if let Some((b, r)) = baseline
             && let Some(bs) = r.samples.first()
         {
-            let _ = writeln!(
+            writeln!(
                 h,
                 "<tr><th>{}</th><td><pre>{}</pre></td></tr>",
                 esc(&b),
                 esc(&bs.text)
-            );
+            )?;
         }
         h.push_str("</table>\n");
     }
+    Ok(())
 }
 
-fn learning_rates(h: &mut String, data: &ReportData) {
+fn learning_rates(h: &mut String, data: &ReportData) -> fmt::Result {
     let baselines: Vec<&RunView> = data
         .runs
         .iter()
@@ -814,21 +841,22 @@ fn learning_rates(h: &mut String, data: &ReportData) {
         .collect();
     let teachers: Vec<&RunView> = data.teacher_candidates.iter().collect();
     let rows = (
-        lr_rows(&baselines, "student"),
-        lr_rows(&teachers, "teacher"),
+        lr_rows(&baselines, "student")?,
+        lr_rows(&teachers, "teacher")?,
     );
     if rows.0.is_empty() && rows.1.is_empty() {
-        return;
+        return Ok(());
     }
     h.push_str("<h2 id=\"lr\">Learning rate per size</h2>\n<p>Peak learning rates tried per size, each with the mean held-out loss of its runs over the seeds; the chosen rate is in bold. A student size's candidates are its baselines (<code>[train] tune_lr</code>): its students train at the chosen rate, and their gains are measured against the baseline at it. A teacher's candidates are full training runs at each peak (<code>[teachers] tune_lr</code>): the teacher adopts the best (its checkpoint), and its students learn from it.</p>\n<table><tr><th>run</th><th>N</th><th>tokens</th><th>candidates</th></tr>\n");
     h.push_str(&rows.0);
     h.push_str(&rows.1);
     h.push_str("</table>\n");
+    Ok(())
 }
 
 /// The learning-rate table's rows for the candidate runs `runs` (baselines or teacher
 /// candidates, labelled `what`), one per size and budget that tried several peaks.
-fn lr_rows(runs: &[&RunView], what: &str) -> String {
+fn lr_rows(runs: &[&RunView], what: &str) -> Result<String, fmt::Error> {
     let mut groups: std::collections::BTreeMap<(u64, u64), Vec<&RunView>> =
         std::collections::BTreeMap::new();
     for b in runs.iter().filter(|b| b.lr_peak.is_some()) {
@@ -874,50 +902,48 @@ fn lr_rows(runs: &[&RunView], what: &str) -> String {
                 }
             })
             .collect();
-        let _ = writeln!(
+        writeln!(
             rows,
             "<tr><td>{what}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             si(f64::from_bits(*n)),
             si(f64::from_bits(*d)),
             cells.join("; ")
-        );
+        )?;
     }
-    rows
+    Ok(rows)
 }
 
-fn corpus(h: &mut String, data: &ReportData) {
+fn corpus(h: &mut String, data: &ReportData) -> fmt::Result {
     h.push_str("<h2 id=\"corpus\">Corpus</h2>\n");
     if data.corpus.is_empty() {
         h.push_str("<p>No finished run has recorded its corpus yet.</p>\n");
-        return;
+        return Ok(());
     }
     for c in &data.corpus {
-        let _ = writeln!(h, "<h3>{}</h3>\n<dl>", esc(&c.description));
-        let mut row = |k: &str, v: String| {
-            let _ = write!(h, "<dt>{}</dt><dd>{v}</dd>", esc(k));
-        };
+        writeln!(h, "<h3>{}</h3>\n<dl>", esc(&c.description))?;
+        let mut row = |k: &str, v: String| write!(h, "<dt>{}</dt><dd>{v}</dd>", esc(k));
         if c.files > 0 {
-            row("files", format!("{}", c.files));
+            row("files", format!("{}", c.files))?;
         }
         if c.documents > 0 {
-            row("documents", format!("{}", c.documents));
+            row("documents", format!("{}", c.documents))?;
         }
         if c.train_bytes > 0 {
             row(
                 "training text",
                 format!("{} bytes", si(c.train_bytes as f64)),
-            );
+            )?;
         }
-        row("training tokens", si(c.train_tokens as f64));
-        row("held-out tokens", si(c.val_tokens as f64));
+        row("training tokens", si(c.train_tokens as f64))?;
+        row("held-out tokens", si(c.val_tokens as f64))?;
         if !c.val_split.is_empty() {
-            row("held-out split", esc(&c.val_split));
+            row("held-out split", esc(&c.val_split))?;
         }
         if c.val_bytes_per_token > 0.0 {
             row(
                 "bytes per held-out token",
                 format!("{:.3}", c.val_bytes_per_token),
-            );
+            )?;
         }
         if c.unigram_entropy_nats > 0.0 {
             row(
@@ -926,13 +952,13 @@ fn corpus(h: &mut String, data: &ReportData) {
                     "{:.4} nats/token (a model that ignores context)",
                     c.unigram_entropy_nats
                 ),
-            );
+            )?;
         }
         if let Some(e) = c.entropy_rate_nats {
             row(
                 "entropy rate",
                 format!("{e:.4} nats/token (no model can beat it)"),
-            );
+            )?;
         }
         let synthetic = c.key.starts_with("synthetic");
         row(
@@ -960,8 +986,8 @@ fn corpus(h: &mut String, data: &ReportData) {
                         .join("; ")
                 )
             },
-        );
-        row("cache key", format!("<code>{}</code>", esc(&c.key)));
+        )?;
+        row("cache key", format!("<code>{}</code>", esc(&c.key)))?;
         h.push_str("</dl>\n");
     }
     let passes: Vec<(&str, f64)> = data
@@ -972,21 +998,22 @@ fn corpus(h: &mut String, data: &ReportData) {
         .filter(|(_, e)| *e > 1.0)
         .collect();
     if !passes.is_empty() {
-        let _ = writeln!(
+        writeln!(
             h,
             "<p class=\"warn\">{} teacher(s) make more than one pass over the training data \
              (up to {:.1} epochs): a teacher that has seen the text several times may have memorised it.</p>",
             passes.len(),
             passes.iter().map(|p| p.1).fold(0.0, f64::max)
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn runs(h: &mut String, data: &ReportData) {
+fn runs(h: &mut String, data: &ReportData) -> fmt::Result {
     h.push_str("<h2 id=\"runs\">Runs and results</h2>\n");
     if data.runs.is_empty() {
         h.push_str("<p>The plan has no runs.</p>\n");
-        return;
+        return Ok(());
     }
     h.push_str(
         "<p>Losses are held-out cross-entropy in nats/token; gain is the matching baseline's loss \
@@ -998,7 +1025,7 @@ fn runs(h: &mut String, data: &ReportData) {
          <th>agreement</th><th>KL(T‖S)</th><th>gain</th></tr>\n",
     );
     for r in &data.runs {
-        let _ = writeln!(
+        writeln!(
             h,
             "<tr class=\"{}\"><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
              <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>\
@@ -1020,7 +1047,7 @@ fn runs(h: &mut String, data: &ReportData) {
             opt(r.agreement, |v| format!("{:.1}%", 100.0 * v)),
             opt(r.kl_teacher_student, |v| format!("{v:.4}")),
             opt(r.gain, |v| format!("{v:+.4}")),
-        );
+        )?;
     }
     h.push_str("</table></div>\n");
     let failed: Vec<_> = data
@@ -1031,13 +1058,13 @@ fn runs(h: &mut String, data: &ReportData) {
     if !failed.is_empty() {
         h.push_str("<h3>Failed runs</h3>\n");
         for r in failed {
-            let _ = writeln!(
+            writeln!(
                 h,
                 "<p><code>{}</code> ({}):</p><pre>{}</pre>",
                 esc(&r.name),
                 r.kind,
                 esc(r.error.as_deref().unwrap_or("no reason recorded"))
-            );
+            )?;
         }
     }
     let logits = data
@@ -1046,17 +1073,18 @@ fn runs(h: &mut String, data: &ReportData) {
         .filter(|r| r.kind == RunKind::Logits)
         .count();
     if logits > 0 {
-        let _ = writeln!(
+        writeln!(
             h,
             "<p>{logits} logit pass(es) score the students' tokens with a finished teacher; their \
              loss is the teacher's on held-out text.</p>"
-        );
+        )?;
     }
+    Ok(())
 }
 
-fn provenance(h: &mut String, data: &ReportData) {
+fn provenance(h: &mut String, data: &ReportData) -> fmt::Result {
     let p = &data.provenance;
-    let _ = write!(
+    write!(
         h,
         "<h2 id=\"provenance\">Provenance</h2>\n<dl>\
          <dt>sweep file</dt><dd><code>{}</code></dd>\
@@ -1076,7 +1104,8 @@ fn provenance(h: &mut String, data: &ReportData) {
             .source
             .as_deref()
             .map_or("none yet".to_string(), rich),
-    );
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@ pub(crate) use validate::{BYTE_VOCAB, DEFAULT_SYNTHETIC_VOCAB};
 #[cfg(test)]
 pub(crate) use values::ScheduleTable;
 pub use values::{
-    Alpha, Backend, CorpusKind, CrossTokenizer, LossKind, Missing, Schedule, Separator,
-    Temperature, TokenizerKind, TopK,
+    Alpha, Backend, CorpusKind, CrossTokenizer, LossKind, Missing, Schedule, ScheduleError,
+    Separator, Temperature, TokenizerKind, TopK,
 };
 pub(crate) use values::{Design, DistillMode, Name, ScheduleKind, Targets, TokenizerSetting, TopP};
 pub use values::{Precision, TeacherPrecision};

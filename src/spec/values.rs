@@ -510,13 +510,31 @@ fn default_decay() -> f64 {
     0.2
 }
 
+/// A schedule value outside its bounds; the message names the key and the bound.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScheduleError(String);
+
 /// A validated schedule.
+///
+/// Its table is crate-private, so outside the crate one is made only through a check
+/// ([`Schedule::with_peak`], or reading a sweep file).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Schedule(pub ScheduleTable);
+pub struct Schedule(pub(crate) ScheduleTable);
 
 impl Schedule {
-    /// A constant value.
-    pub fn constant(value: f64) -> Self {
+    /// Checks `table`: a finite peak ≥ 0, fractions in [0, 1], warm-up and decay within the run.
+    pub(crate) fn new(table: ScheduleTable) -> Result<Self, ScheduleError> {
+        Schedule::check(table).map_err(ScheduleError)
+    }
+
+    /// The same schedule with its peak set to `peak`, checked.
+    pub fn with_peak(self, peak: f64) -> Result<Self, ScheduleError> {
+        Schedule::new(ScheduleTable { peak, ..self.0 })
+    }
+
+    /// A constant value (unchecked: callers in the crate pass values already checked).
+    pub(crate) fn constant(value: f64) -> Self {
         Schedule(ScheduleTable {
             schedule: ScheduleKind::Constant,
             peak: value,
@@ -526,8 +544,8 @@ impl Schedule {
         })
     }
 
-    /// Warm-up, stable, decay.
-    pub fn wsd(peak: f64, warmup: f64, decay: f64) -> Self {
+    /// Warm-up, stable, decay (unchecked, as [`Schedule::constant`]).
+    pub(crate) fn wsd(peak: f64, warmup: f64, decay: f64) -> Self {
         Schedule(ScheduleTable {
             schedule: ScheduleKind::Wsd,
             peak,
@@ -617,19 +635,38 @@ impl<'de> Deserialize<'de> for Schedule {
 }
 
 /// The distillation weight α: a schedule whose peak lies in [0, 1].
+///
+/// Its schedule is crate-private, so outside the crate one is made only through
+/// [`Alpha::new`] or reading a sweep file.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Alpha(pub Schedule);
+pub struct Alpha(pub(crate) Schedule);
 
-impl<'de> Deserialize<'de> for Alpha {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let schedule = Schedule::deserialize(d)?;
+impl Alpha {
+    /// Checks that `schedule` peaks at most at 1.
+    pub fn new(schedule: Schedule) -> Result<Self, ScheduleError> {
         if schedule.peak() > 1.0 {
-            return Err(de::Error::custom(format!(
+            return Err(ScheduleError(format!(
                 "alpha `{}` must lie in [0, 1]",
                 schedule.peak()
             )));
         }
         Ok(Alpha(schedule))
+    }
+
+    /// A constant α, checked.
+    pub fn constant(value: f64) -> Result<Self, ScheduleError> {
+        Alpha::new(Schedule::new(Schedule::constant(value).0)?)
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Alpha {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Alpha::new(Schedule::deserialize(d)?).map_err(de::Error::custom)
     }
 }
 

@@ -49,16 +49,23 @@ fn compare<const D: usize, const O: usize>(
     inputs: Vec<Tensor<D>>,
     op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
 ) {
-    let run = |fused: bool| {
+    compare_two(what, inputs, &op, |xs| composite_only(|| op(xs)));
+}
+
+/// Runs `op` and `reference` on clones of `inputs`; compares the outputs and the gradient of
+/// Σ w·out with respect to every input.
+fn compare_two<const D: usize, const O: usize>(
+    what: &str,
+    inputs: Vec<Tensor<D>>,
+    op: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+    reference: impl Fn(Vec<Tensor<D>>) -> Tensor<O>,
+) {
+    let run = |f: &dyn Fn(Vec<Tensor<D>>) -> Tensor<O>| {
         let xs: Vec<Tensor<D>> = inputs
             .iter()
             .map(|t| Tensor::from_data(t.to_data(), &t.device()).require_grad())
             .collect();
-        let out = if fused {
-            op(xs.clone())
-        } else {
-            composite_only(|| op(xs.clone()))
-        };
+        let out = f(xs.clone());
         let w = Tensor::<O>::from_data(
             TensorData::new(
                 (0..out.shape().num_elements())
@@ -72,8 +79,8 @@ fn compare<const D: usize, const O: usize>(
         let g: Vec<Vec<f32>> = xs.iter().map(|x| values(x.grad(&grads).unwrap())).collect();
         (values(out), g)
     };
-    let (out_f, g_f) = run(true);
-    let (out_c, g_c) = run(false);
+    let (out_f, g_f) = run(&op);
+    let (out_c, g_c) = run(&reference);
     assert_close(&format!("{what} value"), &out_f, &out_c, 2e-5);
     for (i, (a, b)) in g_f.iter().zip(&g_c).enumerate() {
         assert_close(&format!("{what} gradient of input {i}"), a, b, 1e-4);
@@ -200,6 +207,54 @@ fn attention_matches_burn_with_and_without_grouped_heads() {
                     x[2].clone(),
                     cos.clone(),
                     sin.clone(),
+                    heads,
+                    kv_heads,
+                )
+            },
+        );
+    }
+}
+
+#[test]
+fn chunked_attention_matches_burn_in_every_chunking_and_head_grouping() {
+    // The memory-efficient attention the GPU backends train with, on flex: chunks that divide
+    // the sequence, that do not, one chunk longer than it; grouped heads sharing a key/value
+    // head (4 per 1) read in place. Reference: burn's attention with the heads repeated.
+    let dev = device();
+    for (heads, kv_heads, hd, seq, chunk) in [
+        (2, 2, 8, 33, 8),
+        (4, 2, 6, 17, 5),
+        (4, 1, 8, 40, 16),
+        (1, 1, 16, 40, 64),
+    ] {
+        let (cos, sin) = rope(seq, hd, &dev);
+        let (c, s) = (cos.clone(), sin.clone());
+        compare_two(
+            &format!("chunked attention {heads}/{kv_heads} heads, chunk {chunk} of {seq}"),
+            vec![
+                random([3, seq, heads * hd], &dev),
+                random([3, seq, kv_heads * hd], &dev),
+                random([3, seq, kv_heads * hd], &dev),
+            ],
+            |x| {
+                kernels::chunked_causal_attention(
+                    x[0].clone(),
+                    x[1].clone(),
+                    x[2].clone(),
+                    cos.clone(),
+                    sin.clone(),
+                    heads,
+                    kv_heads,
+                    chunk,
+                )
+            },
+            |x| {
+                composite::causal_attention(
+                    x[0].clone(),
+                    x[1].clone(),
+                    x[2].clone(),
+                    c.clone(),
+                    s.clone(),
                     heads,
                     kv_heads,
                 )

@@ -1,6 +1,6 @@
 //! The integration tests: one binary (as ripgrep's `tests/integration/`), a module per topic,
 //! so the suite links burn, wgpu and polars once instead of once per file. Run one topic with
-//! `cargo test --release --test it TOPIC::` (for example `plan_cli::`).
+//! `cargo test --release --features gpu --test it TOPIC::` (for example `plan_cli::`).
 
 mod align;
 mod answers;

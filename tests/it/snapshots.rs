@@ -2,7 +2,7 @@
 //! sweep with failed and waiting runs, and the outline of the HTML report (headings, table
 //! headers, paragraphs and list items, with digits masked so a refit's last digit does not
 //! matter). A change to any of them fails here until the snapshot is rewritten on purpose:
-//! `PDSWEEP_BLESS=1 cargo test --release --test it snapshots::` rewrites `tests/snapshots/`.
+//! `PDSWEEP_BLESS=1 cargo test --release --features gpu --test it snapshots::` rewrites `tests/snapshots/`.
 
 use std::path::Path;
 
@@ -27,7 +27,7 @@ fn check_snapshot(name: &str, actual: &str) {
         .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
     panic!(
         "{} differs from the output, first at line {}:\n  expected: {:?}\n  actual:   {:?}\n\
-         if the change is intended: PDSWEEP_BLESS=1 cargo test --release --test it snapshots::\n\
+         if the change is intended: PDSWEEP_BLESS=1 cargo test --release --features gpu --test it snapshots::\n\
          --- actual ---\n{actual}",
         path.display(),
         first + 1,

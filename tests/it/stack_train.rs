@@ -47,7 +47,7 @@ fn variants(base: &RunConfig) -> Vec<RunConfig> {
             c.data.seed = 1 + k as u64;
             let train = c.train.as_mut().unwrap();
             match k {
-                1 => train.lr.0.peak *= 0.5,
+                1 => train.lr = train.lr.with_peak(train.lr.peak() * 0.5).unwrap(),
                 2 => train.grad_clip = 0.05,
                 3 => train.weight_decay = 0.0,
                 _ => {}
@@ -226,7 +226,7 @@ fn distilled_students_in_a_stack_compute_what_they_compute_alone() {
         match k {
             1 => distill.temperature = pdsweep::spec::Temperature::try_from(2.0).expect("τ = 2"),
             2 => distill.loss = pdsweep::spec::LossKind::ReverseKl,
-            3 => distill.alpha = pdsweep::spec::Alpha(pdsweep::spec::Schedule::constant(0.5)),
+            3 => distill.alpha = pdsweep::spec::Alpha::constant(0.5).unwrap(),
             _ => {}
         }
         c.distill = Some(distill);
@@ -271,7 +271,7 @@ fn a_diverging_member_fails_alone_and_the_others_go_on() {
     let (teacher, _) = configs();
     let mut configs = variants(&teacher);
     let hot = configs[1].train.as_mut().unwrap();
-    hot.lr.0.peak = 1e6;
+    hot.lr = hot.lr.with_peak(1e6).unwrap();
     hot.grad_clip = 0.0;
     let s = Setup::new(configs);
     let (want, alone) = solo(&s, 0, "solo", &mut NextToken);

@@ -450,3 +450,151 @@ fn a_tiny_sweep_runs_end_to_end_on_wgpu_with_devices_0_like_on_the_cpu() {
     assert!(!device.is_empty() && device != "cpu", "{device}");
     eprintln!("{:.1} s", start.elapsed().as_secs_f64());
 }
+
+/// Random tracked tensors on `device` for the attention tests: `[batch, seq, heads·hd]` for
+/// q and `[batch, seq, kv_heads·hd]` for k and v, drawn on the host.
+fn attention_inputs(
+    device: &Device,
+    [batch, seq, heads, kv_heads, hd]: [usize; 5],
+) -> Vec<Tensor<3>> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut draw = |width: usize| {
+        let values: Vec<f32> = (0..batch * seq * width)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect();
+        Tensor::<3>::from_data(TensorData::new(values, [batch, seq, width]), device).require_grad()
+    };
+    vec![draw(heads * hd), draw(kv_heads * hd), draw(kv_heads * hd)]
+}
+
+/// Rotary tables `[seq, hd]` as the model builds them.
+fn rope_tables(device: &Device, seq: usize, hd: usize) -> (Tensor<2>, Tensor<2>) {
+    let half = hd / 2;
+    let angle = |t: usize, i: usize| t as f32 / 10000f32.powf((i % half) as f32 / half as f32);
+    let table = |f: fn(f32) -> f32| {
+        let values: Vec<f32> = (0..seq * hd).map(|j| f(angle(j / hd, j % hd))).collect();
+        Tensor::<2>::from_data(TensorData::new(values, [seq, hd]), device)
+    };
+    (table(f32::cos), table(f32::sin))
+}
+
+/// Bytes the device holds in live allocations, after every queued kernel ran.
+fn bytes_in_use(device: &Device) -> u64 {
+    device.sync().expect("the device runs its queue");
+    device
+        .memory_pool_usage()
+        .expect("wgpu reports its memory pools")
+        .bytes_in_use
+}
+
+#[test]
+fn chunked_attention_on_wgpu_equals_the_fallback_and_keeps_memory_linear_in_context() {
+    let Some(gpu) = wgpu_or_skip("chunked_attention_on_wgpu") else {
+        return;
+    };
+    let _turn = take_turn();
+    let _limit = watchdog("chunked_attention_on_wgpu");
+    let gpu = gpu.autodiff();
+    let start = Instant::now();
+    let chunked = |x: &[Tensor<3>], rope: &(Tensor<2>, Tensor<2>), heads, kv_heads, chunk| {
+        pdsweep::kernels::chunked_causal_attention(
+            x[0].clone(),
+            x[1].clone(),
+            x[2].clone(),
+            rope.0.clone(),
+            rope.1.clone(),
+            heads,
+            kv_heads,
+            chunk,
+        )
+    };
+    let fallback = |x: &[Tensor<3>], rope: &(Tensor<2>, Tensor<2>), heads, kv_heads| {
+        pdsweep::kernels::composite::causal_attention(
+            x[0].clone(),
+            x[1].clone(),
+            x[2].clone(),
+            rope.0.clone(),
+            rope.1.clone(),
+            heads,
+            kv_heads,
+        )
+    };
+
+    // values and gradients: 4 query heads on 2 key/value heads, chunks of 16 over 40 positions
+    let rope = rope_tables(&gpu, 40, 8);
+    let mut results = Vec::new();
+    for use_chunks in [true, false] {
+        let x = attention_inputs(&gpu, [2, 40, 4, 2, 8]);
+        let out = if use_chunks {
+            chunked(&x, &rope, 4, 2, 16)
+        } else {
+            fallback(&x, &rope, 4, 2)
+        };
+        let weights = out.clone().sin();
+        let grads = (out.clone() * weights).sum().backward();
+        let mut all = vec![out.into_data().to_vec::<f32>().unwrap()];
+        for t in &x {
+            all.push(t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap());
+        }
+        results.push(all);
+    }
+    for (i, (a, b)) in results[0].iter().zip(&results[1]).enumerate() {
+        let worst = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+            .fold(0f32, f32::max);
+        let what = ["output", "∂q", "∂k", "∂v"][i];
+        assert!(
+            worst < 1e-4,
+            "{what} differs from the fallback's by {worst}"
+        );
+    }
+
+    // memory kept for the backward pass after the forward pass, at 3 context lengths
+    let kept = |seq: usize, use_chunks: bool| {
+        let rope = rope_tables(&gpu, seq, 16);
+        let x = attention_inputs(&gpu, [1, seq, 4, 4, 16]);
+        let before = bytes_in_use(&gpu);
+        let out = if use_chunks {
+            chunked(&x, &rope, 4, 4, 64)
+        } else {
+            fallback(&x, &rope, 4, 4)
+        };
+        let after = bytes_in_use(&gpu);
+        drop(out);
+        after.saturating_sub(before)
+    };
+    // The first call at a shape also leaves the memory pools' own bookkeeping behind (about
+    // 0.1 MB on lavapipe), so each variant is warmed up once, and the bound is on the last
+    // doubling and on the whole 4× (linear: 2× and 4×; quadratic: 4× and 16×).
+    let seqs = [512, 1024, 2048];
+    let measure = |use_chunks: bool| -> Vec<u64> {
+        kept(seqs[0], use_chunks);
+        seqs.iter().map(|&s| kept(s, use_chunks)).collect()
+    };
+    let chunked_kept = measure(true);
+    let fallback_kept = measure(false);
+    let growth = |v: &[u64], from: usize| v[2] as f64 / v[from].max(1) as f64;
+    eprintln!(
+        "bytes kept after the forward pass at context {seqs:?}: chunked {chunked_kept:?} ({:.2}× for 2× the context, {:.2}× for 4×), fallback {fallback_kept:?} ({:.2}×, {:.2}×); {:.1} s",
+        growth(&chunked_kept, 1),
+        growth(&chunked_kept, 0),
+        growth(&fallback_kept, 1),
+        growth(&fallback_kept, 0),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        growth(&chunked_kept, 1) < 2.6 && growth(&chunked_kept, 0) < 5.5,
+        "chunked attention keeps {chunked_kept:?} bytes at contexts {seqs:?}: not linear"
+    );
+    assert!(
+        growth(&fallback_kept, 1) > 3.2,
+        "the fallback was expected to keep quadratic memory: {fallback_kept:?}"
+    );
+}

@@ -1,7 +1,7 @@
 //! The model card (`README.md`) of an exported model: what it is, how it was trained (and
 //! distilled), its held-out results, the exact run configuration, and how to load it.
 
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use crate::data::synthetic::SyntheticSpec;
 use crate::plan::{RunConfig, RunKind};
@@ -30,6 +30,15 @@ fn num(v: Option<f64>, digits: usize) -> String {
 impl Card<'_> {
     /// The card as Markdown with a YAML header for the Hugging Face Hub.
     pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Why `expect`: a `String`'s `fmt::Write` never fails, and no `Display` impl written
+        // here returns an error, so this is a bug, not an input.
+        self.write(&mut out)
+            .expect("formatting into a String cannot fail");
+        out
+    }
+
+    fn write(&self, out: &mut String) -> fmt::Result {
         let (r, c) = (self.run, self.config);
         let s = &c.model.shape;
         let p = s.params();
@@ -37,44 +46,42 @@ impl Card<'_> {
         if c.kind == RunKind::Student {
             tags.push("distillation");
         }
-        let mut out = String::new();
-        let _ = writeln!(
+        writeln!(
             out,
             "---\nlibrary_name: transformers\npipeline_tag: text-generation"
-        );
-        let _ = writeln!(out, "tags:");
+        )?;
+        writeln!(out, "tags:")?;
         for t in tags {
-            let _ = writeln!(out, "- {t}");
+            writeln!(out, "- {t}")?;
         }
-        let _ = writeln!(out, "---\n\n# {}\n", r.name);
+        writeln!(out, "---\n\n# {}\n", r.name)?;
         let what = match c.kind {
             RunKind::Teacher => "a teacher pre-trained",
             RunKind::Student => "a student distilled",
             RunKind::Baseline => "a baseline (no teacher) trained",
             RunKind::Logits => "a logit pass",
         };
-        let _ = writeln!(
+        writeln!(
             out,
             "A LLaMA-architecture language model: {what} by pdsweep {} in sweep `{}`, run `{}`. Its weights are the run's final checkpoint in float32.\n",
             self.version, self.sweep, r.id
-        );
-        self.architecture(&mut out, p.total, p.non_embedding);
-        self.training(&mut out);
-        self.distillation(&mut out);
-        self.results(&mut out);
-        self.usage(&mut out);
-        let _ = writeln!(
+        )?;
+        self.architecture(out, p.total, p.non_embedding)?;
+        self.training(out)?;
+        self.distillation(out)?;
+        self.results(out)?;
+        self.usage(out)?;
+        writeln!(
             out,
             "## Run configuration\n\nThe resolved configuration pdsweep stored for this run (its id is a hash of it):\n\n```json\n{}\n```",
             serde_json::to_string_pretty(c).unwrap_or_default()
-        );
-        out
+        )
     }
 
-    fn architecture(&self, out: &mut String, total: u64, non_embedding: u64) {
+    fn architecture(&self, out: &mut String, total: u64, non_embedding: u64) -> fmt::Result {
         let m = &self.config.model;
         let s = &m.shape;
-        let _ = writeln!(out, "## Architecture\n\n| | |\n|---|---|");
+        writeln!(out, "## Architecture\n\n| | |\n|---|---|")?;
         let rows = [
             (
                 "parameters",
@@ -95,12 +102,13 @@ impl Card<'_> {
             ("context", self.config.data.context.to_string()),
         ];
         for (k, v) in rows {
-            let _ = writeln!(out, "| {k} | {v} |");
+            writeln!(out, "| {k} | {v} |")?;
         }
         out.push('\n');
+        Ok(())
     }
 
-    fn training(&self, out: &mut String) {
+    fn training(&self, out: &mut String) -> fmt::Result {
         let c = self.config;
         let d = &c.data;
         let corpus = match &d.path {
@@ -125,45 +133,46 @@ impl Card<'_> {
             (None, Some(t)) => format!("the `{t}` tokenizer"),
             (None, None) => "the corpus's own token ids".into(),
         };
-        let _ = writeln!(out, "## Training\n");
-        let _ = writeln!(
+        writeln!(out, "## Training\n")?;
+        writeln!(
             out,
             "- data: {corpus}, tokenised with {tokenizer}; held-out split of {} tokens",
             d.val_tokens
-        );
+        )?;
         if let Some(t) = &c.train {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "- {} tokens in {} steps of {} sequences × {} tokens, data-order seed {}",
                 c.tokens, t.steps, d.batch_seqs, d.context, d.seed
-            );
-            let _ = writeln!(
+            )?;
+            writeln!(
                 out,
                 "- AdamW (β = {:?}, weight decay {}), learning rate `{}`, gradient clip {}",
                 t.betas,
                 t.weight_decay,
                 t.lr.label(),
                 t.grad_clip
-            );
+            )?;
         }
         if !self.has_tokenizer {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "- no tokenizer.json: token ids are {}",
                 match d.tokenizer {
                     Some(crate::spec::TokenizerKind::Byte) => "the UTF-8 bytes of the text (0–255)",
                     _ => "those of the corpus (see the run configuration)",
                 }
-            );
+            )?;
         }
         out.push('\n');
+        Ok(())
     }
 
-    fn distillation(&self, out: &mut String) {
+    fn distillation(&self, out: &mut String) -> fmt::Result {
         let Some(dc) = &self.config.distill else {
-            return;
+            return Ok(());
         };
-        let _ = writeln!(out, "## Distillation\n");
+        writeln!(out, "## Distillation\n")?;
         let teacher = self.teacher.map_or_else(
             || format!("run `{}`", dc.teacher),
             |t| {
@@ -175,8 +184,8 @@ impl Card<'_> {
                 )
             },
         );
-        let _ = writeln!(out, "- teacher: {teacher}");
-        let _ = writeln!(
+        writeln!(out, "- teacher: {teacher}")?;
+        writeln!(
             out,
             "- objective: (1 − α)·cross-entropy + α·`{}`, α = `{}`, τ = {}, teacher truncated to top-p {} then top-k {}, {} (teacher logits {})",
             dc.loss,
@@ -189,48 +198,51 @@ impl Card<'_> {
                 crate::spec::DistillMode::Offline => "read from a stored logit pass",
                 crate::spec::DistillMode::Online => "computed in every step",
             }
-        );
+        )?;
         out.push('\n');
+        Ok(())
     }
 
-    fn results(&self, out: &mut String) {
+    fn results(&self, out: &mut String) -> fmt::Result {
         let r = self.run;
-        let _ = writeln!(out, "## Held-out results\n\n| metric | value |\n|---|---|");
-        let _ = writeln!(
+        writeln!(out, "## Held-out results\n\n| metric | value |\n|---|---|")?;
+        writeln!(
             out,
             "| cross-entropy (nats/token) | {} |",
             num(r.val_loss, 4)
-        );
-        let _ = writeln!(out, "| bits per byte | {} |", num(r.val_bpb, 4));
+        )?;
+        writeln!(out, "| bits per byte | {} |", num(r.val_bpb, 4))?;
         if self.config.kind == RunKind::Student {
-            let _ = writeln!(
+            writeln!(
                 out,
                 "| top-1 agreement with the teacher | {} |",
                 num(r.agreement, 4)
-            );
-            let _ = writeln!(
+            )?;
+            writeln!(
                 out,
                 "| KL(teacher ‖ student) (nats/token) | {} |",
                 num(r.kl_teacher_student, 4)
-            );
-            let _ = writeln!(
+            )?;
+            writeln!(
                 out,
                 "| gain over the no-teacher baseline (nats/token) | {} |",
                 num(r.gain, 4)
-            );
+            )?;
         }
-        let _ = writeln!(
+        writeln!(
             out,
             "| training throughput (tokens/s), wall time (s) | {}, {} |\n",
             num(r.tokens_per_s, 0),
             num(r.wall_s, 1)
-        );
+        )?;
+        Ok(())
     }
 
-    fn usage(&self, out: &mut String) {
-        let _ = writeln!(
+    fn usage(&self, out: &mut String) -> fmt::Result {
+        writeln!(
             out,
             "## Use\n\n```python\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(\"path/to/this/folder\")\n```\n"
-        );
+        )?;
+        Ok(())
     }
 }
