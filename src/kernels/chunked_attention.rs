@@ -261,7 +261,10 @@ fn backward<B: Backend>(state: &State<B>, grad: FloatTensor<B>) -> Grads<B> {
         let qc = rows::<B>(&q5, &d, span);
         let gc = rows::<B>(&g5, &d, span);
         let s = scores::<B>(qc.clone(), k, &mask, &d, span);
-        let p = B::float_exp(B::float_sub(s.clone(), widen::<B>(rows::<B>(lse, &d, span), &s)));
+        let p = B::float_exp(B::float_sub(
+            s.clone(),
+            widen::<B>(rows::<B>(lse, &d, span), &s),
+        ));
         dv = accumulate::<B>(
             dv,
             B::float_matmul(B::float_swap_dims(p.clone(), 2, 3), gc.clone()),

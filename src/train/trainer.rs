@@ -549,17 +549,22 @@ impl Pass<'_> {
         let positions = part.batch * part.context;
         let head = head_input(model, inputs, self.compute, self.head_chunk);
         let loss = objective.loss(step, steps, part, head, targets.reshape([positions]));
-        let value = loss.clone().into_scalar::<f32>() as f64;
+        let factor = weight * self.scale;
+        let scaled = if factor == 1.0 {
+            loss.clone()
+        } else {
+            loss.clone().mul_scalar(factor)
+        };
+        // Why the value is read after `backward`: on a GPU, reading it first would make the
+        // host wait for the forward pass before queueing the backward one (a stall every
+        // micro-batch); read now, the device runs both back to back. A non-finite loss still
+        // stops the run before the optimiser steps.
+        let grads = scaled.backward();
+        let value = loss.into_scalar::<f32>() as f64;
         if !value.is_finite() {
             return Err(TrainError::Diverged { step, loss: value });
         }
-        let factor = weight * self.scale;
-        let loss = if factor == 1.0 {
-            loss
-        } else {
-            loss.mul_scalar(factor)
-        };
-        Ok((value, GradientsParams::from_grads(loss.backward(), model)))
+        Ok((value, GradientsParams::from_grads(grads, model)))
     }
 
     /// The whole batch's loss and gradients, summed over micro-batches of `rows` rows: each

@@ -537,9 +537,15 @@ fn chunked_attention_on_wgpu_equals_the_fallback_and_keeps_memory_linear_in_cont
         };
         let weights = out.clone().sin();
         let grads = (out.clone() * weights).sum().backward();
-        let mut all = vec![out.into_data().to_vec::<f32>().unwrap()];
+        let mut all = vec![out.into_data().try_to_vec::<f32>().unwrap()];
         for t in &x {
-            all.push(t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap());
+            all.push(
+                t.grad(&grads)
+                    .unwrap()
+                    .into_data()
+                    .try_to_vec::<f32>()
+                    .unwrap(),
+            );
         }
         results.push(all);
     }
