@@ -137,10 +137,11 @@ pub struct RunArgs {
     #[arg(long, short = 'j', default_value_t = 1, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: u16,
-    /// GPU indices to spread the runs over, e.g. `0,1` (cuda/wgpu backends); with `--jobs N`
-    /// larger than the number of devices, several runs share a device.
-    #[arg(long, value_delimiter = ',', value_name = "I,J,...")]
-    pub devices: Vec<usize>,
+    /// GPU indices to spread the runs over, e.g. `0,1`, or `all` for every GPU `pdsweep
+    /// devices` lists for the sweep's backend (cuda/wgpu); with `--jobs N` larger than the
+    /// number of devices, several runs share a device.
+    #[arg(long, value_name = "I,J,...|all")]
+    pub devices: Option<pdsweep::run::DeviceChoice>,
     /// CPU threads each job trains with, in its own thread pool (default: the cores shared
     /// out among the jobs). Results do not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -160,8 +161,8 @@ impl RunArgs {
             sweep: self.sweep,
             results: self.results,
             retry_failed: self.retry_failed,
-            jobs: usize::from(self.jobs).max(self.devices.len()),
-            devices: self.devices,
+            jobs: usize::from(self.jobs),
+            devices: self.devices.unwrap_or_default(),
             threads: self.threads.map_or(0, usize::from),
             stack: self.stack,
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use pdsweep::plan::{Plan, PlanOptions, RunId};
 use pdsweep::run::lease::{Holder, Lease};
-use pdsweep::run::{RunOptions, StackAdvisor, StackPolicy, execute};
+use pdsweep::run::{DeviceChoice, RunOptions, StackAdvisor, StackPolicy, execute};
 use pdsweep::spec::Sweep;
 use pdsweep::store::{RunState, SweepDb, SweepLayout};
 
@@ -21,10 +21,10 @@ pub struct RunCommand {
     pub results: PathBuf,
     /// Retry failed runs.
     pub retry_failed: bool,
-    /// Runs at once.
+    /// Runs at once (at least one per device).
     pub jobs: usize,
-    /// GPU indices (empty: the backend's default device).
-    pub devices: Vec<usize>,
+    /// The GPUs to use (none: the backend's default device).
+    pub devices: DeviceChoice,
     /// CPU threads per job (0: the cores shared out among the jobs).
     pub threads: usize,
     /// How runs of one shape are grouped into stacks.
@@ -72,6 +72,8 @@ fn install_stop_handler() {
 /// Runs `pdsweep run`.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let sweep = Sweep::load(&cmd.sweep)?;
+    // `--devices all` is resolved first, so a choice that cannot be met stops before planning.
+    let devices = cmd.devices.indices(sweep.file.backend)?;
     let mut plan = Plan::build(&sweep, &PlanOptions::default())?;
     let layout = SweepLayout::for_file(&cmd.sweep, &cmd.results, &plan.sweep_name);
     let db_path = layout.database();
@@ -104,8 +106,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         layout,
         retry_failed: cmd.retry_failed,
         backend: sweep.file.backend,
-        jobs: cmd.jobs,
-        devices: cmd.devices,
+        jobs: cmd.jobs.max(devices.len()),
+        devices,
         threads: cmd.threads,
         stop: &STOP,
         calibration: super::estimate::calibration(Some(&db), sweep.file.backend, true),

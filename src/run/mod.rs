@@ -5,6 +5,7 @@
 //! sweep's [`lease`] keeps writers of its database on one host. The runner never prints; it
 //! reports events to a callback.
 
+mod devices;
 mod error;
 mod events;
 pub(crate) mod execute;
@@ -18,6 +19,7 @@ pub(crate) mod stacks;
 pub mod tuning;
 mod unit;
 
+pub use devices::{DeviceChoice, DeviceChoiceError};
 pub use events::RunEvent;
 pub use execute::Outcome;
 
