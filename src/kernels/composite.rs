@@ -364,12 +364,9 @@ pub fn causal_attention(
     kv_heads: usize,
 ) -> Tensor<3> {
     let [batch, seq, width] = q.dims();
-    let head_dim = width / heads;
-    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
-    let (cos, sin) = (cos.unsqueeze::<4>(), sin.unsqueeze::<4>());
-    let q = rotate(split(q, heads), &cos, &sin);
-    let k = repeat_kv(rotate(split(k, kv_heads), &cos, &sin), heads / kv_heads);
-    let v = repeat_kv(split(v, kv_heads), heads / kv_heads);
+    let [q, k, v] = rotated_heads([q, k, v], &cos, &sin, heads, kv_heads);
+    let k = repeat_kv(k, heads / kv_heads);
+    let v = repeat_kv(v, heads / kv_heads);
     let options = AttentionModuleOptions {
         scale: None,
         softcap: None,
@@ -378,6 +375,26 @@ pub fn causal_attention(
     attention(q, k, v, None, None, options)
         .swap_dims(1, 2)
         .reshape([batch, seq, width])
+}
+
+/// The projections `[q, k, v]` (`[batch, seq, n·hd]`) split into heads (`[batch, n, seq, hd]`),
+/// q and k rotated: what every attention of this crate starts from.
+pub(crate) fn rotated_heads(
+    [q, k, v]: [Tensor<3>; 3],
+    cos: &Tensor<2>,
+    sin: &Tensor<2>,
+    heads: usize,
+    kv_heads: usize,
+) -> [Tensor<4>; 3] {
+    let [batch, seq, width] = q.dims();
+    let head_dim = width / heads;
+    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
+    let (cos, sin) = (cos.clone().unsqueeze::<4>(), sin.clone().unsqueeze::<4>());
+    [
+        rotate(split(q, heads), &cos, &sin),
+        rotate(split(k, kv_heads), &cos, &sin),
+        split(v, kv_heads),
+    ]
 }
 
 /// Repeats each key/value head for the `groups` query heads that share it.

@@ -339,12 +339,7 @@ pub fn chunked_causal_attention(
     chunk: usize,
 ) -> Tensor<3> {
     let [batch, seq, width] = q.dims();
-    let head_dim = width / heads;
-    let split = |t: Tensor<3>, n: usize| t.reshape([batch, seq, n, head_dim]).swap_dims(1, 2);
-    let (cos, sin) = (cos.unsqueeze::<4>(), sin.unsqueeze::<4>());
-    let q = composite::rotate(split(q, heads), &cos, &sin);
-    let k = composite::rotate(split(k, kv_heads), &cos, &sin);
-    let v = split(v, kv_heads);
+    let [q, k, v] = composite::rotated_heads([q, k, v], &cos, &sin, heads, kv_heads);
     let out = Tensor::<4>::from_dispatch(<Dispatch as ChunkedAttention>::chunked_attention(
         q.into_dispatch(),
         k.into_dispatch(),
